@@ -1,0 +1,5 @@
+"""Allow `python -m rdmaprov`."""
+
+from rdmaprov.cli import main
+
+raise SystemExit(main())

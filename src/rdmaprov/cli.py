@@ -1,0 +1,97 @@
+"""The `rdmaprov` command line: parse arguments, call the modules, print, exit with a meaningful code."""
+
+from gevent import monkey
+
+# pyinfra's SSH connections are greenlets: without patching, one host's I/O blocks every other.
+monkey.patch_all()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+
+from rich.console import Console  # noqa: E402
+
+from rdmaprov import __version__  # noqa: E402
+from rdmaprov.errors import UserError  # noqa: E402
+
+EXIT_USAGE = 1
+
+
+def _cmd_validate(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.inventory import load_inventory
+
+    failed = False
+    for path in args.inventory:
+        try:
+            inventory = load_inventory(path, require_files=False)
+        except UserError as exc:
+            failed = True
+            for problem in exc.problems:
+                err.print(problem.format(), markup=False, highlight=False)
+            continue
+        for warning in inventory.warnings:
+            err.print(f"warning: {warning.format()}", markup=False, highlight=False)
+        out.print(f"{path}: ok ({len(inventory.hosts)} hosts, {len(inventory.groups)} groups)", highlight=False)
+    return EXIT_USAGE if failed else 0
+
+
+def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.deploys import select_deploys
+    from rdmaprov.engine import RunOptions, run
+    from rdmaprov.engine.pyinfra_state import quiet_pyinfra
+    from rdmaprov.inventory import load_inventory
+    from rdmaprov.inventory.limit import select_hosts
+    from rdmaprov.report.progress import RichObserver
+    from rdmaprov.report.tables import print_run
+
+    inventory = load_inventory(args.inventory)
+    hosts = select_hosts(inventory, args.limit)
+    deploys = select_deploys(args.tags)
+    quiet_pyinfra(args.verbose)
+    options = RunOptions(command=args.command, hosts=hosts, deploys=deploys)
+    with RichObserver(err, verbose=args.verbose) as observer:
+        result = run(inventory, options, observer)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print_run(result, out)
+    return result.exit_code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rdmaprov", description="Provision and check RDMA GPU training clusters.")
+    parser.add_argument("--version", action="version", version=f"rdmaprov {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    validate = sub.add_parser("validate", help="check inventory files against the schema")
+    validate.add_argument("inventory", nargs="+")
+    validate.set_defaults(handler=_cmd_validate)
+
+    for name, text in (("apply", "converge every selected node"), ("check", "report what apply would change, changing nothing")):
+        cmd = sub.add_parser(name, help=text, description=f"{text}. Exit codes: 0 nothing to do, 2 changes, 4 failures, 6 both.")
+        cmd.add_argument("inventory")
+        cmd.add_argument("--limit", "-l", action="append", metavar="PATTERN", help="hosts, groups or globs (repeat or comma-separate)")
+        cmd.add_argument("--tags", "-t", action="append", metavar="DEPLOY", help="run only these deploys (repeat or comma-separate)")
+        cmd.add_argument("--json", action="store_true", help="print the result as JSON (schemas/result.schema.json)")
+        cmd.add_argument("--verbose", "-v", action="store_true", help="show every operation and pyinfra's log")
+        cmd.set_defaults(handler=_cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = Console(soft_wrap=True)
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        return args.handler(args, out, err)
+    except UserError as exc:
+        for problem in exc.problems:
+            err.print(f"error: {problem.format()}", markup=False, highlight=False)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.print("interrupted: the next apply converges whatever was left half-done")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Deploys: one per concern, composed in the order a node is built up.
+
+Every deploy runs on every selected host and decides inside its operations whether anything
+applies there, so all hosts share one operation sequence (pyinfra matches ops by position).
+"""
+
+from __future__ import annotations
+
+from rdmaprov.deploys.limits import limits
+from rdmaprov.deploys.nccl_env import nccl_env
+from rdmaprov.engine.runner import Deploy
+from rdmaprov.errors import UserError
+
+STACK: dict[str, Deploy] = {
+    "limits": limits,
+    "nccl_env": nccl_env,
+}
+
+
+def select_deploys(tags: list[str] | None) -> list[Deploy]:
+    """The deploys to run, in stack order; `tags` restricts them by name."""
+    if not tags:
+        return list(STACK.values())
+    wanted = {t.strip() for raw in tags for t in raw.split(",") if t.strip()}
+    unknown = sorted(wanted - set(STACK))
+    if unknown:
+        raise UserError(f"--tags: unknown deploy(s) {', '.join(unknown)} (known: {', '.join(STACK)})")
+    return [fn for name, fn in STACK.items() if name in wanted]

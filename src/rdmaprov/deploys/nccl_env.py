@@ -1,0 +1,82 @@
+"""NCCL environment: /etc/nccl.conf (read by NCCL itself) and a profile snippet for shells and mpirun."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyinfra.api import deploy
+
+from rdmaprov.engine.context import NodeContext
+from rdmaprov.operations.files import managed_file
+
+# What each fabric needs when the inventory says nothing (field manuals, DESIGN.md §3).
+_FABRIC_HCA = {"erdma": "erdma", "softroce": "rxe"}
+_FABRIC_GID_INDEX = {"roce": 3, "erdma": 1, "softroce": 1}
+
+
+def _matches(spec: str, device: str) -> bool:
+    """NCCL_IB_HCA semantics: '=name' is exact, otherwise a prefix; ':port' suffixes are ignored."""
+    name = spec.split(":", 1)[0]
+    if name.startswith("="):
+        return device == name[1:]
+    return device.startswith(name)
+
+
+def nccl_environment(node: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """The NCCL variables for one node, and warnings about what had to be corrected.
+
+    Storage HCAs must never carry NCCL traffic: a prefix that would match one is replaced by the
+    exact list of compute devices, and the replacement is reported.
+    """
+    rdma = node.get("rdma", {})
+    fabric = node.get("fabric")
+    declared = dict((node.get("nccl") or {}).get("env") or {})
+    env = {key: str(value) for key, value in declared.items()}
+    warnings: list[str] = []
+    storage = rdma.get("storage_hcas") or []
+    devices = [d for d in (rdma.get("devices") or []) if d not in storage]
+
+    if "NCCL_IB_HCA" not in env:
+        if fabric in _FABRIC_HCA:
+            env["NCCL_IB_HCA"] = _FABRIC_HCA[fabric]
+        elif devices:
+            env["NCCL_IB_HCA"] = "=" + ",".join(devices)
+    hca = env.get("NCCL_IB_HCA", "")
+    if hca and not hca.startswith("^"):
+        specs = hca.lstrip("=").split(",") if hca.startswith("=") else hca.split(",")
+        specs = [("=" + s if hca.startswith("=") else s) for s in specs]
+        hit = [s for s in storage if any(_matches(spec, s) for spec in specs)]
+        if hit:
+            if not devices:
+                raise ValueError(
+                    f"NCCL_IB_HCA={hca} matches storage HCA(s) {', '.join(hit)} and rdma.devices is empty, "
+                    "so the compute HCAs cannot be listed instead; declare rdma.devices or give NCCL_IB_HCA as =dev1,dev2"
+                )
+            env["NCCL_IB_HCA"] = "=" + ",".join(d for d in devices if any(_matches(spec, d) for spec in specs))
+            warnings.append(f"NCCL_IB_HCA={hca} matched storage HCA(s) {', '.join(hit)}; wrote {env['NCCL_IB_HCA']} instead")
+    if "NCCL_IB_GID_INDEX" not in env:
+        gid = rdma.get("gid_index", _FABRIC_GID_INDEX.get(fabric or ""))
+        if gid is not None:
+            env["NCCL_IB_GID_INDEX"] = str(gid)
+    return dict(sorted(env.items())), warnings
+
+
+def render_nccl_conf(env: dict[str, str]) -> str:
+    lines = ["# Managed by rdmaprov: edits are reported as drift and replaced on the next apply."]
+    lines += [f"{key}={value}" for key, value in env.items()]
+    return "\n".join(lines) + "\n"
+
+
+def render_profile(env: dict[str, str]) -> str:
+    lines = ["# Managed by rdmaprov: NCCL settings for login shells (mirrors /etc/nccl.conf)."]
+    lines += [f"export {key}='{value}'" for key, value in env.items()]
+    return "\n".join(lines) + "\n"
+
+
+@deploy("nccl_env")
+def nccl_env(ctx: NodeContext) -> None:
+    env, warnings = nccl_environment(ctx.node)
+    for warning in warnings:
+        ctx.warn(warning)
+    managed_file(name="Write /etc/nccl.conf", path="/etc/nccl.conf", content=render_nccl_conf(env))
+    managed_file(name="Write /etc/profile.d/nccl.sh", path="/etc/profile.d/nccl.sh", content=render_profile(env))

@@ -1,0 +1,26 @@
+"""What a deploy sees while it is planned for one host."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rdmaprov.inventory.model import HostSpec, Inventory
+
+
+@dataclass
+class NodeContext:
+    """The host being planned, the whole inventory (for cross-node settings) and a place for warnings."""
+
+    host: HostSpec
+    inventory: Inventory
+    selected: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def node(self) -> dict[str, Any]:
+        return self.host.node
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)

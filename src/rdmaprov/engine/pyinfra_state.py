@@ -1,0 +1,72 @@
+"""Build pyinfra's Inventory and State from an rdmaprov inventory."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from pyinfra.api import Config, Inventory as PyinfraInventory, State
+
+from rdmaprov.errors import UserError
+from rdmaprov.inventory.model import HostSpec, Inventory
+
+
+def connector_data(spec: HostSpec) -> dict[str, Any]:
+    """pyinfra host data for one host: SSH with host keys always verified, sudo when not root."""
+    ssh = spec.ssh
+    data: dict[str, Any] = {
+        "ssh_hostname": spec.address,
+        "ssh_port": ssh.port,
+        "ssh_user": ssh.user,
+        "ssh_strict_host_key_checking": "yes",
+        "ssh_allow_agent": False,
+        "ssh_look_for_keys": ssh.key is None,
+        "ssh_connect_retries": 0,
+    }
+    if ssh.key:
+        data["ssh_key"] = ssh.key
+    if ssh.known_hosts:
+        data["ssh_known_hosts_file"] = ssh.known_hosts
+    if ssh.password_env:
+        password = os.environ.get(ssh.password_env)
+        if password is None:
+            raise UserError(f"host {spec.name}: ssh.password_env names ${ssh.password_env}, which is not set (export it, or remove password_env once the node has its key)")
+        data["ssh_password"] = password
+    if ssh.user != "root":
+        data["_sudo"] = True
+        if ssh.sudo_password_env:
+            password = os.environ.get(ssh.sudo_password_env)
+            if password is None:
+                raise UserError(f"host {spec.name}: ssh.sudo_password_env names ${ssh.sudo_password_env}, which is not set")
+            data["_sudo_password"] = password
+    return data
+
+
+def build_state(inventory: Inventory, selected: list[str]) -> State:
+    """A pyinfra State over the selected hosts, parallel across all of them."""
+    names_with_data = [(name, connector_data(inventory.hosts[name])) for name in selected]
+    pyinfra_inventory = PyinfraInventory((names_with_data, {}))
+    timeout = max(inventory.hosts[name].ssh.connect_timeout for name in selected)
+    config = Config(
+        PARALLEL=inventory.parallel or len(selected),
+        CONNECT_TIMEOUT=timeout,
+        FAIL_PERCENT=None,
+    )
+    # Operations decide lazily at execution time; `check` iterates each generator itself once.
+    state = State(pyinfra_inventory, config, check_for_changes=False)
+    return state
+
+
+def quiet_pyinfra(verbose: bool) -> None:
+    """pyinfra logs every step; rdmaprov reports results itself unless asked for pyinfra's log."""
+    log = logging.getLogger("pyinfra")
+    log.propagate = False
+    log.handlers[:] = []
+    if verbose:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("pyinfra: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    else:
+        log.addHandler(logging.NullHandler())

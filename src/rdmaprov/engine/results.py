@@ -1,0 +1,110 @@
+"""Typed results of a run, per host and per operation, and the exit code they imply.
+
+The JSON form of these objects is a public interface (schemas/result.schema.json): add fields,
+never rename or remove them without bumping SCHEMA_VERSION.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+OpStatus = Literal["changed", "unchanged", "would_change", "failed", "skipped"]
+HostStatus = Literal["changed", "unchanged", "failed", "unreachable"]
+
+EXIT_OK = 0
+EXIT_CHANGES = 2
+EXIT_FAILURES = 4
+
+
+@dataclass
+class OpResult:
+    """One operation on one host."""
+
+    name: str
+    status: OpStatus
+    commands: list[str] = field(default_factory=list)
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    diff: str | None = None
+
+
+@dataclass
+class HostResult:
+    """Everything that happened on one host."""
+
+    name: str
+    address: str
+    status: HostStatus = "unchanged"
+    error: str | None = None
+    ops: list[OpResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> int:
+        return sum(op.status in ("changed", "would_change") for op in self.ops)
+
+    @property
+    def failed(self) -> int:
+        return sum(op.status == "failed" for op in self.ops)
+
+    def settle(self) -> None:
+        """Derive the host status from its operations (unreachable/failed set by the engine win)."""
+        if self.status in ("failed", "unreachable"):
+            return
+        if self.failed:
+            self.status = "failed"
+        elif self.changed:
+            self.status = "changed"
+
+
+@dataclass
+class RunResult:
+    """A whole run: the command, the inventory, and every host's result."""
+
+    command: str
+    inventory: str
+    cluster: str
+    started_at: str
+    duration_s: float = 0.0
+    hosts: list[HostResult] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """Puppet-style: 0 nothing to do, 2 changes (made or pending), 4 failures, 6 both."""
+        code = EXIT_OK
+        if any(h.changed for h in self.hosts):
+            code |= EXIT_CHANGES
+        if any(h.status in ("failed", "unreachable") for h in self.hosts):
+            code |= EXIT_FAILURES
+        return code
+
+    def summary(self) -> dict[str, int]:
+        counts = {"hosts": len(self.hosts), "changed": 0, "unchanged": 0, "failed": 0, "unreachable": 0}
+        for host in self.hosts:
+            counts[host.status] += 1
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        from rdmaprov import __version__
+
+        hosts = []
+        for host in self.hosts:
+            item = asdict(host)
+            item["changed"] = host.changed
+            item["failed"] = host.failed
+            hosts.append(item)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "rdmaprov_version": __version__,
+            "command": self.command,
+            "inventory": self.inventory,
+            "cluster": self.cluster,
+            "started_at": self.started_at,
+            "duration_s": round(self.duration_s, 3),
+            "exit_code": self.exit_code,
+            "summary": self.summary(),
+            "hosts": hosts,
+        }

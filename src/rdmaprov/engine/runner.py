@@ -1,0 +1,217 @@
+"""Run deploys on hosts through pyinfra's API: connect, plan in parallel, execute or only check.
+
+Why not pyinfra's `add_deploy`: it plans hosts one after another, which over SSH costs a full
+round trip per fact per host in sequence. We plan each host in its own greenlet instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable, Protocol
+
+import gevent
+from pyinfra.api import State
+from pyinfra.api.state import BaseStateCallback, StateStage
+from pyinfra.api.connect import connect_all, disconnect_all
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.operations import run_ops
+from pyinfra.context import ctx_host, ctx_state
+
+from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.pyinfra_state import build_state
+from rdmaprov.engine.results import HostResult, OpResult, RunResult
+from rdmaprov.inventory.model import Inventory
+
+Deploy = Callable[[NodeContext], None]
+
+
+class Observer(Protocol):
+    """Receives progress while a run goes on (the CLI draws it; tests may record it)."""
+
+    def phase(self, name: str, total: int) -> None: ...
+    def host_done(self, host: str, phase: str, ok: bool, detail: str = "") -> None: ...
+    def op_done(self, host: str, op: str, status: str) -> None: ...
+
+
+class NullObserver:
+    def phase(self, name: str, total: int) -> None:
+        pass
+
+    def host_done(self, host: str, phase: str, ok: bool, detail: str = "") -> None:
+        pass
+
+    def op_done(self, host: str, op: str, status: str) -> None:
+        pass
+
+
+@dataclass
+class RunOptions:
+    command: str  # "apply" or "check"
+    hosts: list[str]
+    deploys: list[Deploy]
+
+
+class _Callbacks(BaseStateCallback):
+    """Collect connection errors and report finished operations as they happen."""
+
+    def __init__(self, observer: Observer, op_name: Callable[[str], str]) -> None:
+        self.observer = observer
+        self.op_name = op_name
+        self.connect_errors: dict[str, str] = {}
+
+    def host_connect_error(self, state: State, host, error) -> None:  # type: ignore[override]
+        self.connect_errors[host.name] = str(error.args[0] if getattr(error, "args", None) else error)
+
+    def operation_host_success(self, state: State, host, op_hash, retry_count: int = 0) -> None:  # type: ignore[override]
+        # pyinfra fires this before the operation's result is recorded: changed-or-not comes later.
+        self.observer.op_done(host.name, self.op_name(op_hash), "done")
+
+    def operation_host_error(self, state: State, host, op_hash, retry_count: int = 0, max_retries: int = 0) -> None:  # type: ignore[override]
+        self.observer.op_done(host.name, self.op_name(op_hash), "failed")
+
+
+def _op_name(state: State, op_hash: str) -> str:
+    return " / ".join(sorted(state.op_meta[op_hash].names))
+
+
+def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict[str, HostResult], observer: Observer) -> None:
+    """Plan every connected host at once; a host whose planning raises is failed with the reason."""
+
+    def plan_one(host) -> None:
+        ctx = NodeContext(host=inventory.hosts[host.name], inventory=inventory, selected=options.hosts)
+        try:
+            with ctx_state.use(state), ctx_host.use(host):
+                for deploy in options.deploys:
+                    deploy(ctx)
+        except Exception as exc:  # a fact or deploy error fails this host only
+            results[host.name].status = "failed"
+            results[host.name].error = f"planning failed: {_reason(exc)}"
+            observer.host_done(host.name, "plan", False, results[host.name].error)
+        else:
+            observer.host_done(host.name, "plan", True)
+        finally:
+            results[host.name].warnings.extend(ctx.warnings)
+
+    hosts = list(state.inventory.get_active_hosts())
+    observer.phase("plan", len(hosts))
+    gevent.joinall([gevent.spawn(plan_one, host) for host in hosts])
+    for host in hosts:
+        if results[host.name].status == "failed":
+            state.active_hosts.discard(host)
+            state.failed_hosts.add(host)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def _check_ops(state: State, results: dict[str, HostResult], observer: Observer) -> None:
+    """Plan-only: run each operation's generator once to see the commands it would run."""
+
+    def check_host(host) -> None:
+        result = results[host.name]
+        with ctx_state.use(state), ctx_host.use(host):
+            for op_hash in host.op_hash_order:
+                name = _op_name(state, op_hash)
+                op_data = state.get_op_data_for_host(host, op_hash)
+                try:
+                    commands = [str(c) for c in op_data.command_generator()]
+                except Exception as exc:
+                    result.ops.append(OpResult(name=name, status="failed", stderr=[_reason(exc)]))
+                    observer.op_done(host.name, name, "failed")
+                    result.status = "failed"
+                    result.error = f"{name}: {_reason(exc)}"
+                    return
+                status = "would_change" if commands else "unchanged"
+                diff = state.rdmaprov_diffs.get((host.name, op_hash))  # type: ignore[attr-defined]
+                result.ops.append(OpResult(name=name, status=status, commands=commands, diff=diff))
+                observer.op_done(host.name, name, status)
+
+    hosts = list(state.inventory.get_active_hosts())
+    observer.phase("check", len(hosts))
+    gevent.joinall([gevent.spawn(check_host, host) for host in hosts])
+
+
+def _collect_applied(state: State, results: dict[str, HostResult]) -> None:
+    for host in state.inventory:
+        result = results.get(host.name)
+        if result is None or result.status == "unreachable":
+            continue
+        for op_hash in host.op_hash_order:
+            op_data = state.ops[host].get(op_hash)
+            if op_data is None:
+                continue
+            meta = op_data.operation_meta
+            name = _op_name(state, op_hash)
+            if not meta.is_complete():
+                result.ops.append(OpResult(name=name, status="skipped"))
+                continue
+            commands = [str(c) for c in (meta._commands or [])]
+            status = "failed" if meta.did_error() else ("changed" if meta.did_change() else "unchanged")
+            diff = state.rdmaprov_diffs.get((host.name, op_hash))  # type: ignore[attr-defined]
+            op = OpResult(name=name, status=status, commands=commands, stdout=list(meta.stdout_lines), stderr=list(meta.stderr_lines), diff=diff if status == "changed" else None)
+            result.ops.append(op)
+            if status == "failed" and result.error is None:
+                last = next((line for line in reversed(op.stderr) if line.strip()), "")
+                result.error = f"{name} failed" + (f": {last}" if last else "")
+
+
+def run(inventory: Inventory, options: RunOptions, observer: Observer | None = None) -> RunResult:
+    """Connect to the selected hosts, plan the deploys on each, then apply them or only check."""
+    observer = observer or NullObserver()
+    started = time.monotonic()
+    run_result = RunResult(
+        command=options.command,
+        inventory=str(inventory.path),
+        cluster=inventory.name,
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    results = {name: HostResult(name=name, address=inventory.hosts[name].address) for name in options.hosts}
+    state = build_state(inventory, options.hosts)
+    state.rdmaprov_diffs = {}  # type: ignore[attr-defined]
+    callbacks = _Callbacks(observer, lambda op_hash: _op_name(state, op_hash))
+    state.add_callback_handler(callbacks)
+
+    try:
+        state.set_stage(StateStage.Connect)
+        observer.phase("connect", len(options.hosts))
+        try:
+            connect_all(state)
+        except PyinfraError:
+            pass  # every host failed to connect: reported below
+        for host in state.inventory:
+            ok = host in state.active_hosts
+            if not ok:
+                results[host.name].status = "unreachable"
+                results[host.name].error = callbacks.connect_errors.get(host.name, "could not connect")
+            observer.host_done(host.name, "connect", ok, results[host.name].error or "")
+
+        if state.active_hosts:
+            state.set_stage(StateStage.Prepare)
+            _plan(state, inventory, options, results, observer)
+        if state.active_hosts:
+            if options.command == "check":
+                _check_ops(state, results, observer)
+            else:
+                state.set_stage(StateStage.Execute)
+                observer.phase("apply", len(state.active_hosts))
+                try:
+                    run_ops(state)
+                except PyinfraError:
+                    pass  # the last active host failed; each failure is collected below
+                _collect_applied(state, results)
+    finally:
+        try:
+            state.set_stage(StateStage.Disconnect)
+            disconnect_all(state)
+        except Exception:
+            pass  # a dropped connection at the end changes nothing about the results
+
+    for result in results.values():
+        result.settle()
+    run_result.hosts = [results[name] for name in options.hosts]
+    run_result.duration_s = time.monotonic() - started
+    return run_result

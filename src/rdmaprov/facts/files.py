@@ -1,0 +1,43 @@
+"""Facts about files that rdmaprov manages."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+from pyinfra.api import FactBase
+
+
+@dataclass(frozen=True)
+class FileState:
+    """A regular file's content and ownership (None fields when the file is absent)."""
+
+    exists: bool
+    content: bytes | None = None
+    mode: str | None = None
+    user: str | None = None
+    group: str | None = None
+
+
+def parse_file_state(lines: list[str]) -> FileState:
+    """Parse `stat -c '%a %U %G'` followed by the file's base64 (or the word MISSING)."""
+    if not lines or lines[0].strip() == "MISSING":
+        return FileState(exists=False)
+    mode, user, group = lines[0].split()
+    payload = "".join(lines[1:]).strip()
+    return FileState(True, base64.b64decode(payload) if payload else b"", mode, user, group)
+
+
+class ManagedFile(FactBase):
+    """Content, mode and owner of one file, in one round trip (so a diff can be shown)."""
+
+    def command(self, path: str) -> str:
+        quoted = "'" + path.replace("'", "'\\''") + "'"
+        return f"if [ -f {quoted} ]; then stat -c '%a %U %G' {quoted} && base64 -w0 {quoted} && echo; else echo MISSING; fi"
+
+    def process(self, output: list[str]) -> FileState:
+        return parse_file_state(output)
+
+    @staticmethod
+    def default() -> FileState:
+        return FileState(exists=False)

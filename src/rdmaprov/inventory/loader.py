@@ -1,0 +1,165 @@
+"""Load an inventory file: YAML → schema check → cross-field checks → typed Inventory.
+
+Every problem found is reported at once; nothing is half-loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rdmaprov.errors import Problem, UserError
+from rdmaprov.inventory.model import (
+    HostSpec,
+    Inventory,
+    deep_merge,
+    fill_defaults,
+    flatten,
+    node_schema,
+    ssh_settings,
+)
+from rdmaprov.inventory.source import SourceMap, format_path, load_yaml
+from rdmaprov.inventory.validate import schema_problems
+
+
+def _host_definitions(data: dict[str, Any]) -> list[tuple[str, str | None, tuple, Any]]:
+    """(host, group or None, document path, body) for every place a host is named."""
+    places = []
+    for name, body in (data.get("hosts") or {}).items():
+        places.append((name, None, ("hosts", name), body))
+    for group, gbody in (data.get("groups") or {}).items():
+        for name, body in ((gbody or {}).get("hosts") or {}).items():
+            places.append((name, group, ("groups", group, "hosts", name), body))
+    return places
+
+
+def _check_file(path: str | None, where: tuple, smap: SourceMap, what: str, private_key: bool) -> tuple[Problem | None, bool]:
+    """(problem, fatal): a missing file is fatal only when connecting; a file that cannot be used always is."""
+    if path is None:
+        return None, False
+    if not os.path.exists(path):
+        return smap.problem(where, f"{what} {path} does not exist", "create it (for the lab: `rdmaprov lab up`) or point the setting at an existing file"), False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError as exc:
+        return smap.problem(where, f"{what} {path} cannot be read: {exc.strerror}", "fix its permissions or point the setting at a readable file"), True
+    if private_key and b"PRIVATE KEY" not in head:
+        return smap.problem(where, f"{what} {path} is not a private key", "point it at the private half of the key pair (not the .pub file)"), True
+    return None, False
+
+
+def _group_conflicts(name: str, groups: list[str], data: dict[str, Any], host_vars: dict[str, Any], smap: SourceMap) -> list[Problem]:
+    """Two groups of one host setting the same key differently is ambiguous unless the host decides."""
+    problems = []
+    host_leaves = flatten(host_vars)
+    seen: dict[tuple[str, ...], tuple[str, Any]] = {}
+    for group in groups:
+        gvars = (data["groups"][group] or {}).get("vars") or {}
+        for key, value in flatten(gvars).items():
+            if key in host_leaves:
+                continue
+            if key in seen and seen[key][1] != value:
+                other, other_value = seen[key]
+                dotted = ".".join(key)
+                problems.append(
+                    smap.problem(
+                        ("groups", group, "vars") + key,
+                        f"host {name!r} is in groups {other!r} and {group!r}, which set {dotted} differently "
+                        f"({other_value!r} vs {value!r})",
+                        f"set {dotted} in the host's own vars, or make the groups agree",
+                    )
+                )
+            else:
+                seen.setdefault(key, (group, value))
+    return problems
+
+
+def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
+    """Load and fully validate one inventory; raises UserError listing every problem.
+
+    With require_files=False (plain `validate`), key files that do not exist yet are warnings:
+    the inventory may be written before the keys are made. Unusable files are always errors.
+    """
+    path = Path(path)
+    data, smap = load_yaml(path)
+    if not isinstance(data, dict):
+        raise UserError(Problem(str(path), "an inventory must be a YAML mapping with at least `cluster:`", 1, 1, fix="see inventories/lab.yaml for the layout"))
+
+    warnings: list[Problem] = []
+    problems = schema_problems(data, smap)
+    if problems:
+        raise UserError(problems)
+
+    base = path.resolve().parent
+    schema, root = node_schema()
+    cluster = data["cluster"]
+    defaults = data.get("defaults") or {}
+
+    bodies: dict[str, tuple[tuple, dict[str, Any]]] = {}
+    memberships: dict[str, list[str]] = {}
+    for name, group, where, body in _host_definitions(data):
+        memberships.setdefault(name, [])
+        if group is not None:
+            memberships[name].append(group)
+        if body is None:
+            continue
+        if name in bodies:
+            first = smap.locate(bodies[name][0])[0]
+            problems.append(smap.problem(where, f"host {name!r} is defined twice (first at line {first}, {format_path(bodies[name][0])})", f"define it once; list it in other groups with no body, as `{name}:`", prefer_key=True))
+            continue
+        bodies[name] = (where, body)
+
+    hosts: dict[str, HostSpec] = {}
+    addresses: dict[str, str] = {}
+    for name, groups in memberships.items():
+        where, body = bodies.get(name, ((), {}))
+        host_vars = body.get("vars") or {}
+        problems.extend(_group_conflicts(name, groups, data, host_vars, smap))
+        node: dict[str, Any] = dict(defaults)
+        for group in groups:
+            node = deep_merge(node, (data["groups"][group] or {}).get("vars") or {})
+        node = fill_defaults(deep_merge(node, host_vars), schema, root)
+        ssh_layers = [cluster.get("ssh") or {}] + [(data["groups"][g] or {}).get("ssh") or {} for g in groups] + [body.get("ssh") or {}]
+        ssh = ssh_settings(ssh_layers, base)
+        for field_name, what in (("key", "SSH key file"), ("known_hosts", "known_hosts file")):
+            layer_path = _ssh_origin(field_name, where, groups, body, data)
+            problem, fatal = _check_file(getattr(ssh, field_name), layer_path, smap, what, field_name == "key")
+            if problem:
+                (problems if fatal or require_files else warnings).append(problem)
+        address = body.get("address", name)
+        endpoint = f"{address}:{ssh.port}"
+        if endpoint in addresses:
+            problems.append(smap.problem(where + ("address",), f"host {name!r} has the same address and port as {addresses[endpoint]!r} ({endpoint})", "give each host its own address (a host listed twice is a duplicated host)"))
+        addresses[endpoint] = name
+        hosts[name] = HostSpec(name=name, address=address, ssh=ssh, groups=tuple(groups), node=node)
+
+    if not hosts:
+        problems.append(smap.problem((), "the inventory declares no hosts", "add hosts under `hosts:` or under a group's `hosts:`"))
+    if problems:
+        raise UserError(sorted(set(problems), key=lambda p: (p.line or 0, p.column or 0)))
+
+    filled = fill_defaults(cluster, root["properties"]["cluster"], root)
+    groups = {g: tuple(n for n, gs in memberships.items() if g in gs) for g in (data.get("groups") or {})}
+    return Inventory(
+        path=path,
+        name=cluster["name"],
+        hosts=hosts,
+        groups=groups,
+        gates=filled.get("gates", {}),
+        ssh_trust=filled.get("ssh_trust", {}),
+        parallel=cluster.get("parallel"),
+        raw=data,
+        warnings=sorted(set(warnings), key=lambda p: (p.line or 0, p.column or 0)),
+    )
+
+
+def _ssh_origin(field_name: str, host_where: tuple, groups: list[str], body: dict[str, Any], data: dict[str, Any]) -> tuple:
+    """Document path of the layer that set an SSH field last (to point errors at the right line)."""
+    if field_name in (body.get("ssh") or {}):
+        return host_where + ("ssh", field_name)
+    for group in reversed(groups):
+        if field_name in ((data["groups"][group] or {}).get("ssh") or {}):
+            return ("groups", group, "ssh", field_name)
+    return ("cluster", "ssh", field_name)

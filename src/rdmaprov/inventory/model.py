@@ -1,0 +1,130 @@
+"""The validated inventory as typed objects: hosts with their merged node settings.
+
+Merging follows Ansible's precedence (host > group > defaults), dicts deeply, lists replaced;
+then every default the schema declares is filled in, so deploys never guess at a missing key.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rdmaprov.errors import Problem
+from rdmaprov.schemas import load_schema
+
+
+@dataclass(frozen=True)
+class SSHSettings:
+    """How the engine reaches one host."""
+
+    user: str = "root"
+    port: int = 22
+    key: str | None = None
+    known_hosts: str | None = None
+    password_env: str | None = None
+    sudo_password_env: str | None = None
+    connect_timeout: int = 10
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One host: where it is, how to reach it, and the merged settings of its node."""
+
+    name: str
+    address: str
+    ssh: SSHSettings
+    groups: tuple[str, ...]
+    node: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """A whole cluster as declared in one inventory file."""
+
+    path: Path
+    name: str
+    hosts: dict[str, HostSpec]
+    groups: dict[str, tuple[str, ...]]
+    gates: dict[str, Any]
+    ssh_trust: dict[str, Any]
+    parallel: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    warnings: list[Problem] = field(default_factory=list)
+
+    def host_names(self) -> list[str]:
+        return list(self.hosts)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Return base updated by override: mappings merge key by key, anything else replaces."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def flatten(settings: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    """Leaf values of nested settings by key path (lists are leaves)."""
+    leaves: dict[tuple[str, ...], Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict) and value:
+            leaves.update(flatten(value, prefix + (key,)))
+        else:
+            leaves[prefix + (key,)] = value
+    return leaves
+
+
+def _resolve_ref(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if not ref:
+        return schema
+    target: Any = root
+    for part in ref.lstrip("#/").split("/"):
+        target = target[part]
+    return target
+
+
+def fill_defaults(value: dict[str, Any], schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """Add the schema's declared defaults, creating nested mappings that have defaulted keys."""
+    schema = _resolve_ref(schema, root)
+    filled = dict(value)
+    for key, sub in schema.get("properties", {}).items():
+        sub = _resolve_ref(sub, root)
+        if key in filled:
+            if isinstance(filled[key], dict) and sub.get("properties"):
+                filled[key] = fill_defaults(filled[key], sub, root)
+        elif "default" in sub:
+            filled[key] = copy.deepcopy(sub["default"])
+        elif sub.get("type") == "object" and sub.get("properties"):
+            nested = fill_defaults({}, sub, root)
+            if nested:
+                filled[key] = nested
+    return filled
+
+
+def resolve_path(value: str | None, base: Path) -> str | None:
+    """Expand ~ and make a path relative to the inventory file absolute."""
+    if value is None:
+        return None
+    expanded = Path(os.path.expanduser(value))
+    return str(expanded if expanded.is_absolute() else (base / expanded).resolve())
+
+
+def ssh_settings(layers: list[dict[str, Any]], base: Path) -> SSHSettings:
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer or {})
+    merged["key"] = resolve_path(merged.get("key"), base)
+    merged["known_hosts"] = resolve_path(merged.get("known_hosts"), base)
+    return SSHSettings(**merged)
+
+
+def node_schema() -> tuple[dict[str, Any], dict[str, Any]]:
+    root = load_schema("inventory")
+    return root["$defs"]["node"], root

@@ -1,0 +1,1 @@
+"""Rendering results for people (rich) and for machines (JSON)."""

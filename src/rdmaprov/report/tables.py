@@ -1,0 +1,46 @@
+"""The end-of-run report: per-host summary table, then details of what changed or failed."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from rdmaprov.engine.results import RunResult
+
+_STYLE = {"changed": "yellow", "unchanged": "green", "failed": "red", "unreachable": "red"}
+
+
+def print_run(result: RunResult, console: Console, show_diff: bool = True) -> None:
+    pending = result.command == "check"
+    for host in result.hosts:
+        for op in host.ops:
+            if op.status in ("changed", "would_change", "failed"):
+                verb = {"changed": "changed", "would_change": "would change", "failed": "FAILED"}[op.status]
+                colour = "red" if op.status == "failed" else "yellow"
+                console.print(f"[{colour}]{host.name}[/]: {op.name}: {verb}")
+                if op.diff and show_diff:
+                    console.print(op.diff.rstrip("\n"), markup=False, highlight=False)
+                if op.status == "failed":
+                    for line in (op.stderr or op.stdout)[-5:]:
+                        console.print(f"    {line}", markup=False, highlight=False)
+        for warning in host.warnings:
+            console.print(f"[magenta]{host.name}[/]: warning: {warning}")
+
+    table = Table(title=f"rdmaprov {result.command} — {result.cluster} ({result.duration_s:.1f}s)")
+    table.add_column("host")
+    table.add_column("address")
+    table.add_column("status")
+    table.add_column("would change" if pending else "changed", justify="right")
+    table.add_column("ops", justify="right")
+    table.add_column("error")
+    for host in result.hosts:
+        style = _STYLE[host.status]
+        status = "drift" if pending and host.status == "changed" else host.status
+        table.add_row(host.name, host.address, f"[{style}]{status}[/]", str(host.changed), str(len(host.ops)), host.error or "")
+    console.print(table)
+    summary = result.summary()
+    console.print(
+        f"{summary['hosts']} hosts: {summary['changed']} {'with drift' if pending else 'changed'}, "
+        f"{summary['unchanged']} unchanged, {summary['failed']} failed, {summary['unreachable']} unreachable "
+        f"— exit {result.exit_code}"
+    )

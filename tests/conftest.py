@@ -1,0 +1,46 @@
+"""Shared fixtures: real SSH hosts in network namespaces, and a runner for the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+def rdmaprov(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run the real `rdmaprov` CLI as a user would."""
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "rdmaprov", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+
+
+def rdmaprov_json(*args: str, timeout: int = 600) -> tuple[int, dict]:
+    proc = rdmaprov(*args, "--json", timeout=timeout)
+    try:
+        return proc.returncode, json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"no JSON on stdout (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("real SSH hosts need root (network and mount namespaces)")
+
+
+@pytest.fixture(scope="session")
+def ssh_farm():
+    """Three real sshd hosts shared by the engine's end-to-end tests."""
+    _need_root()
+    from tests.support.sshhosts import SSHHostFarm
+
+    farm = SSHHostFarm(3).start()
+    try:
+        yield farm
+    finally:
+        farm.stop()

@@ -1,0 +1,133 @@
+"""The engine against real sshd hosts: apply, idempotence, drift, unreachable hosts, --limit, JSON."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+
+from rdmaprov.schemas import load_schema
+from tests.conftest import rdmaprov, rdmaprov_json
+
+pytestmark = pytest.mark.e2e
+
+NCCL_DEFAULTS = """defaults:
+  fabric: roce
+  rdma:
+    devices: [mlx5_0, mlx5_1]
+    storage_hcas: [mlx5_2]
+  nccl:
+    env:
+      NCCL_DEBUG: {debug}
+      NCCL_SOCKET_IFNAME: eth0
+"""
+
+
+def _inventory(farm, tmp_path, debug: str = "WARN"):
+    return str(farm.inventory(tmp_path / "farm.yaml", NCCL_DEFAULTS.format(debug=debug)))
+
+
+def _ops(host: dict, status: str) -> list[str]:
+    return [op["name"] for op in host["ops"] if op["status"] == status]
+
+
+def test_apply_converges_then_reapply_changes_nothing(ssh_farm, tmp_path):
+    inv = _inventory(ssh_farm, tmp_path, debug="INFO")
+    code, first = rdmaprov_json("apply", inv)
+    jsonschema.validate(first, load_schema("result"))
+    assert code == 2, first
+    assert [h["status"] for h in first["hosts"]] == ["changed"] * 3
+    assert all("nccl_env | Write /etc/nccl.conf" in _ops(h, "changed") for h in first["hosts"])
+
+    for host in ssh_farm.hosts:
+        conf = ssh_farm.ssh(host, "cat /etc/nccl.conf").stdout
+        assert "NCCL_DEBUG=INFO" in conf
+        assert "NCCL_IB_HCA==mlx5_0,mlx5_1" in conf  # storage HCA mlx5_2 never given to NCCL
+        assert "NCCL_IB_GID_INDEX=3" in conf  # RoCE v2 default
+        limits = ssh_farm.ssh(host, "cat /etc/security/limits.d/90-rdmaprov-memlock.conf").stdout
+        assert "hard memlock unlimited" in limits
+
+    code, second = rdmaprov_json("apply", inv)
+    assert code == 0, second
+    assert all(h["changed"] == 0 and h["status"] == "unchanged" for h in second["hosts"])
+
+
+def test_check_reports_manual_edit_as_drift_with_diff(ssh_farm, tmp_path):
+    inv = _inventory(ssh_farm, tmp_path)
+    assert rdmaprov("apply", inv).returncode in (0, 2)
+    edited = ssh_farm.hosts[1]
+    ssh_farm.ssh(edited, "sed -i 's/NCCL_DEBUG=WARN/NCCL_DEBUG=TRACE/' /etc/nccl.conf")
+
+    code, result = rdmaprov_json("check", inv)
+    jsonschema.validate(result, load_schema("result"))
+    assert code == 2
+    by_name = {h["name"]: h for h in result["hosts"]}
+    assert by_name[edited.name]["status"] == "changed"
+    drift = [op for op in by_name[edited.name]["ops"] if op["status"] == "would_change"]
+    assert [op["name"] for op in drift] == ["nccl_env | Write /etc/nccl.conf"]
+    assert "-NCCL_DEBUG=TRACE" in drift[0]["diff"] and "+NCCL_DEBUG=WARN" in drift[0]["diff"]
+    assert all(by_name[h.name]["status"] == "unchanged" for h in ssh_farm.hosts if h is not edited)
+    # check changed nothing: the edit is still there
+    assert "NCCL_DEBUG=TRACE" in ssh_farm.ssh(edited, "cat /etc/nccl.conf").stdout
+
+    human = rdmaprov("check", inv)
+    assert human.returncode == 2
+    assert f"{edited.name}: nccl_env | Write /etc/nccl.conf: would change" in human.stdout
+    assert "+NCCL_DEBUG=WARN" in human.stdout
+
+    assert rdmaprov("apply", inv).returncode == 2
+    assert rdmaprov("check", inv).returncode == 0
+
+
+def test_unreachable_host_is_reported_and_others_converge(ssh_farm, tmp_path):
+    down = ssh_farm.hosts[2]
+    inv = _inventory(ssh_farm, tmp_path, debug="VERSION")
+    ssh_farm.stop_sshd(down)
+    try:
+        code, result = rdmaprov_json("apply", inv, timeout=120)
+    finally:
+        ssh_farm.start_sshd(down)
+    jsonschema.validate(result, load_schema("result"))
+    assert code == 6  # changes on the live hosts, failure on the dead one
+    by_name = {h["name"]: h for h in result["hosts"]}
+    assert by_name[down.name]["status"] == "unreachable"
+    assert by_name[down.name]["error"]
+    for host in ssh_farm.hosts[:2]:
+        assert by_name[host.name]["status"] == "changed"
+        assert "NCCL_DEBUG=VERSION" in ssh_farm.ssh(host, "cat /etc/nccl.conf").stdout
+
+    human = rdmaprov("check", inv)
+    assert human.returncode == 2  # the host is back and has not been converged yet
+    assert down.name in human.stdout
+
+
+def test_limit_selects_hosts_and_groups(ssh_farm, tmp_path):
+    inv = _inventory(ssh_farm, tmp_path, debug="ABORT")
+    code, result = rdmaprov_json("apply", inv, "--limit", "node1")
+    assert code == 2
+    assert [h["name"] for h in result["hosts"]] == ["node1"]
+    assert "NCCL_DEBUG=ABORT" not in ssh_farm.ssh(ssh_farm.hosts[1], "cat /etc/nccl.conf").stdout
+
+    code, result = rdmaprov_json("check", inv, "--limit", "nodes")
+    assert [h["name"] for h in result["hosts"]] == ["node1", "node2", "node3"]
+    assert [h["status"] for h in result["hosts"]] == ["unchanged", "changed", "changed"]
+
+    code, result = rdmaprov_json("check", inv, "--limit", "node[23]")
+    assert [h["name"] for h in result["hosts"]] == ["node2", "node3"]
+
+    typo = rdmaprov("check", inv, "--limit", "nod9")
+    assert typo.returncode == 1
+    assert "--limit 'nod9' matches no host or group" in typo.stderr
+
+
+def test_wrong_host_key_is_refused(ssh_farm, tmp_path):
+    inv = _inventory(ssh_farm, tmp_path)
+    bad_known = tmp_path / "known_hosts"
+    lines = ssh_farm.known_hosts.read_text().splitlines()
+    # node1's address pinned to node2's key: a man in the middle must be refused, not trusted
+    key_of_2 = lines[1].split(" ", 1)[1]
+    bad_known.write_text(f"{ssh_farm.hosts[0].address} {key_of_2}\n" + "\n".join(lines[1:]) + "\n")
+    text = open(inv).read().replace(str(ssh_farm.known_hosts), str(bad_known))
+    open(inv, "w").write(text)
+    code, result = rdmaprov_json("check", inv, "--limit", "node1")
+    assert code == 4
+    assert result["hosts"][0]["status"] == "unreachable"

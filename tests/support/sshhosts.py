@@ -1,0 +1,181 @@
+"""Real SSH hosts for tests: each its own network namespace, mount namespace (an overlay of this
+machine's root, so writes stay private to the host), UTS name and sshd, on a private bridge.
+
+Everything created is named with a per-run prefix and removed by name and by PID on teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_START = """set -e
+D="$1"
+mount -t tmpfs tmpfs "$D/mnt"
+mkdir -p "$D/mnt/upper" "$D/mnt/work" "$D/mnt/root"
+mount -t overlay overlay -o lowerdir=/,upperdir="$D/mnt/upper",workdir="$D/mnt/work" "$D/mnt/root"
+R="$D/mnt/root"
+mount --rbind /dev "$R/dev"
+mount -t proc proc "$R/proc"
+mount -t sysfs sysfs "$R/sys"
+mount -t tmpfs tmpfs "$R/run"
+mount -t tmpfs tmpfs "$R/tmp"
+mkdir -p "$R/run/sshd" "$R/etc/rdmaprov-test"
+cp "$D/hostkey" "$D/authorized_keys" "$D/sshd_config" "$R/etc/rdmaprov-test/"
+hostname "$2"
+exec chroot "$R" /usr/sbin/sshd -D -e -f /etc/rdmaprov-test/sshd_config
+"""
+
+_SSHD_CONFIG = """Port 22
+ListenAddress {address}
+HostKey /etc/rdmaprov-test/hostkey
+PermitRootLogin prohibit-password
+AuthorizedKeysFile /etc/rdmaprov-test/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile /run/sshd.pid
+Subsystem sftp internal-sftp
+"""
+
+
+def _run(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+@dataclass
+class SSHHost:
+    name: str
+    address: str
+    netns: str
+    workdir: Path
+    pid: int | None = None
+
+
+@dataclass
+class SSHHostFarm:
+    """N sshd hosts; `client_key` logs into all of them, `known_hosts` pins their host keys."""
+
+    count: int
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rdmaprov-hosts-")))
+    hosts: list[SSHHost] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        tag = f"{os.getpid() % 10000:04d}"
+        self.prefix = f"rpt{tag}"
+        self.bridge = f"{self.prefix}br"
+        self.subnet = self._free_subnet()
+        self.client_key = self.root / "client"
+        self.known_hosts = self.root / "known_hosts"
+
+    def _free_subnet(self) -> str:
+        used = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True).stdout
+        for third in range(os.getpid() % 200 + 20, 256):
+            candidate = f"10.231.{third}"
+            if f" {candidate}." not in used:
+                return candidate
+        raise RuntimeError("no free 10.231.x.0/24 subnet for test hosts")
+
+    def start(self) -> "SSHHostFarm":
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.client_key))
+        _run("ip", "link", "add", self.bridge, "type", "bridge")
+        _run("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+        _run("ip", "link", "set", self.bridge, "up")
+        lines = []
+        for index in range(1, self.count + 1):
+            host = self._create(index)
+            self.hosts.append(host)
+            pub = (host.workdir / "hostkey.pub").read_text().split()
+            lines.append(f"{host.address} {pub[0]} {pub[1]}")
+        self.known_hosts.write_text("\n".join(lines) + "\n")
+        for host in self.hosts:
+            self.start_sshd(host)
+        return self
+
+    def _create(self, index: int) -> SSHHost:
+        name = f"node{index}"
+        netns = f"{self.prefix}n{index}"
+        workdir = self.root / name
+        (workdir / "mnt").mkdir(parents=True)
+        address = f"{self.subnet}.{10 + index}"
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(workdir / "hostkey"))
+        shutil.copy(f"{self.client_key}.pub", workdir / "authorized_keys")
+        (workdir / "sshd_config").write_text(_SSHD_CONFIG.format(address=address))
+        (workdir / "start.sh").write_text(_START)
+        veth = f"{self.prefix}v{index}"
+        _run("ip", "netns", "add", netns)
+        _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
+        _run("ip", "link", "set", veth, "master", self.bridge, "up")
+        _run("ip", "-n", netns, "addr", "add", f"{address}/24", "dev", "eth0")
+        _run("ip", "-n", netns, "link", "set", "eth0", "up")
+        _run("ip", "-n", netns, "link", "set", "lo", "up")
+        return SSHHost(name=name, address=address, netns=netns, workdir=workdir)
+
+    def start_sshd(self, host: SSHHost) -> None:
+        log = open(host.workdir / "sshd.log", "ab")
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", host.netns, "unshare", "--mount", "--uts", "--propagation", "private", "sh", str(host.workdir / "start.sh"), str(host.workdir), host.name],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        host.pid = proc.pid
+        self._procs = getattr(self, "_procs", {})
+        self._procs[host.name] = proc
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if b"Server listening" in (host.workdir / "sshd.log").read_bytes():
+                return
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"sshd for {host.name} did not start: {(host.workdir / 'sshd.log').read_text()}")
+
+    def stop_sshd(self, host: SSHHost) -> None:
+        proc = self._procs.pop(host.name, None)
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=10)
+        host.pid = None
+
+    def ssh(self, host: SSHHost, command: str) -> subprocess.CompletedProcess:
+        """Run a command on a host as a person would, with the pinned host key."""
+        return subprocess.run(
+            ["ssh", "-i", str(self.client_key), "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{host.address}", command],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    def inventory(self, path: Path, extra: str = "") -> Path:
+        """Write an inventory for these hosts; `extra` is appended YAML (defaults:, etc.)."""
+        lines = [
+            "cluster:",
+            "  name: testfarm",
+            "  ssh:",
+            "    user: root",
+            f"    key: {self.client_key}",
+            f"    known_hosts: {self.known_hosts}",
+            "    connect_timeout: 5",
+            "groups:",
+            "  nodes:",
+            "    hosts:",
+        ]
+        for host in self.hosts:
+            lines += [f"      {host.name}:", f"        address: {host.address}"]
+        path.write_text("\n".join(lines) + "\n" + extra)
+        return path
+
+    def stop(self) -> None:
+        for host in self.hosts:
+            self.stop_sshd(host)
+            subprocess.run(["ip", "netns", "del", host.netns], capture_output=True)
+            subprocess.run(["ip", "link", "del", f"{self.prefix}v{self.hosts.index(host) + 1}"], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
