@@ -99,7 +99,8 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
 
     bodies: dict[str, tuple[tuple, dict[str, Any]]] = {}
     memberships: dict[str, list[str]] = {}
-    for name, group, where, body in _host_definitions(data):
+    # Hosts keep the order in which the file first names them, wherever that is.
+    for name, group, where, body in sorted(_host_definitions(data), key=lambda place: smap.locate(place[2], prefer_key=True)):
         memberships.setdefault(name, [])
         if group is not None:
             memberships[name].append(group)

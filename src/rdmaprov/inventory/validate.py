@@ -89,7 +89,7 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
             if key in schema:
                 bounds.append(f"{words[key]} {schema[key]}")
         expect = " and ".join(bounds)
-        return [smap.problem(path, f"{_describe(value)} is out of range: must be {expect}", hint or f"use a value {expect}")]
+        return [smap.problem(path, f"{_describe(value)} is out of range: must be {expect}", f"use a value {expect}" + (f" — {hint}" if hint else ""))]
     if kind == "pattern":
         return [smap.problem(path, f"{_describe(value)} does not have the expected form ({error.validator_value})", hint)]
     if kind in ("minLength", "minItems"):

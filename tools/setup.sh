@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian 12 machine (as root) for rdmaprov: the system tools the lab and the
+# end-to-end tests use, and a virtualenv in .venv with rdmaprov installed from this checkout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  openssh-client openssh-server iproute2 procps psmisc
+  qemu-system-x86 qemu-utils debootstrap systemd-container e2fsprogs
+  dpkg-dev apt-utils gnupg python3-venv ca-certificates
+)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if [[ $EUID -ne 0 ]]; then
+    echo "setup: missing system packages: ${missing[*]} (run as root, or apt-get install them)" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+echo "setup: ready (.venv/bin/rdmaprov)"
