@@ -58,6 +58,54 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     return result.exit_code
 
 
+def _cmd_lab(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import os
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from rdmaprov.lab import lab as labmod
+    from rdmaprov.lab.paths import default_lab_dir
+
+    lab = labmod.Lab(Path(args.dir) if args.dir else default_lab_dir())
+    if args.lab_command == "up":
+        settings = labmod.LabSettings(nodes=args.nodes, kind=args.kind, subnet=args.subnet, bridge=args.bridge, memory_mb=args.memory)
+        state = labmod.up(lab, settings, log=lambda msg: err.print(msg, highlight=False))
+        timings = state["timings"]
+        rss = sum(labmod.node_rss_kib(node) for node in lab.nodes()) // 1024
+        out.print(
+            f"lab up: {len(state['nodes'])} {state['kind']} nodes in {timings['total_s']:.0f}s "
+            f"(image {timings['image_s']:.0f}s, mirror {timings['mirror_s']:.0f}s, boot to SSH {timings['boot_to_ssh_s']:.0f}s), "
+            f"nodes' memory {rss} MiB",
+            highlight=False,
+        )
+        out.print(f"inventory: {lab.inventory}  (next: rdmaprov apply {lab.inventory})", highlight=False)
+        return 0
+    if args.lab_command == "down":
+        removed = labmod.down(lab)
+        out.print(f"lab down: removed {', '.join(removed) if removed else 'nothing (no lab running)'}", highlight=False)
+        return 0
+    if args.lab_command == "status":
+        rows = labmod.status(lab)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        if not rows:
+            out.print(f"no lab running from {lab.dir}")
+            return 0
+        table = Table(title=f"lab {lab.dir}")
+        for column in ("name", "kind", "address", "pid", "running", "ssh"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(str(row[c]) for c in ("name", "kind", "address", "pid", "running", "ssh")))
+        out.print(table)
+        return 0 if all(r["running"] and r["ssh"] for r in rows) else 4
+    node = labmod.find_node(lab, args.node)
+    command = labmod.ssh_command(lab, node, args.remote, tty=not args.remote and sys.stdin.isatty())
+    os.execvp(command[0], command)
+    return 0  # not reached
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rdmaprov", description="Provision and check RDMA GPU training clusters.")
     parser.add_argument("--version", action="version", version=f"rdmaprov {__version__}")
@@ -75,6 +123,23 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--json", action="store_true", help="print the result as JSON (schemas/result.schema.json)")
         cmd.add_argument("--verbose", "-v", action="store_true", help="show every operation and pyinfra's log")
         cmd.set_defaults(handler=_cmd_run)
+
+    lab = sub.add_parser("lab", help="a local test cluster: QEMU VMs with SoftRoCE, or containers")
+    lab.add_argument("--dir", help="lab state directory (default ~/.cache/rdmaprov/lab)")
+    lab_sub = lab.add_subparsers(dest="lab_command", required=True, metavar="ACTION")
+    lab_up = lab_sub.add_parser("up", help="build the image once, boot the nodes, write their inventory")
+    lab_up.add_argument("--nodes", type=int, default=2)
+    lab_up.add_argument("--kind", choices=["vm", "container"], default="vm")
+    lab_up.add_argument("--subnet", default="10.77.0.0/24")
+    lab_up.add_argument("--bridge", default="rdmaprov0")
+    lab_up.add_argument("--memory", type=int, default=1024, help="MiB per VM")
+    lab_sub.add_parser("down", help="stop every node and remove what the lab created")
+    lab_status = lab_sub.add_parser("status", help="nodes, their PIDs and whether SSH answers")
+    lab_status.add_argument("--json", action="store_true")
+    lab_ssh = lab_sub.add_parser("ssh", help="log into a node (or run a command there)")
+    lab_ssh.add_argument("node")
+    lab_ssh.add_argument("remote", nargs=argparse.REMAINDER)
+    lab.set_defaults(handler=_cmd_lab)
     return parser
 
 

@@ -1,0 +1,67 @@
+"""Facts about the OS: distro, installed packages, kernel modules, network interfaces."""
+
+from __future__ import annotations
+
+from pyinfra.api import FactBase
+
+from rdmaprov.parsers.system import OsInfo, parse_installed_packages, parse_os_release
+
+
+class Os(FactBase):
+    """The distro from /etc/os-release."""
+
+    def command(self) -> str:
+        return "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release"
+
+    def process(self, output: list[str]) -> OsInfo:
+        return parse_os_release("\n".join(output))
+
+
+class InstalledPackages(FactBase):
+    """Names of installed OS packages (dpkg or rpm)."""
+
+    def command(self) -> str:
+        return (
+            "if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${db:Status-Abbrev} ${Package}\\n'; "
+            "elif command -v rpm >/dev/null; then rpm -qa --qf '%{NAME}\\n'; fi"
+        )
+
+    def process(self, output: list[str]) -> set[str]:
+        return parse_installed_packages("\n".join(output))
+
+    @staticmethod
+    def default() -> set[str]:
+        return set()
+
+
+class LoadedModules(FactBase):
+    """Kernel modules loaded now (built-in ones too, from /sys/module)."""
+
+    def command(self) -> str:
+        return "ls /sys/module"
+
+    def process(self, output: list[str]) -> set[str]:
+        return {line.strip() for line in output if line.strip()}
+
+    @staticmethod
+    def default() -> set[str]:
+        return set()
+
+
+class NetDevices(FactBase):
+    """Network interfaces and their MTU: {name: mtu}."""
+
+    def command(self) -> str:
+        return "for d in /sys/class/net/*; do echo \"${d##*/} $(cat $d/mtu)\"; done"
+
+    def process(self, output: list[str]) -> dict[str, int]:
+        devices = {}
+        for line in output:
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                devices[parts[0]] = int(parts[1])
+        return devices
+
+    @staticmethod
+    def default() -> dict[str, int]:
+        return {}

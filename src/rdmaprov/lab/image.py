@@ -1,0 +1,172 @@
+"""The lab's Debian 12 image: built once with debootstrap, cached by the hash of its recipe.
+
+It holds only what a freshly installed server has (systemd, openssh-server, python3, the
+kernel, whose modules include rdma_rxe) plus a first-boot unit that takes the node's name,
+address and the lab's public key from the kernel command line (VMs) or a bound file
+(containers), generates the node's own SSH host keys, and prints them on the console so the
+lab can pin them. No RDMA packages: rdmaprov's deploys install those from the lab mirror.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rdmaprov.errors import UserError
+from rdmaprov.lab.paths import cache_root
+from rdmaprov.lab.proc import require, run
+
+SUITE = "bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+INCLUDE = [
+    "systemd-sysv", "udev", "kmod", "iproute2", "procps", "netbase",
+    "openssh-server", "python3", "linux-image-amd64", "ca-certificates",
+]
+DISK_SIZE = "3G"
+HOSTKEY_MARK = "RDMAPROV-HOSTKEY"
+
+INIT_SCRIPT = f"""#!/bin/sh
+# rdmaprov lab first-boot: name, address, login key and host keys for this node.
+set -eu
+CONF=/etc/rdmaprov-lab/config
+get() {{
+  if [ -f "$CONF" ]; then sed -n "s/^$1=//p" "$CONF"
+  else tr ' ' '\\n' < /proc/cmdline | sed -n "s/^rdmaprov\\.$1=//p"; fi
+}}
+NAME=$(get hostname)
+ADDR=$(get ip)
+[ -n "$NAME" ] || exit 0
+echo "$NAME" > /etc/hostname
+hostname "$NAME"
+printf '127.0.0.1 localhost\\n127.0.1.1 %s\\n' "$NAME" > /etc/hosts
+mkdir -p /etc/systemd/network
+printf '[Match]\\nName=eth0 host0\\n\\n[Network]\\nAddress=%s\\nLinkLocalAddressing=no\\nIPv6AcceptRA=no\\n' "$ADDR" > /etc/systemd/network/10-lab.network
+mkdir -p /root/.ssh
+chmod 700 /root/.ssh
+get authkey | base64 -d > /root/.ssh/authorized_keys
+chmod 600 /root/.ssh/authorized_keys
+ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A
+for key in /etc/ssh/ssh_host_*_key.pub; do echo "{HOSTKEY_MARK} $(cat "$key")"; done > /dev/console
+"""
+
+INIT_UNIT = """[Unit]
+Description=rdmaprov lab node setup (name, address, keys)
+DefaultDependencies=no
+After=local-fs.target
+Before=systemd-networkd.service ssh.service network-pre.target
+Wants=network-pre.target
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/rdmaprov-lab-init
+RemainAfterExit=yes
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+# Units that only slow a throwaway lab node's boot down.
+MASKED = [
+    "e2scrub_reap.service", "e2scrub_all.timer", "apt-daily.timer", "apt-daily-upgrade.timer",
+    "fstrim.timer", "man-db.timer", "dpkg-db-backup.timer", "getty-static.service",
+    "systemd-timesyncd.service", "serial-getty@ttyS0.service", "getty@tty1.service",
+]
+
+
+@dataclass(frozen=True)
+class Image:
+    """A built image: the root directory (containers) and the VM disk, kernel and initrd."""
+
+    root: Path
+
+    @property
+    def rootfs(self) -> Path:
+        return self.root / "rootfs"
+
+    @property
+    def disk(self) -> Path:
+        return self.root / "disk.qcow2"
+
+    @property
+    def kernel(self) -> Path:
+        return self.root / "vmlinuz"
+
+    @property
+    def initrd(self) -> Path:
+        return self.root / "initrd.img"
+
+
+def recipe_hash() -> str:
+    """Changes whenever anything that goes into the image changes."""
+    recipe = {"suite": SUITE, "include": INCLUDE, "init": INIT_SCRIPT, "unit": INIT_UNIT, "masked": MASKED, "size": DISK_SIZE, "v": 1}
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def image_dir() -> Path:
+    return cache_root() / "images" / f"debian12-{recipe_hash()}"
+
+
+def _configure_rootfs(rootfs: Path) -> None:
+    (rootfs / "usr/local/sbin/rdmaprov-lab-init").write_text(INIT_SCRIPT)
+    (rootfs / "usr/local/sbin/rdmaprov-lab-init").chmod(0o755)
+    (rootfs / "etc/systemd/system/rdmaprov-lab-init.service").write_text(INIT_UNIT)
+    wants = rootfs / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    for unit, target in (
+        ("rdmaprov-lab-init.service", "/etc/systemd/system/rdmaprov-lab-init.service"),
+        ("systemd-networkd.service", "/lib/systemd/system/systemd-networkd.service"),
+    ):
+        link = wants / unit
+        if not link.is_symlink():
+            link.symlink_to(target)
+    for unit in MASKED:
+        link = rootfs / "etc/systemd/system" / unit
+        if not link.is_symlink():
+            link.symlink_to("/dev/null")
+    # No host keys and no machine id in the image: every node makes its own at first boot.
+    for key in (rootfs / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
+    (rootfs / "etc/machine-id").write_text("")
+    (rootfs / "etc/fstab").write_text("/dev/vda / ext4 defaults,errors=remount-ro 0 1\n")
+    (rootfs / "etc/apt/sources.list").write_text(f"deb {DEBIAN_MIRROR} {SUITE} main\n")
+    shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
+    (rootfs / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+
+
+def ensure_image(log=print) -> Image:
+    """Return the cached image for the current recipe, building it first if needed."""
+    image = Image(image_dir())
+    if (image.root / "complete").exists():
+        return image
+    require("debootstrap", "mke2fs", "qemu-img")
+    free = shutil.disk_usage(cache_root().parent if cache_root().parent.exists() else Path("/")).free
+    if free < 6 * 1024**3:
+        raise UserError(f"building the lab image needs about 6 GiB free under {cache_root()}, only {free // 1024**3} GiB left: free some disk or set XDG_CACHE_HOME to a larger disk")
+    building = image.root.with_name(image.root.name + ".building")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    rootfs = building / "rootfs"
+    started = time.monotonic()
+    log(f"lab: building the Debian 12 image (debootstrap, a few minutes) in {image.root}")
+    run(["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", SUITE, str(rootfs), DEBIAN_MIRROR], "debootstrap", timeout=1800)
+    _configure_rootfs(rootfs)
+    boot = rootfs / "boot"
+    kernels = sorted(boot.glob("vmlinuz-*"))
+    initrds = sorted(boot.glob("initrd.img-*"))
+    if not kernels or not initrds:
+        raise UserError(f"the image has no kernel or initrd under {boot}: the debootstrap of linux-image-amd64 failed")
+    shutil.copy(kernels[-1], building / "vmlinuz")
+    shutil.copy(initrds[-1], building / "initrd.img")
+    raw = building / "disk.raw"
+    run(["mke2fs", "-q", "-t", "ext4", "-d", str(rootfs), "-L", "rdmaprov", str(raw), DISK_SIZE], "mke2fs")
+    run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(building / "disk.qcow2")], "qemu-img convert")
+    raw.unlink()
+    (building / "complete").write_text(f"{time.monotonic() - started:.1f}\n")
+    shutil.rmtree(image.root, ignore_errors=True)
+    building.rename(image.root)
+    log(f"lab: image built in {time.monotonic() - started:.0f}s")
+    return image

@@ -1,0 +1,320 @@
+"""`rdmaprov lab up|status|ssh|down`: one lab per state directory, recorded in state.json so that
+`down` removes exactly what `up` created (by PID and by name) and nothing else."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gevent
+
+from rdmaprov.errors import UserError
+from rdmaprov.lab import mirror
+from rdmaprov.lab.image import HOSTKEY_MARK, ensure_image
+from rdmaprov.lab.network import check_subnet_free, create_bridge, delete_link
+from rdmaprov.lab.nodes import Node, start_container, start_vm, stop_node, stop_process
+from rdmaprov.lab.proc import require, run
+
+MIRROR_PORT = 8079
+DEFAULT_SUBNET = "10.77.0.0/24"
+DEFAULT_BRIDGE = "rdmaprov0"
+
+
+@dataclass
+class LabSettings:
+    nodes: int = 2
+    kind: str = "vm"
+    subnet: str = DEFAULT_SUBNET
+    bridge: str = DEFAULT_BRIDGE
+    memory_mb: int = 1024
+    boot_timeout: int = 600
+    prefix: str = "rdp"
+
+
+@dataclass
+class Lab:
+    """A lab's state directory and what it records."""
+
+    dir: Path
+    state: dict = field(default_factory=dict)
+
+    @property
+    def state_file(self) -> Path:
+        return self.dir / "state.json"
+
+    @property
+    def key(self) -> Path:
+        return self.dir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.dir / "known_hosts"
+
+    @property
+    def inventory(self) -> Path:
+        return self.dir / "inventory.yaml"
+
+    @property
+    def marker(self) -> str:
+        """Appears in the command line of every process this lab starts (PID-reuse guard)."""
+        return str(self.dir)
+
+    def load(self) -> "Lab":
+        if self.state_file.exists():
+            self.state = json.loads(self.state_file.read_text())
+        return self
+
+    def save(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=2))
+        tmp.rename(self.state_file)
+
+    def nodes(self) -> list[Node]:
+        return [Node(**n) for n in self.state.get("nodes", [])]
+
+
+def _validate(settings: LabSettings) -> ipaddress.IPv4Network:
+    if settings.nodes < 1:
+        raise UserError(f"--nodes {settings.nodes}: a lab needs at least 1 node")
+    if settings.kind not in ("vm", "container"):
+        raise UserError(f"--kind {settings.kind}: use vm or container")
+    if settings.kind == "vm" and settings.nodes > 8:
+        raise UserError(f"--nodes {settings.nodes}: more than 8 emulated VMs do not fit 2 cores; use --kind container for scale")
+    try:
+        subnet = ipaddress.IPv4Network(settings.subnet)
+    except ValueError as exc:
+        raise UserError(f"--subnet {settings.subnet}: {exc} (write it as 10.77.0.0/24)")
+    if not subnet.is_private:
+        raise UserError(f"--subnet {subnet}: the lab needs a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16)")
+    if subnet.num_addresses < settings.nodes + 16:
+        raise UserError(f"--subnet {subnet} is too small for {settings.nodes} nodes")
+    return subnet
+
+
+def _ensure_client_key(lab: Lab) -> str:
+    if not lab.key.exists():
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmaprov-lab", "-f", str(lab.key)], "creating the lab's SSH key")
+    return lab.key.with_suffix(".pub").read_text().strip()
+
+
+def _wait_for_node(lab: Lab, node: Node, deadline: float) -> list[str]:
+    """Wait until the node printed its host keys and its sshd answers; return known_hosts lines."""
+    keys: list[str] = []
+    while time.monotonic() < deadline:
+        if node.console.exists():
+            text = node.console.read_bytes().decode(errors="replace")
+            keys = [line.split(HOSTKEY_MARK, 1)[1].split()[:2] for line in text.splitlines() if HOSTKEY_MARK in line]
+            keys = [f"{node.address} {k[0]} {k[1]}" for k in keys if len(k) == 2]
+        if keys:
+            try:
+                with socket.create_connection((node.address, 22), timeout=2) as sock:
+                    sock.settimeout(5)
+                    if sock.recv(64).startswith(b"SSH-"):
+                        return keys
+            except OSError:
+                pass
+        if node.pid and not Path(f"/proc/{node.pid}").exists():
+            tail = node.console.read_text(errors="replace")[-800:] if node.console.exists() else ""
+            raise UserError(f"lab node {node.name} exited while booting; see {node.workdir}:\n{tail}")
+        gevent.sleep(1)
+    raise UserError(f"lab node {node.name} did not answer SSH within the boot timeout; console log: {node.console}")
+
+
+def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_address: str) -> None:
+    """An inventory for this lab, in the same shape as inventories/lab.yaml."""
+    netdev = "eth0" if settings.kind == "vm" else "host0"
+    softroce = settings.kind == "vm"
+    lines = [
+        f"# Written by `rdmaprov lab up` for the {len(nodes)}-node {settings.kind} lab in {lab.dir}.",
+        "cluster:",
+        f"  name: lab-{settings.kind}",
+        "  ssh:",
+        "    user: root",
+        f"    key: {lab.key}",
+        f"    known_hosts: {lab.known_hosts}",
+        "    connect_timeout: 30",
+        "  gates:",
+        "    ib_write_bw:",
+        f"      enabled: {'true' if softroce else 'false'}",
+        "      min_gbps: 0.01",
+        "      duration_s: 3",
+        "    all_reduce:",
+        "      min_busbw_gbs: 0.0001",
+        "      max_bytes: 4M",
+        f"      launcher_ifname: {netdev}",
+        "defaults:",
+        f"  fabric: {'softroce' if softroce else 'roce'}",
+    ]
+    if softroce:
+        lines += ["  netns_mode: exclusive", "  rdma:", f"    netdevs: [{netdev}]", "    devices: [rxe0]"]
+    lines += [
+        "  mirror:",
+        "    apt:",
+        f"      url: http://{host_address}:{MIRROR_PORT}/debian",
+        "      suite: bookworm",
+        f"      key: {lab.dir / 'mirror.asc'}",
+        "      exclusive: true",
+        "  nccl:",
+        "    env:",
+        f"      NCCL_SOCKET_IFNAME: {netdev}",
+        "groups:",
+        "  nodes:",
+        "    hosts:",
+    ]
+    for node in nodes:
+        lines += [f"      {node.name}:", f"        address: {node.address}"]
+    lab.inventory.write_text("\n".join(lines) + "\n")
+
+
+def up(lab: Lab, settings: LabSettings, log=print) -> dict:
+    """Build (or reuse) the image and mirror, then boot the nodes in parallel and pin their keys."""
+    subnet = _validate(settings)
+    lab.load()
+    if lab.state.get("nodes"):
+        raise UserError(f"a lab is already running from {lab.dir} ({len(lab.state['nodes'])} nodes): `rdmaprov lab down` first, or use another --dir")
+    tools = ["ip", "ssh-keygen", "gpg", "apt-ftparchive"] + (["qemu-system-x86_64", "qemu-img"] if settings.kind == "vm" else ["systemd-nspawn"])
+    require(*tools)
+    if os.geteuid() != 0:
+        raise UserError("the lab creates bridges, taps and namespaces: run it as root")
+    check_subnet_free(subnet, settings.bridge)
+    timings: dict[str, float] = {}
+
+    started = time.monotonic()
+    image = ensure_image(log)
+    timings["image_s"] = time.monotonic() - started
+    step = time.monotonic()
+    pool = mirror.fetch_packages(image, log)
+    lab.dir.mkdir(parents=True, exist_ok=True)
+    mirror.build_repository(lab.dir, pool)
+    timings["mirror_s"] = time.monotonic() - step
+
+    hosts = list(subnet.hosts())
+    host_address = str(hosts[0])
+    pubkey = _ensure_client_key(lab)
+    nodes = [
+        Node(name=f"node{i}", address=str(hosts[9 + i]), prefixlen=subnet.prefixlen, kind=settings.kind, workdir=str(lab.dir / "nodes" / f"node{i}"))
+        for i in range(1, settings.nodes + 1)
+    ]
+    lab.state = {"kind": settings.kind, "bridge": settings.bridge, "subnet": str(subnet), "host_address": host_address, "nodes": [], "mirror_pid": None}
+    lab.save()
+    try:
+        create_bridge(settings.bridge, f"{host_address}/{subnet.prefixlen}")
+        lab.state["bridge_created"] = True
+        server = mirror.serve(lab.dir, host_address, MIRROR_PORT)
+        lab.state["mirror_pid"] = server.pid
+        step = time.monotonic()
+        for index, node in enumerate(nodes, start=1):
+            if settings.kind == "vm":
+                start_vm(node, image, settings.bridge, pubkey, settings.memory_mb, index)
+            else:
+                start_container(node, image, settings.bridge, pubkey, f"{settings.prefix}{index}")
+            lab.state["nodes"].append(node.to_dict())
+            lab.save()
+        deadline = time.monotonic() + settings.boot_timeout
+        jobs = [gevent.spawn(_wait_for_node, lab, node, deadline) for node in nodes]
+        gevent.joinall(jobs, raise_error=True)
+        known = [line for job in jobs for line in job.value]
+        lab.known_hosts.write_text("\n".join(known) + "\n")
+        timings["boot_to_ssh_s"] = time.monotonic() - step
+        _check_login(lab, nodes)
+    except BaseException:
+        down(lab)
+        raise
+    write_inventory(lab, settings, nodes, host_address)
+    timings["total_s"] = time.monotonic() - started
+    lab.state["timings"] = timings
+    lab.save()
+    return lab.state
+
+
+def ssh_command(lab: Lab, node: Node, command: list[str] | None = None, tty: bool = False) -> list[str]:
+    """The ssh command line to reach a node with the lab's key and pinned host keys."""
+    cmd = ["ssh", "-i", str(lab.key), "-o", f"UserKnownHostsFile={lab.known_hosts}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes"]
+    if tty:
+        cmd.append("-t")
+    return cmd + [f"root@{node.address}"] + (command or [])
+
+
+def _check_login(lab: Lab, nodes: list[Node]) -> None:
+    for node in nodes:
+        proc = subprocess.run(ssh_command(lab, node, ["true"]), capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise UserError(f"lab node {node.name} answers but key login failed: {proc.stderr.strip()}")
+
+
+def find_node(lab: Lab, name: str) -> Node:
+    lab.load()
+    for node in lab.nodes():
+        if node.name == name:
+            return node
+    names = ", ".join(n.name for n in lab.nodes()) or "none: run `rdmaprov lab up`"
+    raise UserError(f"no lab node {name!r} in {lab.dir} (nodes: {names})")
+
+
+def down(lab: Lab) -> list[str]:
+    """Stop every process and remove every link this lab recorded; return what was removed."""
+    lab.load()
+    removed: list[str] = []
+    for node in lab.nodes():
+        stop_node(node, lab.marker)
+        removed.append(node.name)
+    stop_process(lab.state.get("mirror_pid"), lab.marker)
+    bridge = lab.state.get("bridge")
+    if bridge and lab.state.get("bridge_created"):
+        delete_link(bridge)
+        removed.append(bridge)
+    shutil.rmtree(lab.dir / "nodes", ignore_errors=True)
+    lab.known_hosts.unlink(missing_ok=True)
+    lab.inventory.unlink(missing_ok=True)
+    lab.state = {}
+    lab.state_file.unlink(missing_ok=True)
+    return removed
+
+
+def status(lab: Lab) -> list[dict]:
+    lab.load()
+    rows = []
+    for node in lab.nodes():
+        alive = bool(node.pid) and Path(f"/proc/{node.pid}").exists()
+        reachable = False
+        if alive:
+            try:
+                with socket.create_connection((node.address, 22), timeout=2):
+                    reachable = True
+            except OSError:
+                pass
+        rows.append({"name": node.name, "kind": node.kind, "address": node.address, "pid": node.pid, "running": alive, "ssh": reachable})
+    return rows
+
+
+def node_rss_kib(node: Node) -> int:
+    """Resident memory of everything a node runs on the host (QEMU, or the container's processes)."""
+    if not node.pid:
+        return 0
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        pid = int(entry.name)
+        children.setdefault(int(fields.get("PPid", "0").strip() or 0), []).append(pid)
+        rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0])
+    total, todo = 0, [node.pid]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total

@@ -1,0 +1,137 @@
+"""Starting and stopping lab nodes: QEMU TCG VMs on taps, or systemd-nspawn containers on the bridge."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rdmaprov.lab.image import Image
+from rdmaprov.lab.network import create_tap, delete_link
+from rdmaprov.lab.proc import run
+
+
+@dataclass
+class Node:
+    """One lab node as recorded in the lab's state file."""
+
+    name: str
+    address: str
+    prefixlen: int
+    kind: str
+    workdir: str
+    pid: int | None = None
+    link: str | None = None  # the tap (VM) or the nspawn machine name (container)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def console(self) -> Path:
+        return Path(self.workdir) / "console.log"
+
+
+def _node_config(node: Node, authorized_key: str) -> dict[str, str]:
+    return {
+        "hostname": node.name,
+        "ip": f"{node.address}/{node.prefixlen}",
+        "authkey": base64.b64encode(authorized_key.encode()).decode(),
+    }
+
+
+def start_vm(node: Node, image: Image, bridge: str, authorized_key: str, memory_mb: int, index: int) -> None:
+    """Boot a VM from a copy-on-write overlay of the image disk."""
+    workdir = Path(node.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    overlay = workdir / "disk.qcow2"
+    overlay.unlink(missing_ok=True)
+    run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(image.disk), str(overlay)], f"creating {node.name}'s disk")
+    tap = node.link or f"{bridge}t{index}"
+    create_tap(tap, bridge)
+    node.link = tap
+    config = " ".join(f"rdmaprov.{k}={v}" for k, v in _node_config(node, authorized_key).items())
+    mac = "52:54:00:%02x:%02x:%02x" % tuple(int(x) for x in node.address.split(".")[1:])
+    cmd = [
+        "qemu-system-x86_64", "-name", f"rdmaprov-{node.name}",
+        "-machine", "q35", "-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max", "-smp", "1", "-m", str(memory_mb),
+        "-kernel", str(image.kernel), "-initrd", str(image.initrd),
+        "-append", f"root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet {config}",
+        "-drive", f"file={overlay},if=virtio,format=qcow2",
+        "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
+        "-device", f"virtio-net-pci,netdev=n0,mac={mac}",
+        "-serial", f"file:{node.console}", "-display", "none", "-monitor", "none",
+        "-pidfile", str(workdir / "qemu.pid"),
+    ]
+    node.console.unlink(missing_ok=True)
+    log = open(workdir / "qemu.log", "ab")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    node.pid = proc.pid
+
+
+def start_container(node: Node, image: Image, bridge: str, authorized_key: str, machine: str) -> None:
+    """Boot the image's root directory as a container with its own overlay and network namespace."""
+    workdir = Path(node.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "config"
+    config.write_text("".join(f"{k}={v}\n" for k, v in _node_config(node, authorized_key).items()))
+    cmd = [
+        "systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit",
+        f"--machine={machine}", f"--directory={image.rootfs}", "--volatile=overlay",
+        f"--network-bridge={bridge}", f"--bind-ro={config}:/etc/rdmaprov-lab/config",
+        "--console=pipe", "--capability=CAP_NET_ADMIN",
+    ]
+    console = open(node.console, "wb")
+    proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    node.pid = proc.pid
+    node.link = machine
+
+
+def _is_ours(pid: int, marker: str) -> bool:
+    """Guard against PID reuse: only signal a process whose command line names this lab."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return marker in cmdline
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie of ours still "exists" until reaped
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def stop_process(pid: int | None, marker: str, timeout: float = 20) -> None:
+    """SIGTERM, wait, then SIGKILL — only if the PID is still the process we started."""
+    if not pid or not _is_ours(pid, marker):
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.2)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def stop_node(node: Node, marker: str) -> None:
+    stop_process(node.pid, marker)
+    if node.kind == "vm" and node.link:
+        delete_link(node.link)
+    elif node.kind == "container" and node.link:
+        delete_link(f"vb-{node.link}")
+    node.pid = None

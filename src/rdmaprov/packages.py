@@ -1,0 +1,34 @@
+"""OS package sets the node stack installs, per distro family (field manuals, DESIGN.md §3).
+
+One source of truth: the deploys install these, and the lab's mirror carries them.
+"""
+
+from __future__ import annotations
+
+RDMA_USERSPACE = {
+    "debian": [
+        "rdma-core", "ibverbs-utils", "rdmacm-utils", "infiniband-diags", "perftest",
+        "ibverbs-providers", "libibumad3", "libibverbs1", "librdmacm1",
+        "libnl-3-200", "libnl-route-3-200", "iproute2",
+    ],
+    "rhel": ["rdma-core", "libibverbs", "libibverbs-utils", "librdmacm", "librdmacm-utils", "infiniband-diags", "perftest", "iproute"],
+}
+
+OPENMPI = {
+    "debian": ["openmpi-bin", "libopenmpi-dev"],
+    "rhel": ["openmpi", "openmpi-devel"],
+}
+
+# What building small C/C++ programs on the nodes needs (build-once-and-ship, CPU allreduce probe).
+BUILD_TOOLS = {
+    "debian": ["gcc", "g++", "make", "libc6-dev"],
+    "rhel": ["gcc", "gcc-c++", "make"],
+}
+
+
+def lab_packages() -> list[str]:
+    """Everything the node stack can install on a Debian 12 lab node (the lab mirror's content)."""
+    names: list[str] = []
+    for table in (RDMA_USERSPACE, OPENMPI, BUILD_TOOLS):
+        names.extend(p for p in table["debian"] if p not in names)
+    return names

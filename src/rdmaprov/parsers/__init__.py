@@ -1,0 +1,1 @@
+"""Pure parsers of command output: text in, typed values out; tested on real captured outputs."""

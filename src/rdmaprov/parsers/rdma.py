@@ -1,0 +1,38 @@
+"""Parsers for the rdma tool (iproute2) and rdma-core utilities."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RdmaLink:
+    """One line of `rdma link show`: an RDMA port and the netdev under it."""
+
+    device: str
+    port: int
+    state: str
+    physical_state: str
+    netdev: str | None
+
+
+def parse_rdma_link(text: str) -> list[RdmaLink]:
+    """`link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0` → RdmaLink."""
+    links = []
+    for line in text.splitlines():
+        tokens = line.split()
+        if len(tokens) < 2 or tokens[0] != "link" or "/" not in tokens[1]:
+            continue
+        device, _, port = tokens[1].partition("/")
+        fields = dict(zip(tokens[2::2], tokens[3::2]))
+        links.append(RdmaLink(device, int(port), fields.get("state", ""), fields.get("physical_state", ""), fields.get("netdev")))
+    return links
+
+
+def parse_rdma_system(text: str) -> dict[str, str]:
+    """`rdma system show` → {'netns': 'exclusive', 'copy-on-fork': 'on'}."""
+    for line in text.splitlines():
+        tokens = line.split()
+        if tokens and tokens[0] == "netns":
+            return dict(zip(tokens[0::2], tokens[1::2]))
+    return {}

@@ -1,0 +1,58 @@
+"""Parsers for OS-level command output: os-release, installed packages."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OsInfo:
+    """Who the node is: distro id, version, codename and the package family rdmaprov uses."""
+
+    id: str
+    version_id: str
+    codename: str
+    family: str | None  # "debian", "rhel" or None for a distro rdmaprov does not know
+    pretty_name: str
+
+    @property
+    def major(self) -> str:
+        return self.version_id.split(".")[0]
+
+
+_DEBIAN_LIKE = {"debian", "ubuntu"}
+_RHEL_LIKE = {"rhel", "centos", "fedora", "rocky", "almalinux", "alinux", "anolis", "ol"}
+
+
+def parse_os_release(text: str) -> OsInfo:
+    """Parse /etc/os-release (shell-style KEY=value lines)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        if "=" not in line or line.lstrip().startswith("#"):
+            continue
+        key, _, raw = line.partition("=")
+        try:
+            parts = shlex.split(raw)
+        except ValueError:
+            parts = [raw.strip("\"'")]
+        values[key.strip()] = parts[0] if parts else ""
+    ident = values.get("ID", "").lower()
+    like = set(values.get("ID_LIKE", "").lower().split()) | {ident}
+    family = "debian" if like & _DEBIAN_LIKE else "rhel" if like & _RHEL_LIKE else None
+    codename = values.get("VERSION_CODENAME") or values.get("UBUNTU_CODENAME", "")
+    return OsInfo(ident, values.get("VERSION_ID", ""), codename, family, values.get("PRETTY_NAME", ident))
+
+
+def parse_installed_packages(text: str) -> set[str]:
+    """Names of installed packages from `dpkg-query -W -f='${db:Status-Abbrev} ${Package}\\n'`
+    (only 'ii' lines count: 'rc' means removed with config left) or `rpm -qa --qf '%{NAME}\\n'`."""
+    names: set[str] = set()
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and len(parts[0]) in (2, 3) and parts[0][0] in "iurhp":
+            if parts[0].startswith("ii"):
+                names.add(parts[1].split(":")[0])
+        elif len(parts) == 1:
+            names.add(parts[0])
+    return names
