@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from rdmaprov.deploys.limits import limits
 from rdmaprov.deploys.nccl_env import nccl_env
+from rdmaprov.deploys.package_sources import package_sources
+from rdmaprov.deploys.rdma_userspace import rdma_userspace
+from rdmaprov.deploys.softroce import softroce
 from rdmaprov.engine.runner import Deploy
 from rdmaprov.errors import UserError
 
 STACK: dict[str, Deploy] = {
+    "package_sources": package_sources,
+    "rdma_userspace": rdma_userspace,
+    "softroce": softroce,
     "limits": limits,
     "nccl_env": nccl_env,
 }

@@ -82,7 +82,7 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
     def plan_one(host) -> None:
         ctx = NodeContext(host=inventory.hosts[host.name], inventory=inventory, selected=options.hosts)
         try:
-            with ctx_state.use(state), ctx_host.use(host):
+            with ctx_host.use(host):
                 for deploy in options.deploys:
                     deploy(ctx)
         except Exception as exc:  # a fact or deploy error fails this host only
@@ -96,7 +96,10 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
 
     hosts = list(state.inventory.get_active_hosts())
     observer.phase("plan", len(hosts))
-    gevent.joinall([gevent.spawn(plan_one, host) for host in hosts])
+    # The state context is process-wide in pyinfra, the host context per greenlet: set the state
+    # once around all greenlets, or the first to finish would unset it under the others.
+    with ctx_state.use(state):
+        gevent.joinall([gevent.spawn(plan_one, host) for host in hosts])
     for host in hosts:
         if results[host.name].status == "failed":
             state.active_hosts.discard(host)
@@ -113,7 +116,7 @@ def _check_ops(state: State, results: dict[str, HostResult], observer: Observer)
 
     def check_host(host) -> None:
         result = results[host.name]
-        with ctx_state.use(state), ctx_host.use(host):
+        with ctx_host.use(host):
             for op_hash in host.op_hash_order:
                 name = _op_name(state, op_hash)
                 op_data = state.get_op_data_for_host(host, op_hash)
@@ -132,7 +135,8 @@ def _check_ops(state: State, results: dict[str, HostResult], observer: Observer)
 
     hosts = list(state.inventory.get_active_hosts())
     observer.phase("check", len(hosts))
-    gevent.joinall([gevent.spawn(check_host, host) for host in hosts])
+    with ctx_state.use(state):
+        gevent.joinall([gevent.spawn(check_host, host) for host in hosts])
 
 
 def _collect_applied(state: State, results: dict[str, HostResult]) -> None:

@@ -41,3 +41,18 @@ class ManagedFile(FactBase):
     @staticmethod
     def default() -> FileState:
         return FileState(exists=False)
+
+
+class FilesIn(FactBase):
+    """Regular files directly inside the given directories (or the given files), as paths."""
+
+    def command(self, paths: tuple[str, ...]) -> str:
+        quoted = " ".join("'" + p.replace("'", "'\\''") + "'" for p in paths)
+        return f"find {quoted} -maxdepth 1 -type f 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> list[str]:
+        return sorted(line.strip() for line in output if line.strip())
+
+    @staticmethod
+    def default() -> list[str]:
+        return []

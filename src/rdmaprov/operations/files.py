@@ -28,16 +28,25 @@ def _record_diff(diff: str) -> None:
 
 
 @operation()
-def managed_file(path: str, content: str, mode: str = "644", user: str = "root", group: str = "root", after_change: str | None = None):
-    """Make `path` hold exactly `content` with the given mode and owner.
+def managed_file(path: str, content: str | None, mode: str = "644", user: str = "root", group: str = "root", after_change: str | None = None):
+    """Make `path` hold exactly `content` with the given mode and owner (content None: absent).
 
     The new content goes to a temp file beside the target and is renamed over it, so an
     interrupted apply never leaves a half-written config. `after_change` runs once when the
-    content changed (e.g. `systemctl daemon-reload`).
+    file changed (e.g. `systemctl daemon-reload`).
     """
-    wanted = content.encode("utf-8")
     current = host.get_fact(ManagedFile, path=path)
     quoted = shlex.quote(path)
+    if content is None:
+        if not current.exists:
+            host.noop(f"{path} is absent")
+            return
+        _record_diff(unified_diff(path, current.content, b"").replace(f"+++ {path}", "+++ /dev/null", 1))
+        yield StringCommand(f"rm -f {quoted}")
+        if after_change:
+            yield StringCommand(after_change)
+        return
+    wanted = content.encode("utf-8")
     if current.content != wanted:
         _record_diff(unified_diff(path, current.content, wanted))
         temp = f"{path}.rdmaprov-tmp"

@@ -1,0 +1,63 @@
+"""Package sources: an internal apt/yum mirror with its signing key (air-gapped clusters, the lab)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import requests
+from pyinfra import host
+from pyinfra.api import deploy
+
+from rdmaprov.engine.context import NodeContext
+from rdmaprov.facts.system import Os
+from rdmaprov.operations.files import managed_file
+from rdmaprov.operations.sources import only_sources
+
+APT_KEY = "/etc/apt/keyrings/rdmaprov-mirror.asc"
+APT_LIST = "/etc/apt/sources.list.d/rdmaprov-mirror.list"
+YUM_REPO = "/etc/yum.repos.d/rdmaprov-mirror.repo"
+
+
+def read_key(source: str, inventory_dir: str) -> str:
+    """A signing key from a URL (fetched here, on the control machine) or a local file."""
+    if source.startswith(("http://", "https://")):
+        try:
+            response = requests.get(source, timeout=30)
+            response.raise_for_status()
+        except requests.RequestException as exc:
+            raise ValueError(f"cannot fetch mirror key {source}: {exc}; check the URL or use a local file") from exc
+        return response.text
+    path = os.path.join(inventory_dir, os.path.expanduser(source))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read mirror key {path}: {exc.strerror}; run `rdmaprov lab up` for the lab, or fix mirror.*.key") from exc
+
+
+def apt_source_line(apt: dict[str, Any], codename: str, signed: bool) -> str:
+    options = f"[signed-by={APT_KEY}] " if signed else ""
+    return f"deb {options}{apt['url']} {apt.get('suite') or codename} {' '.join(apt.get('components', ['main']))}\n"
+
+
+def yum_repo(yum: dict[str, Any]) -> str:
+    lines = ["[rdmaprov-mirror]", "name=rdmaprov internal mirror", f"baseurl={yum['baseurl']}", "enabled=1"]
+    lines += [f"gpgcheck=1", f"gpgkey={yum['gpgkey']}"] if yum.get("gpgkey") else ["gpgcheck=0"]
+    return "\n".join(lines) + "\n"
+
+
+@deploy("package_sources")
+def package_sources(ctx: NodeContext) -> None:
+    mirror = ctx.node.get("mirror") or {}
+    family = host.get_fact(Os).family
+    apt = mirror.get("apt") if family == "debian" else None
+    yum = mirror.get("yum") if family == "rhel" else None
+    inventory_dir = str(ctx.inventory.path.resolve().parent)
+    key = read_key(apt["key"], inventory_dir) if apt and apt.get("key") else None
+    codename = host.get_fact(Os).codename
+    managed_file(name="mirror signing key", path=APT_KEY, content=key)
+    managed_file(name="apt mirror source", path=APT_LIST, content=apt_source_line(apt, codename, key is not None) if apt else None)
+    managed_file(name="yum mirror repository", path=YUM_REPO, content=yum_repo(yum) if yum else None)
+    exclusive = bool((apt or yum or {}).get("exclusive"))
+    only_sources(name="other package sources", keep=[APT_LIST, YUM_REPO], exclusive=exclusive)

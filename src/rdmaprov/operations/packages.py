@@ -1,0 +1,45 @@
+"""OS packages with apt or dnf/yum, deciding from the installed-package fact.
+
+pyinfra's apt.packages refreshes the index by age even when nothing is missing, which makes a
+converged node report a change; here the index is refreshed only when something is installed.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import StringCommand, operation
+
+from rdmaprov.facts.system import InstalledPackages, Os
+
+
+def install_command(family: str, missing: list[str], os_major: str = "") -> str:
+    """The exact command that installs `missing` on a node of this package family."""
+    names = " ".join(shlex.quote(p) for p in missing)
+    if family == "debian":
+        return f"apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends {names}"
+    tool = "yum" if os_major in ("6", "7") else "dnf"
+    return f"{tool} install -y {names}"
+
+
+def os_family() -> str:
+    """The node's package family, or a clear error for a distro rdmaprov does not know."""
+    os_info = host.get_fact(Os)
+    if os_info.family is None:
+        raise ValueError(f"unknown distro {os_info.pretty_name!r} (ID={os_info.id}): rdmaprov supports Debian/Ubuntu and RHEL-family nodes (RHEL, Rocky, Alma, Alibaba Cloud Linux)")
+    return os_info.family
+
+
+@operation()
+def packages(by_family: dict[str, list[str]]):
+    """Install the family's packages that are not installed yet (never upgrades or removes)."""
+    family = os_family()
+    os_info = host.get_fact(Os)
+    names = by_family.get(family, [])
+    installed = host.get_fact(InstalledPackages)
+    missing = [name for name in names if name not in installed]
+    if not missing:
+        host.noop(f"{len(names)} packages already installed")
+        return
+    yield StringCommand(install_command(family, missing, os_info.major))
