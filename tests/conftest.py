@@ -44,3 +44,16 @@ def ssh_farm():
         yield farm
     finally:
         farm.stop()
+
+
+@pytest.fixture(scope="session")
+def vm_lab(tmp_path_factory):
+    """Two SoftRoCE-capable QEMU VMs, booted once per test session through `rdmaprov lab up`."""
+    _need_root()
+    from tests.support.lab import TestLab
+
+    lab = TestLab(tmp_path_factory.mktemp("vmlab"), "vm", 2, "v").up()
+    try:
+        yield lab
+    finally:
+        lab.down()

@@ -54,7 +54,7 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print_run(result, out)
+        print_run(result, out, show_diff=args.command == "check" or args.diff)
     return result.exit_code
 
 
@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--limit", "-l", action="append", metavar="PATTERN", help="hosts, groups or globs (repeat or comma-separate)")
         cmd.add_argument("--tags", "-t", action="append", metavar="DEPLOY", help="run only these deploys (repeat or comma-separate)")
         cmd.add_argument("--json", action="store_true", help="print the result as JSON (schemas/result.schema.json)")
+        cmd.add_argument("--diff", action="store_true", help="show file diffs (always shown by check)")
         cmd.add_argument("--verbose", "-v", action="store_true", help="show every operation and pyinfra's log")
         cmd.set_defaults(handler=_cmd_run)
 

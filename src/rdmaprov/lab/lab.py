@@ -35,7 +35,6 @@ class LabSettings:
     bridge: str = DEFAULT_BRIDGE
     memory_mb: int = 1024
     boot_timeout: int = 600
-    prefix: str = "rdp"
 
 
 @dataclass
@@ -86,6 +85,8 @@ def _validate(settings: LabSettings) -> ipaddress.IPv4Network:
         raise UserError(f"--nodes {settings.nodes}: a lab needs at least 1 node")
     if settings.kind not in ("vm", "container"):
         raise UserError(f"--kind {settings.kind}: use vm or container")
+    if len(settings.bridge) > 11 or not settings.bridge.replace("-", "").isalnum():
+        raise UserError(f"--bridge {settings.bridge}: use at most 11 letters, digits or '-' (tap and veth names derive from it)")
     if settings.kind == "vm" and settings.nodes > 8:
         raise UserError(f"--nodes {settings.nodes}: more than 8 emulated VMs do not fit 2 cores; use --kind container for scale")
     try:
@@ -215,7 +216,7 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
             if settings.kind == "vm":
                 start_vm(node, image, settings.bridge, pubkey, settings.memory_mb, index)
             else:
-                start_container(node, image, settings.bridge, pubkey, f"{settings.prefix}{index}")
+                start_container(node, image, settings.bridge, pubkey, f"{settings.bridge}c{index}")
             lab.state["nodes"].append(node.to_dict())
             lab.save()
         deadline = time.monotonic() + settings.boot_timeout

@@ -1,0 +1,64 @@
+"""Boot a private lab for a test session (own state dir, bridge and subnet), and prove teardown."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from tests.conftest import rdmaprov
+
+
+def free_subnet() -> str:
+    used = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True).stdout
+    for third in range(os.getpid() % 100 + 100, 250):
+        if f" 10.78.{third}." not in used:
+            return f"10.78.{third}.0/24"
+    raise RuntimeError("no free subnet for the test lab")
+
+
+class TestLab:
+    """A lab started through the real CLI in its own directory."""
+
+    def __init__(self, root: Path, kind: str, nodes: int, tag: str) -> None:
+        self.dir = root / f"lab-{kind}"
+        self.kind = kind
+        self.nodes = nodes
+        self.bridge = f"rdt{os.getpid() % 10000}{tag}"
+        self.subnet = free_subnet()
+
+    def up(self) -> "TestLab":
+        proc = rdmaprov("lab", "--dir", str(self.dir), "up", "--nodes", str(self.nodes), "--kind", self.kind, "--subnet", self.subnet, "--bridge", self.bridge, "--memory", "768", timeout=1500)
+        if proc.returncode != 0:
+            self.down()
+            raise RuntimeError(f"lab up failed:\n{proc.stdout}\n{proc.stderr}")
+        self.up_output = proc.stdout
+        return self
+
+    @property
+    def inventory(self) -> str:
+        return str(self.dir / "inventory.yaml")
+
+    def ssh(self, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess:
+        return rdmaprov("lab", "--dir", str(self.dir), "ssh", node, "--", command, timeout=timeout)
+
+    def down(self) -> subprocess.CompletedProcess:
+        return rdmaprov("lab", "--dir", str(self.dir), "down", timeout=300)
+
+    def leftovers(self) -> list[str]:
+        """Anything of this lab still on the machine: processes, links, namespaces."""
+        found = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(self.dir) in cmdline:
+                found.append(f"process {pid}: {cmdline[:120]}")
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if self.bridge in line]
+        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        found += [f"netns {line}" for line in netns.splitlines() if self.bridge in line]
+        return found
