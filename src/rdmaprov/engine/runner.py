@@ -144,6 +144,8 @@ def _collect_applied(state: State, results: dict[str, HostResult]) -> None:
         result = results.get(host.name)
         if result is None or result.status == "unreachable":
             continue
+        host_failed = host in state.failed_hosts
+        blamed = False
         for op_hash in host.op_hash_order:
             op_data = state.ops[host].get(op_hash)
             if op_data is None:
@@ -151,6 +153,14 @@ def _collect_applied(state: State, results: dict[str, HostResult]) -> None:
             meta = op_data.operation_meta
             name = _op_name(state, op_hash)
             if not meta.is_complete():
+                # The first unfinished operation of a failed host is where it broke (a fact
+                # failed before the operation could record a result).
+                if host_failed and not blamed and result.failed == 0:
+                    blamed = True
+                    result.ops.append(OpResult(name=name, status="failed", stderr=["a fact or command failed while preparing this operation (rerun with -v for pyinfra's log)"]))
+                    if result.error is None:
+                        result.error = f"{name} failed while reading the node's state"
+                    continue
                 result.ops.append(OpResult(name=name, status="skipped"))
                 continue
             commands = [str(c) for c in (meta._commands or [])]
@@ -166,6 +176,10 @@ def _collect_applied(state: State, results: dict[str, HostResult]) -> None:
 def run(inventory: Inventory, options: RunOptions, observer: Observer | None = None) -> RunResult:
     """Connect to the selected hosts, plan the deploys on each, then apply them or only check."""
     observer = observer or NullObserver()
+    # pyinfra signals "the last host failed" by raising in a greenlet; it is a result, not a crash.
+    hub = gevent.get_hub()
+    if PyinfraError not in hub.NOT_ERROR:
+        hub.NOT_ERROR = tuple(hub.NOT_ERROR) + (PyinfraError,)
     started = time.monotonic()
     run_result = RunResult(
         command=options.command,

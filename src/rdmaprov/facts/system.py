@@ -38,7 +38,7 @@ class LoadedModules(FactBase):
     """Kernel modules loaded now (built-in ones too, from /sys/module)."""
 
     def command(self) -> str:
-        return "ls /sys/module"
+        return "ls /sys/module 2>/dev/null || true"
 
     def process(self, output: list[str]) -> set[str]:
         return {line.strip() for line in output if line.strip()}

@@ -50,7 +50,10 @@ chmod 700 /root/.ssh
 get authkey | base64 -d > /root/.ssh/authorized_keys
 chmod 600 /root/.ssh/authorized_keys
 ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A
-for key in /etc/ssh/ssh_host_*_key.pub; do echo "{HOSTKEY_MARK} $(cat "$key")"; done > /dev/console
+# VMs report on the serial console; containers into a directory the lab binds in.
+OUT=/dev/console
+[ -d /etc/rdmaprov-lab/out ] && OUT=/etc/rdmaprov-lab/out/hostkeys
+for key in /etc/ssh/ssh_host_*_key.pub; do echo "{HOSTKEY_MARK} $(cat "$key")"; done > "$OUT"
 """
 
 INIT_UNIT = """[Unit]

@@ -110,8 +110,8 @@ def _wait_for_node(lab: Lab, node: Node, deadline: float) -> list[str]:
     """Wait until the node printed its host keys and its sshd answers; return known_hosts lines."""
     keys: list[str] = []
     while time.monotonic() < deadline:
-        if node.console.exists():
-            text = node.console.read_bytes().decode(errors="replace")
+        if node.report.exists():
+            text = node.report.read_bytes().decode(errors="replace")
             keys = [line.split(HOSTKEY_MARK, 1)[1].split()[:2] for line in text.splitlines() if HOSTKEY_MARK in line]
             keys = [f"{node.address} {k[0]} {k[1]}" for k in keys if len(k) == 2]
         if keys:
@@ -127,6 +127,14 @@ def _wait_for_node(lab: Lab, node: Node, deadline: float) -> list[str]:
             raise UserError(f"lab node {node.name} exited while booting; see {node.workdir}:\n{tail}")
         gevent.sleep(1)
     raise UserError(f"lab node {node.name} did not answer SSH within the boot timeout; console log: {node.console}")
+
+
+def _collect(func, *args):
+    """Run func in a greenlet, returning a UserError instead of letting gevent print a traceback."""
+    try:
+        return func(*args)
+    except UserError as exc:
+        return exc
 
 
 def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_address: str) -> None:
@@ -220,8 +228,11 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
             lab.state["nodes"].append(node.to_dict())
             lab.save()
         deadline = time.monotonic() + settings.boot_timeout
-        jobs = [gevent.spawn(_wait_for_node, lab, node, deadline) for node in nodes]
-        gevent.joinall(jobs, raise_error=True)
+        jobs = [gevent.spawn(_collect, _wait_for_node, lab, node, deadline) for node in nodes]
+        gevent.joinall(jobs)
+        errors = [job.value for job in jobs if isinstance(job.value, UserError)]
+        if errors:
+            raise UserError([p for e in errors for p in e.problems])
         known = [line for job in jobs for line in job.value]
         lab.known_hosts.write_text("\n".join(known) + "\n")
         timings["boot_to_ssh_s"] = time.monotonic() - step

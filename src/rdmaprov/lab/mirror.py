@@ -94,6 +94,8 @@ def build_repository(lab_dir: Path, pool: Path) -> Path:
     _gpg(home, "--yes", "-abs", "-o", str(dists / "Release.gpg"), str(dists / "Release"), what="signing the lab mirror")
     key = _gpg(home, "--armor", "--export", what="exporting the lab mirror's key").stdout
     (lab_dir / "mirror.asc").write_text(key)
+    # gpg leaves an agent daemon behind; the lab must not leave processes it does not track.
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True)
     return root
 
 

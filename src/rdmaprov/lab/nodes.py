@@ -34,6 +34,11 @@ class Node:
     def console(self) -> Path:
         return Path(self.workdir) / "console.log"
 
+    @property
+    def report(self) -> Path:
+        """Where the node's first-boot setup printed its host keys."""
+        return self.console if self.kind == "vm" else Path(self.workdir) / "out" / "hostkeys"
+
 
 def _node_config(node: Node, authorized_key: str) -> dict[str, str]:
     return {
@@ -76,12 +81,13 @@ def start_container(node: Node, image: Image, bridge: str, authorized_key: str, 
     """Boot the image's root directory as a container with its own overlay and network namespace."""
     workdir = Path(node.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "out").mkdir(exist_ok=True)
     config = workdir / "config"
     config.write_text("".join(f"{k}={v}\n" for k, v in _node_config(node, authorized_key).items()))
     cmd = [
         "systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit",
         f"--machine={machine}", f"--directory={image.rootfs}", "--volatile=overlay",
-        f"--network-bridge={bridge}", f"--bind-ro={config}:/etc/rdmaprov-lab/config",
+        f"--network-bridge={bridge}", f"--bind-ro={config}:/etc/rdmaprov-lab/config", f"--bind={workdir / 'out'}:/etc/rdmaprov-lab/out",
         "--console=pipe", "--capability=CAP_NET_ADMIN",
     ]
     console = open(node.console, "wb")
