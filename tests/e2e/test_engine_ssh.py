@@ -22,8 +22,20 @@ NCCL_DEFAULTS = """defaults:
 """
 
 
+# The test hosts share this machine's packages and have no route out: run the file-only deploys.
+TAGS = ("--tags", "limits,nccl_env")
+
+
 def _inventory(farm, tmp_path, debug: str = "WARN"):
     return str(farm.inventory(tmp_path / "farm.yaml", NCCL_DEFAULTS.format(debug=debug)))
+
+
+def run_json(command: str, inv: str, *args: str, timeout: int = 600):
+    return rdmaprov_json(command, inv, *TAGS, *args, timeout=timeout)
+
+
+def run(command: str, inv: str, *args: str):
+    return rdmaprov(command, inv, *TAGS, *args)
 
 
 def _ops(host: dict, status: str) -> list[str]:
@@ -32,7 +44,7 @@ def _ops(host: dict, status: str) -> list[str]:
 
 def test_apply_converges_then_reapply_changes_nothing(ssh_farm, tmp_path):
     inv = _inventory(ssh_farm, tmp_path, debug="INFO")
-    code, first = rdmaprov_json("apply", inv)
+    code, first = run_json("apply", inv)
     jsonschema.validate(first, load_schema("result"))
     assert code == 2, first
     assert [h["status"] for h in first["hosts"]] == ["changed"] * 3
@@ -46,18 +58,18 @@ def test_apply_converges_then_reapply_changes_nothing(ssh_farm, tmp_path):
         limits = ssh_farm.ssh(host, "cat /etc/security/limits.d/90-rdmaprov-memlock.conf").stdout
         assert "hard memlock unlimited" in limits
 
-    code, second = rdmaprov_json("apply", inv)
+    code, second = run_json("apply", inv)
     assert code == 0, second
     assert all(h["changed"] == 0 and h["status"] == "unchanged" for h in second["hosts"])
 
 
 def test_check_reports_manual_edit_as_drift_with_diff(ssh_farm, tmp_path):
     inv = _inventory(ssh_farm, tmp_path)
-    assert rdmaprov("apply", inv).returncode in (0, 2)
+    assert run("apply", inv).returncode in (0, 2)
     edited = ssh_farm.hosts[1]
     ssh_farm.ssh(edited, "sed -i 's/NCCL_DEBUG=WARN/NCCL_DEBUG=TRACE/' /etc/nccl.conf")
 
-    code, result = rdmaprov_json("check", inv)
+    code, result = run_json("check", inv)
     jsonschema.validate(result, load_schema("result"))
     assert code == 2
     by_name = {h["name"]: h for h in result["hosts"]}
@@ -69,13 +81,13 @@ def test_check_reports_manual_edit_as_drift_with_diff(ssh_farm, tmp_path):
     # check changed nothing: the edit is still there
     assert "NCCL_DEBUG=TRACE" in ssh_farm.ssh(edited, "cat /etc/nccl.conf").stdout
 
-    human = rdmaprov("check", inv)
+    human = run("check", inv)
     assert human.returncode == 2
     assert f"{edited.name}: nccl_env | Write /etc/nccl.conf: would change" in human.stdout
     assert "+NCCL_DEBUG=WARN" in human.stdout
 
-    assert rdmaprov("apply", inv).returncode == 2
-    assert rdmaprov("check", inv).returncode == 0
+    assert run("apply", inv).returncode == 2
+    assert run("check", inv).returncode == 0
 
 
 def test_unreachable_host_is_reported_and_others_converge(ssh_farm, tmp_path):
@@ -83,7 +95,7 @@ def test_unreachable_host_is_reported_and_others_converge(ssh_farm, tmp_path):
     inv = _inventory(ssh_farm, tmp_path, debug="VERSION")
     ssh_farm.stop_sshd(down)
     try:
-        code, result = rdmaprov_json("apply", inv, timeout=120)
+        code, result = run_json("apply", inv, timeout=120)
     finally:
         ssh_farm.start_sshd(down)
     jsonschema.validate(result, load_schema("result"))
@@ -95,26 +107,26 @@ def test_unreachable_host_is_reported_and_others_converge(ssh_farm, tmp_path):
         assert by_name[host.name]["status"] == "changed"
         assert "NCCL_DEBUG=VERSION" in ssh_farm.ssh(host, "cat /etc/nccl.conf").stdout
 
-    human = rdmaprov("check", inv)
+    human = run("check", inv)
     assert human.returncode == 2  # the host is back and has not been converged yet
     assert down.name in human.stdout
 
 
 def test_limit_selects_hosts_and_groups(ssh_farm, tmp_path):
     inv = _inventory(ssh_farm, tmp_path, debug="ABORT")
-    code, result = rdmaprov_json("apply", inv, "--limit", "node1")
+    code, result = run_json("apply", inv, "--limit", "node1")
     assert code == 2
     assert [h["name"] for h in result["hosts"]] == ["node1"]
     assert "NCCL_DEBUG=ABORT" not in ssh_farm.ssh(ssh_farm.hosts[1], "cat /etc/nccl.conf").stdout
 
-    code, result = rdmaprov_json("check", inv, "--limit", "nodes")
+    code, result = run_json("check", inv, "--limit", "nodes")
     assert [h["name"] for h in result["hosts"]] == ["node1", "node2", "node3"]
     assert [h["status"] for h in result["hosts"]] == ["unchanged", "changed", "changed"]
 
-    code, result = rdmaprov_json("check", inv, "--limit", "node[23]")
+    code, result = run_json("check", inv, "--limit", "node[23]")
     assert [h["name"] for h in result["hosts"]] == ["node2", "node3"]
 
-    typo = rdmaprov("check", inv, "--limit", "nod9")
+    typo = run("check", inv, "--limit", "nod9")
     assert typo.returncode == 1
     assert "--limit 'nod9' matches no host or group" in typo.stderr
 
@@ -128,6 +140,6 @@ def test_wrong_host_key_is_refused(ssh_farm, tmp_path):
     bad_known.write_text(f"{ssh_farm.hosts[0].address} {key_of_2}\n" + "\n".join(lines[1:]) + "\n")
     text = open(inv).read().replace(str(ssh_farm.known_hosts), str(bad_known))
     open(inv, "w").write(text)
-    code, result = rdmaprov_json("check", inv, "--limit", "node1")
+    code, result = run_json("check", inv, "--limit", "node1")
     assert code == 4
     assert result["hosts"][0]["status"] == "unreachable"

@@ -76,6 +76,16 @@ def _op_name(state: State, op_hash: str) -> str:
     return " / ".join(sorted(state.op_meta[op_hash].names))
 
 
+def _each_host(state: State, hosts: list, work: Callable) -> None:
+    """Run work(host) for every host at once, each in its own greenlet.
+
+    pyinfra's state context is process-wide and its host context per greenlet: the state is set
+    once around all greenlets, or the first to finish would unset it under the others.
+    """
+    with ctx_state.use(state):
+        gevent.joinall([gevent.spawn(work, host) for host in hosts])
+
+
 def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict[str, HostResult], observer: Observer) -> None:
     """Plan every connected host at once; a host whose planning raises is failed with the reason."""
 
@@ -96,10 +106,7 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
 
     hosts = list(state.inventory.get_active_hosts())
     observer.phase("plan", len(hosts))
-    # The state context is process-wide in pyinfra, the host context per greenlet: set the state
-    # once around all greenlets, or the first to finish would unset it under the others.
-    with ctx_state.use(state):
-        gevent.joinall([gevent.spawn(plan_one, host) for host in hosts])
+    _each_host(state, hosts, plan_one)
     for host in hosts:
         if results[host.name].status == "failed":
             state.active_hosts.discard(host)
@@ -135,8 +142,7 @@ def _check_ops(state: State, results: dict[str, HostResult], observer: Observer)
 
     hosts = list(state.inventory.get_active_hosts())
     observer.phase("check", len(hosts))
-    with ctx_state.use(state):
-        gevent.joinall([gevent.spawn(check_host, host) for host in hosts])
+    _each_host(state, hosts, check_host)
 
 
 def _collect_applied(state: State, results: dict[str, HostResult]) -> None:

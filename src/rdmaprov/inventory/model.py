@@ -101,7 +101,8 @@ def fill_defaults(value: dict[str, Any], schema: dict[str, Any], root: dict[str,
                 filled[key] = fill_defaults(filled[key], sub, root)
         elif "default" in sub:
             filled[key] = copy.deepcopy(sub["default"])
-        elif sub.get("type") == "object" and sub.get("properties"):
+        elif sub.get("type") == "object" and sub.get("properties") and not sub.get("required"):
+            # A section with required keys (mirror.apt needs a url) exists only when written.
             nested = fill_defaults({}, sub, root)
             if nested:
                 filled[key] = nested
