@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -35,17 +36,17 @@ def test_vm_lab_softroce_apply_is_idempotent_and_moves_rdma_traffic(vm_lab):
     assert sum(h["changed"] for h in second["hosts"]) == 0
 
     server_out: dict[str, subprocess.CompletedProcess] = {}
-    server = threading.Thread(target=lambda: server_out.setdefault("p", vm_lab.ssh("node1", "timeout 90 ib_write_bw -d rxe0 -x 1 -D 3 -F")))
+    server = threading.Thread(target=lambda: server_out.setdefault("p", vm_lab.ssh("node1", "timeout -k 5 90 ib_write_bw -d rxe0 -x 1 -D 3 -F")))
     server.start()
-    client = None
-    for _ in range(20):
-        client = vm_lab.ssh("node2", f"timeout 60 ib_write_bw -d rxe0 -x 1 -D 3 -F {vm_lab.subnet.rsplit('.', 1)[0]}.11")
-        if client.returncode == 0:
+    for _ in range(60):  # wait until the server listens on perftest's port before the client dials
+        if ":18515" in vm_lab.ssh("node1", "ss -tln").stdout:
             break
-        subprocess.run(["sleep", "1"])
+        time.sleep(1)
+    client = vm_lab.ssh("node2", f"timeout -k 5 60 ib_write_bw -d rxe0 -x 1 -D 3 -F {vm_lab.subnet.rsplit('.', 1)[0]}.11")
     server.join(120)
-    assert client is not None and client.returncode == 0, client.stderr if client else "no client run"
+    assert client.returncode == 0, client.stdout + client.stderr
     assert re.search(r"^\s*65536\s+\d+\s+[\d.]+\s+[\d.]+", client.stdout, re.M), client.stdout
+    assert server_out["p"].returncode == 0, server_out["p"].stderr
 
 
 def test_sixteen_containers_answer_ssh_and_down_leaves_nothing(tmp_path):
