@@ -94,10 +94,11 @@ def _cmd_lab(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(f"no lab running from {lab.dir}")
             return 0
         table = Table(title=f"lab {lab.dir}")
-        for column in ("name", "kind", "address", "pid", "running", "ssh"):
+        columns = list(rows[0])
+        for column in columns:
             table.add_column(column)
         for row in rows:
-            table.add_row(*(str(row[c]) for c in ("name", "kind", "address", "pid", "running", "ssh")))
+            table.add_row(*(str(row[c]) for c in columns))
         out.print(table)
         return 0 if all(r["running"] and r["ssh"] for r in rows) else 4
     node = labmod.find_node(lab, args.node)

@@ -50,12 +50,13 @@ def yum_repo(yum: dict[str, Any]) -> str:
 @deploy("package_sources")
 def package_sources(ctx: NodeContext) -> None:
     mirror = ctx.node.get("mirror") or {}
-    family = host.get_fact(Os).family
+    os_info = host.get_fact(Os)
+    family = os_info.family
     apt = mirror.get("apt") if family == "debian" else None
     yum = mirror.get("yum") if family == "rhel" else None
     inventory_dir = str(ctx.inventory.path.resolve().parent)
     key = read_key(apt["key"], inventory_dir) if apt and apt.get("key") else None
-    codename = host.get_fact(Os).codename
+    codename = os_info.codename
     managed_file(name="mirror signing key", path=APT_KEY, content=key)
     managed_file(name="apt mirror source", path=APT_LIST, content=apt_source_line(apt, codename, key is not None) if apt else None)
     managed_file(name="yum mirror repository", path=YUM_REPO, content=yum_repo(yum) if yum else None)

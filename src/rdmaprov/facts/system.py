@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from pyinfra.api import FactBase
 
 from rdmaprov.parsers.system import OsInfo, parse_installed_packages, parse_os_release
@@ -65,3 +67,17 @@ class NetDevices(FactBase):
     @staticmethod
     def default() -> dict[str, int]:
         return {}
+
+
+class UnitEnabled(FactBase):
+    """`systemctl is-enabled UNIT`: 'enabled', 'disabled', 'not-found'... ('' without systemd)."""
+
+    def command(self, unit: str) -> str:
+        return f"systemctl is-enabled {shlex.quote(unit)} 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> str:
+        return output[0].strip() if output else "not-found"
+
+    @staticmethod
+    def default() -> str:
+        return "not-found"

@@ -12,6 +12,7 @@ from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
 from rdmaprov.facts.system import InstalledPackages, Os
+from rdmaprov.parsers.system import OsInfo
 
 
 def install_command(family: str, missing: list[str], os_major: str = "") -> str:
@@ -23,19 +24,19 @@ def install_command(family: str, missing: list[str], os_major: str = "") -> str:
     return f"{tool} install -y {names}"
 
 
-def os_family() -> str:
-    """The node's package family, or a clear error for a distro rdmaprov does not know."""
+def known_os() -> OsInfo:
+    """The node's distro (one fact read), or a clear error for a distro rdmaprov does not know."""
     os_info = host.get_fact(Os)
     if os_info.family is None:
         raise ValueError(f"unknown distro {os_info.pretty_name!r} (ID={os_info.id}): rdmaprov supports Debian/Ubuntu and RHEL-family nodes (RHEL, Rocky, Alma, Alibaba Cloud Linux)")
-    return os_info.family
+    return os_info
 
 
 @operation()
 def packages(by_family: dict[str, list[str]]):
     """Install the family's packages that are not installed yet (never upgrades or removes)."""
-    family = os_family()
-    os_info = host.get_fact(Os)
+    os_info = known_os()
+    family = os_info.family
     names = by_family.get(family, [])
     installed = host.get_fact(InstalledPackages)
     missing = [name for name in names if name not in installed]
