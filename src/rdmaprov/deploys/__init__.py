@@ -7,17 +7,25 @@ applies there, so all hosts share one operation sequence (pyinfra matches ops by
 from __future__ import annotations
 
 from rdmaprov.deploys.limits import limits
+from rdmaprov.deploys.mtu import mtu
 from rdmaprov.deploys.nccl_env import nccl_env
+from rdmaprov.deploys.netns_mode import netns_mode
+from rdmaprov.deploys.openmpi import openmpi
 from rdmaprov.deploys.package_sources import package_sources
 from rdmaprov.deploys.rdma_userspace import rdma_userspace
 from rdmaprov.deploys.softroce import softroce
+from rdmaprov.deploys.ssh_trust import ssh_trust
 from rdmaprov.engine.runner import Deploy
 from rdmaprov.errors import UserError
 
 STACK: dict[str, Deploy] = {
     "package_sources": package_sources,
     "rdma_userspace": rdma_userspace,
+    "openmpi": openmpi,
+    "mtu": mtu,
     "softroce": softroce,
+    "netns_mode": netns_mode,
+    "ssh_trust": ssh_trust,
     "limits": limits,
     "nccl_env": nccl_env,
 }

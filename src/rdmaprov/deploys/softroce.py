@@ -8,15 +8,14 @@ import shlex
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy, operation
 
+from rdmaprov.deploys.boot import boot_script
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.facts.rdma import RdmaLinks
 from rdmaprov.facts.system import NetDevices
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.kernel import module_loaded
-from rdmaprov.operations.services import unit_enabled
 
-SCRIPT = "/usr/local/sbin/rdmaprov-rxe-links"
-UNIT = "rdmaprov-rxe.service"
+NAME = "rdmaprov-rxe-links"
 
 
 def rxe_links(netdevs: list[str]) -> list[tuple[str, str]]:
@@ -31,14 +30,11 @@ def render_script(links: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_unit(netdevs: list[str]) -> str:
-    devices = " ".join(f"sys-subsystem-net-devices-{n}.device" for n in netdevs)
-    return (
-        "[Unit]\nDescription=rdmaprov SoftRoCE (rxe) links\n"
-        f"After=network.target systemd-modules-load.service {devices}\nWants={devices}\n\n"
-        f"[Service]\nType=oneshot\nExecStart={SCRIPT}\nRemainAfterExit=yes\n\n"
-        "[Install]\nWantedBy=multi-user.target\n"
-    )
+def missing_netdevs(wanted: list[str], present: dict[str, int]) -> None:
+    """Fail clearly, naming the host's real netdevs, when the inventory names one it lacks."""
+    missing = [n for n in wanted if n not in present]
+    if missing:
+        raise ValueError(f"netdev {', '.join(missing)} does not exist on {host.name} (it has {', '.join(sorted(present))}); fix the inventory")
 
 
 @operation()
@@ -47,10 +43,7 @@ def rxe_links_present(links: list[tuple[str, str]]):
     if not links:
         host.noop("no SoftRoCE links declared")
         return
-    netdevs = host.get_fact(NetDevices)
-    missing_dev = [netdev for _, netdev in links if netdev not in netdevs]
-    if missing_dev:
-        raise ValueError(f"netdev {', '.join(missing_dev)} does not exist on {host.name} (it has {', '.join(sorted(netdevs))}); fix rdma.netdevs")
+    missing_netdevs([netdev for _, netdev in links], host.get_fact(NetDevices))
     existing = host.get_fact(RdmaLinks)
     have = {(link.device, link.netdev) for link in existing}
     by_netdev = {link.netdev for link in existing if link.device.startswith("rxe")}
@@ -71,7 +64,5 @@ def softroce(ctx: NodeContext) -> None:
     links = rxe_links(netdevs) if active else []
     managed_file(name="load rdma_rxe at boot", path="/etc/modules-load.d/rdmaprov-rxe.conf", content="rdma_rxe\n" if active else None)
     module_loaded(name="rdma_rxe loaded", module="rdma_rxe", present=active)
-    managed_file(name="rxe link script", path=SCRIPT, content=render_script(links) if active else None, mode="755")
-    managed_file(name="rxe link unit", path=f"/etc/systemd/system/{UNIT}", content=render_unit(netdevs) if active else None, after_change="systemctl daemon-reload")
-    unit_enabled(name="rxe links at boot", unit=UNIT, enabled=active)
+    boot_script("rxe links", NAME, render_script(links) if active else None, netdevs if active else [])
     rxe_links_present(name="rxe links now", links=links)

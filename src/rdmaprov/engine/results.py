@@ -41,10 +41,12 @@ class HostResult:
     error: str | None = None
     ops: list[OpResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    reboot_required: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> int:
-        return sum(op.status in ("changed", "would_change") for op in self.ops)
+        """Operations that changed (or would change) the host, plus a reboot still owed."""
+        return sum(op.status in ("changed", "would_change") for op in self.ops) + bool(self.reboot_required)
 
     @property
     def failed(self) -> int:

@@ -19,7 +19,9 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operations import run_ops
 from pyinfra.context import ctx_host, ctx_state
 
+from rdmaprov.engine.cluster import ClusterFacts
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.notes import RunNotes
 from rdmaprov.engine.pyinfra_state import build_state
 from rdmaprov.engine.results import HostResult, OpResult, RunResult
 from rdmaprov.inventory.model import Inventory
@@ -136,7 +138,7 @@ def _check_ops(state: State, results: dict[str, HostResult], observer: Observer)
                     result.error = f"{name}: {_reason(exc)}"
                     return
                 status = "would_change" if commands else "unchanged"
-                diff = state.rdmaprov_diffs.get((host.name, op_hash))  # type: ignore[attr-defined]
+                diff = state.rdmaprov_notes.diffs.get((host.name, op_hash))  # type: ignore[attr-defined]
                 result.ops.append(OpResult(name=name, status=status, commands=commands, diff=diff))
                 observer.op_done(host.name, name, status)
 
@@ -171,7 +173,7 @@ def _collect_applied(state: State, results: dict[str, HostResult]) -> None:
                 continue
             commands = [str(c) for c in (meta._commands or [])]
             status = "failed" if meta.did_error() else ("changed" if meta.did_change() else "unchanged")
-            diff = state.rdmaprov_diffs.get((host.name, op_hash))  # type: ignore[attr-defined]
+            diff = state.rdmaprov_notes.diffs.get((host.name, op_hash))  # type: ignore[attr-defined]
             op = OpResult(name=name, status=status, commands=commands, stdout=list(meta.stdout_lines), stderr=list(meta.stderr_lines), diff=diff if status == "changed" else None)
             result.ops.append(op)
             if status == "failed" and result.error is None:
@@ -195,7 +197,8 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
     )
     results = {name: HostResult(name=name, address=inventory.hosts[name].address) for name in options.hosts}
     state = build_state(inventory, options.hosts)
-    state.rdmaprov_diffs = {}  # type: ignore[attr-defined]
+    state.rdmaprov_notes = notes = RunNotes()  # type: ignore[attr-defined]
+    state.rdmaprov_cluster = ClusterFacts()  # type: ignore[attr-defined]
     callbacks = _Callbacks(observer, lambda op_hash: _op_name(state, op_hash))
     state.add_callback_handler(callbacks)
 
@@ -235,6 +238,10 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
             pass  # a dropped connection at the end changes nothing about the results
 
     for result in results.values():
+        for warning in notes.warnings.get(result.name, []):
+            if warning not in result.warnings:
+                result.warnings.append(warning)
+        result.reboot_required = notes.reboots.get(result.name, [])
         result.settle()
     run_result.hosts = [results[name] for name in options.hosts]
     run_result.duration_s = time.monotonic() - started

@@ -56,3 +56,18 @@ class FilesIn(FactBase):
     @staticmethod
     def default() -> list[str]:
         return []
+
+
+class PathExists(FactBase):
+    """Whether a path exists (no content read: it may be a large binary)."""
+
+    def command(self, path: str) -> str:
+        quoted = "'" + path.replace("'", "'\\''") + "'"
+        return f"if [ -e {quoted} ]; then echo yes; else echo no; fi"
+
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and output[0].strip() == "yes"
+
+    @staticmethod
+    def default() -> bool:
+        return False

@@ -81,3 +81,13 @@ class UnitEnabled(FactBase):
     @staticmethod
     def default() -> str:
         return "not-found"
+
+
+class NetNamespaceCount(FactBase):
+    """How many network namespaces exist (1: only the host's own), from every process's ns link."""
+
+    def command(self) -> str:
+        return "ls -L -i -d /proc/[0-9]*/ns/net 2>/dev/null | awk '{print $1}' | sort -u | wc -l"
+
+    def process(self, output: list[str]) -> int:
+        return int(output[0].strip()) if output and output[0].strip().isdigit() else 0

@@ -1,30 +1,61 @@
-"""Managed files: written atomically (temp file + rename), with a unified diff for reports."""
+"""Managed files and managed blocks: written atomically (temp file + rename), with a unified diff.
+
+A managed file belongs to rdmaprov whole; a managed block is rdmaprov's part of a file that others
+also write (authorized_keys, the system known_hosts): lines outside the block are left alone.
+"""
 
 from __future__ import annotations
 
 import difflib
 import shlex
+from collections.abc import Iterator
 from io import BytesIO
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, operation
-from pyinfra.context import ctx_state
 
-from rdmaprov.facts.files import ManagedFile
+from rdmaprov.engine.notes import record_diff
+from rdmaprov.facts.files import FileState, ManagedFile
+from rdmaprov.parsers.blocks import replace_block
 
 
-def unified_diff(path: str, old: bytes | None, new: bytes) -> str:
+def unified_diff(path: str, old: bytes | None, new: bytes | None) -> str:
     """Diff as `diff -u` shows it; binary-safe enough for config files."""
     before = (old or b"").decode("utf-8", "replace").splitlines(keepends=True)
-    after = new.decode("utf-8", "replace").splitlines(keepends=True)
+    after = (new or b"").decode("utf-8", "replace").splitlines(keepends=True)
     source = path if old is not None else "/dev/null"
-    return "".join(difflib.unified_diff(before, after, fromfile=source, tofile=path))
+    target = path if new is not None else "/dev/null"
+    return "".join(difflib.unified_diff(before, after, fromfile=source, tofile=target))
 
 
-def _record_diff(diff: str) -> None:
-    diffs = getattr(ctx_state.get(), "rdmaprov_diffs", None)
-    if diffs is not None and host.current_op_hash:
-        diffs[(host.name, host.current_op_hash)] = diff
+def file_commands(path: str, current: FileState, content: str | None, mode: str, user: str, group: str, after_change: str | None) -> Iterator:
+    """The commands that take `path` from `current` to `content` (None: absent); none when it matches."""
+    quoted = shlex.quote(path)
+    if content is None:
+        if not current.exists:
+            host.noop(f"{path} is absent")
+            return
+        record_diff(unified_diff(path, current.content, None))
+        yield StringCommand(f"rm -f {quoted}")
+        if after_change:
+            yield StringCommand(after_change)
+        return
+    wanted = content.encode("utf-8")
+    owner = f"{shlex.quote(user)}:{shlex.quote(group)}"
+    if current.content != wanted:
+        record_diff(unified_diff(path, current.content, wanted))
+        temp = shlex.quote(f"{path}.rdmaprov-tmp")
+        parent = shlex.quote(path.rsplit("/", 1)[0] or "/")
+        yield StringCommand(f"mkdir -p {parent}")
+        yield FileUploadCommand(BytesIO(wanted), f"{path}.rdmaprov-tmp")
+        yield StringCommand(f"chown {owner} {temp} && chmod {mode} {temp} && mv -f {temp} {quoted}")
+        if after_change:
+            yield StringCommand(after_change)
+        return
+    if current.mode != mode.lstrip("0") or current.user != user or current.group != group:
+        yield StringCommand(f"chown {owner} {quoted} && chmod {mode} {quoted}")
+        return
+    host.noop(f"{path} is up to date")
 
 
 @operation()
@@ -36,28 +67,21 @@ def managed_file(path: str, content: str | None, mode: str = "644", user: str = 
     file changed (e.g. `systemctl daemon-reload`).
     """
     current = host.get_fact(ManagedFile, path=path)
-    quoted = shlex.quote(path)
-    if content is None:
-        if not current.exists:
-            host.noop(f"{path} is absent")
-            return
-        _record_diff(unified_diff(path, current.content, b"").replace(f"+++ {path}", "+++ /dev/null", 1))
-        yield StringCommand(f"rm -f {quoted}")
-        if after_change:
-            yield StringCommand(after_change)
+    yield from file_commands(path, current, content, mode, user, group, after_change)
+
+
+def block_commands(path: str, marker: str, lines: list[str], current: FileState, mode: str, user: str, group: str) -> Iterator:
+    """Commands that make rdmaprov's block in `path` hold `lines`, keeping the rest of the file."""
+    text = (current.content or b"").decode("utf-8", "replace") if current.exists else ""
+    wanted = replace_block(text, marker, lines)
+    if not current.exists and not lines:
+        host.noop(f"{path} is absent and no block is wanted")
         return
-    wanted = content.encode("utf-8")
-    if current.content != wanted:
-        _record_diff(unified_diff(path, current.content, wanted))
-        temp = f"{path}.rdmaprov-tmp"
-        parent = shlex.quote(path.rsplit("/", 1)[0] or "/")
-        yield StringCommand(f"mkdir -p {parent}")
-        yield FileUploadCommand(BytesIO(wanted), temp)
-        yield StringCommand(f"chown {shlex.quote(user)}:{shlex.quote(group)} {shlex.quote(temp)} && chmod {mode} {shlex.quote(temp)} && mv -f {shlex.quote(temp)} {quoted}")
-        if after_change:
-            yield StringCommand(after_change)
-        return
-    if current.mode != mode.lstrip("0") or current.user != user or current.group != group:
-        yield StringCommand(f"chown {shlex.quote(user)}:{shlex.quote(group)} {quoted} && chmod {mode} {quoted}")
-        return
-    host.noop(f"{path} is up to date")
+    yield from file_commands(path, current, wanted, mode, user, group, None)
+
+
+@operation()
+def managed_block(path: str, marker: str, lines: list[str], mode: str = "644", user: str = "root", group: str = "root"):
+    """Keep exactly `lines` between rdmaprov's BEGIN/END markers in `path`; other lines stay."""
+    current = host.get_fact(ManagedFile, path=path)
+    yield from block_commands(path, marker, lines, current, mode, user, group)

@@ -24,7 +24,9 @@ def print_run(result: RunResult, console: Console, show_diff: bool = True) -> No
                     for line in (op.stderr or op.stdout)[-5:]:
                         console.print(f"    {line}", markup=False, highlight=False)
         for warning in host.warnings:
-            console.print(f"[magenta]{host.name}[/]: warning: {warning}")
+            console.print(f"[magenta]{host.name}[/]: warning: {warning}", highlight=False)
+        for reason in host.reboot_required:
+            console.print(f"[yellow]{host.name}[/]: reboot required: {reason}", highlight=False)
 
     table = Table(title=f"rdmaprov {result.command} — {result.cluster} ({result.duration_s:.1f}s)")
     table.add_column("host")

@@ -1,0 +1,69 @@
+"""NIC MTU where the inventory asks for it, now and after every reboot.
+
+eRDMA has a hard rule (a wrong MTU corrupts data with NCCL's LL128 protocol): 8500 when the VPC
+carries jumbo frames, 1400 when it does not. Declared MTUs that break the rule are refused.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import StringCommand, deploy, operation
+
+from rdmaprov.deploys.boot import boot_script
+from rdmaprov.deploys.softroce import missing_netdevs
+from rdmaprov.engine.context import NodeContext
+from rdmaprov.facts.system import NetDevices
+
+NAME = "rdmaprov-mtu"
+
+
+def erdma_mtu(node: dict[str, Any]) -> int:
+    return 8500 if (node.get("erdma") or {}).get("jumbo_frames", True) else 1400
+
+
+def wanted_mtus(node: dict[str, Any]) -> dict[str, int]:
+    """{netdev: mtu} for the node: the declared ones, and the eRDMA rule on the RDMA netdevs."""
+    mtus = {name: int(value) for name, value in (node.get("mtu") or {}).items()}
+    if node.get("fabric") == "erdma":
+        rule = erdma_mtu(node)
+        jumbo = "with" if rule == 8500 else "without"
+        for netdev in (node.get("rdma") or {}).get("netdevs") or []:
+            declared = mtus.setdefault(netdev, rule)
+            if declared != rule:
+                raise ValueError(
+                    f"mtu.{netdev} is {declared} but eRDMA {jumbo} jumbo frames needs {rule} "
+                    f"(a wrong MTU corrupts data); fix mtu.{netdev} or erdma.jumbo_frames"
+                )
+    return dict(sorted(mtus.items()))
+
+
+def render_script(mtus: dict[str, int]) -> str:
+    lines = ["#!/bin/sh", "# Managed by rdmaprov: NIC MTUs from the inventory."]
+    lines += [f"ip link set dev {netdev} mtu {mtu}" for netdev, mtu in mtus.items()]
+    return "\n".join(lines) + "\n"
+
+
+@operation()
+def mtu_now(mtus: dict[str, int]):
+    """Set each netdev's MTU where it differs; fail on a netdev the host does not have."""
+    if not mtus:
+        host.noop("no MTU declared")
+        return
+    present = host.get_fact(NetDevices)
+    missing_netdevs(list(mtus), present)
+    todo = {netdev: mtu for netdev, mtu in mtus.items() if present[netdev] != mtu}
+    if not todo:
+        host.noop("MTUs as declared")
+        return
+    for netdev, mtu in todo.items():
+        yield StringCommand(f"ip link set dev {shlex.quote(netdev)} mtu {int(mtu)}")
+
+
+@deploy("mtu")
+def mtu(ctx: NodeContext) -> None:
+    mtus = wanted_mtus(ctx.node)
+    boot_script("NIC MTU", NAME, render_script(mtus) if mtus else None, list(mtus), before="rdmaprov-rxe-links.service")
+    mtu_now(name="NIC MTU now", mtus=mtus)

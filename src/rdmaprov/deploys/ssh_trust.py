@@ -1,0 +1,27 @@
+"""Passwordless SSH between the nodes (mpirun needs it), with every host key pinned.
+
+No StrictHostKeyChecking=no: every node knows every other node's real host keys by inventory
+name, address and hostname. A node removed from the inventory is dropped from both blocks on
+the next apply, which revokes its access.
+"""
+
+from __future__ import annotations
+
+from pyinfra.api import deploy
+
+from rdmaprov.engine.context import NodeContext
+from rdmaprov.operations.ssh import key_pair, known_hosts, trusted_keys
+
+
+@deploy("ssh_trust")
+def ssh_trust(ctx: NodeContext) -> None:
+    trust = ctx.inventory.ssh_trust
+    enabled = trust.get("enabled", True)
+    user, key_type = trust.get("user", "root"), trust.get("key_type", "ed25519")
+    cluster = ctx.inventory.host_names() if enabled else []
+    addresses = {name: spec.address for name, spec in ctx.inventory.hosts.items()}
+    marker = f"rdmaprov cluster {ctx.inventory.name}"
+    if enabled:
+        key_pair(name="SSH key pair", user=user, key_type=key_type)
+    trusted_keys(name="SSH trust: authorized_keys", user=user, key_type=key_type, cluster=cluster, marker=marker)
+    known_hosts(name="SSH trust: known hosts", user=user, key_type=key_type, cluster=cluster, addresses=addresses, marker=marker)

@@ -1,0 +1,56 @@
+"""Facts about the whole cluster, read once per run and shared by every host's operations.
+
+SSH trust needs every node's keys on every node. Read per host inside each operation, that is
+n² round trips; here the first operation that asks reads the fact from all connected hosts at
+once (one round trip each, in parallel) and every later asker gets the same answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gevent
+from gevent.lock import Semaphore
+from pyinfra.api import FactBase, State
+from pyinfra.api.facts import get_fact
+from pyinfra.context import ctx_host, ctx_state
+
+
+class ClusterFacts:
+    """The per-run cache: one entry per (fact, arguments), hosts that answered by name."""
+
+    def __init__(self) -> None:
+        self._lock = Semaphore()
+        self._cache: dict[tuple, dict[str, Any]] = {}
+
+    def get(self, state: State, cls: type[FactBase], **kwargs: Any) -> dict[str, Any]:
+        key = (cls, tuple(sorted(kwargs.items())))
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = _read_everywhere(state, cls, kwargs)
+            return self._cache[key]
+
+
+def _read_everywhere(state: State, cls: type[FactBase], kwargs: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+
+    def read(target) -> None:
+        with ctx_host.use(target):
+            try:
+                found[target.name] = get_fact(state, target, cls, kwargs=kwargs, apply_failed_hosts=False)
+            except Exception:  # a host that cannot answer is simply not known this run
+                pass
+
+    hosts = [h for h in state.inventory if h in state.active_hosts]
+    gevent.joinall([gevent.spawn(read, h) for h in hosts])
+    return found
+
+
+def cluster_fact(cls: type[FactBase], **kwargs: Any) -> dict[str, Any]:
+    """`cls` read from every connected host of this run: {host name: fact value}."""
+    state = ctx_state.get()
+    cache: ClusterFacts | None = getattr(state, "rdmaprov_cluster", None)
+    if cache is None:
+        cache = ClusterFacts()
+        state.rdmaprov_cluster = cache  # type: ignore[attr-defined]
+    return cache.get(state, cls, **kwargs)

@@ -1,0 +1,50 @@
+"""What operations report besides their commands: diffs, warnings, reboots still owed.
+
+Operation generators run inside pyinfra (at plan time for check, at execute time for apply) where
+no NodeContext exists; they leave notes on the run's state, keyed by host, for the runner to read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyinfra import host
+from pyinfra.context import ctx_state
+
+
+@dataclass
+class RunNotes:
+    """Per-run notes: diffs by (host, op hash), warnings and reboot reasons by host."""
+
+    diffs: dict[tuple[str, str], str] = field(default_factory=dict)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    reboots: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _notes() -> RunNotes | None:
+    return getattr(ctx_state.get(), "rdmaprov_notes", None)
+
+
+def record_diff(diff: str) -> None:
+    """The unified diff of the operation being planned on the current host."""
+    notes = _notes()
+    if notes is not None and host.current_op_hash:
+        notes.diffs[(host.name, host.current_op_hash)] = diff
+
+
+def warn(message: str) -> None:
+    """A warning about the current host, shown in its result."""
+    notes = _notes()
+    if notes is not None:
+        items = notes.warnings.setdefault(host.name, [])
+        if message not in items:
+            items.append(message)
+
+
+def reboot_required(reason: str) -> None:
+    """The current host needs a reboot for a setting to take effect."""
+    notes = _notes()
+    if notes is not None:
+        items = notes.reboots.setdefault(host.name, [])
+        if reason not in items:
+            items.append(reason)

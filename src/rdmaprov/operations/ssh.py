@@ -1,0 +1,105 @@
+"""SSH trust between nodes: a key pair made on each node, every node trusting and knowing the others.
+
+Private keys never leave the node that made them; only public keys and host keys travel, read as
+facts from each node in the same run.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import StringCommand, operation
+
+from rdmaprov.engine.cluster import cluster_fact
+from rdmaprov.engine.notes import warn
+from rdmaprov.facts.files import ManagedFile
+from rdmaprov.facts.ssh import SshIdentityFact
+from rdmaprov.operations.files import block_commands
+from rdmaprov.parsers.blocks import block_lines
+from rdmaprov.parsers.ssh import SshIdentity, authorized_key_line, entry_owner, known_hosts_line
+
+KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+
+
+@operation()
+def key_pair(user: str, key_type: str):
+    """Generate the user's key pair on the node when it has none (an existing one is kept)."""
+    identity = host.get_fact(SshIdentityFact, user=user, key_type=key_type)
+    if not identity.home:
+        raise ValueError(f"user {user} does not exist on {host.name}; create it or fix cluster.ssh_trust.user")
+    if identity.user_key:
+        host.noop(f"{user} has an {key_type} key")
+        return
+    ssh_dir = shlex.quote(f"{identity.home}/.ssh")
+    path = shlex.quote(f"{identity.home}/.ssh/id_{key_type}")
+    owner = shlex.quote(user)
+    yield StringCommand(
+        f"install -d -m 700 -o {owner} -g $(id -g {owner}) {ssh_dir} && "
+        f"ssh-keygen -q -t {key_type} -N '' -C rdmaprov@{shlex.quote(host.name)} -f {path} && chown {owner}: {path} {path}.pub"
+    )
+
+
+def wanted_lines(cluster: list[str], identities: dict[str, SshIdentity], current: list[str], render) -> list[str]:
+    """Managed lines for every inventory host: from this run's facts, else kept from the file.
+
+    A host that could not be read this run (down, or outside --limit) keeps the lines it has; a
+    host no longer in the inventory loses them (that is how trust is revoked).
+    """
+    kept: dict[str, list[str]] = {}
+    for line in current:
+        owner = entry_owner(line)
+        if owner:
+            kept.setdefault(owner, []).append(line)
+    lines: list[str] = []
+    for name in cluster:
+        identity = identities.get(name)
+        if identity is not None:
+            lines.extend(render(name, identity))
+        elif kept.get(name):
+            lines.extend(kept[name])
+            warn(f"SSH trust: {name} was not reached this run; kept its current entries")
+    return lines
+
+
+@operation()
+def trusted_keys(user: str, key_type: str, cluster: list[str], marker: str):
+    """Every cluster node's public key in the user's authorized_keys, inside rdmaprov's block."""
+    identities = cluster_fact(SshIdentityFact, user=user, key_type=key_type)
+    mine = identities.get(host.name) or host.get_fact(SshIdentityFact, user=user, key_type=key_type)
+    if not mine.home:
+        if cluster:
+            raise ValueError(f"user {user} does not exist on {host.name}; create it or fix cluster.ssh_trust.user")
+        host.noop(f"SSH trust is off and {user} does not exist")
+        return
+    path = f"{mine.home}/.ssh/authorized_keys"
+    current = host.get_fact(ManagedFile, path=path)
+    existing = block_lines((current.content or b"").decode("utf-8", "replace"), marker)
+    missing = [name for name in cluster if name in identities and not identities[name].user_key]
+    if missing:
+        warn(f"SSH trust: {', '.join(missing)} has no {key_type} key yet (apply generates it)")
+    with_keys = {name: ident for name, ident in identities.items() if ident.user_key}
+    lines = wanted_lines(cluster, with_keys, existing, lambda name, ident: [authorized_key_line(name, ident.user_key)])
+    group = "root" if user == "root" else user
+    yield from block_commands(path, marker, lines, current, "600", user, group)
+
+
+@operation()
+def known_hosts(user: str, key_type: str, cluster: list[str], addresses: dict[str, str], marker: str):
+    """Every cluster node's real host keys, by inventory name, address and hostname, system-wide.
+
+    `user`/`key_type` only select the shared cluster fact (the same read as trusted_keys).
+    """
+    identities = cluster_fact(SshIdentityFact, user=user, key_type=key_type)
+    current = host.get_fact(ManagedFile, path=KNOWN_HOSTS)
+    existing = block_lines((current.content or b"").decode("utf-8", "replace"), marker)
+
+    def render(name: str, identity: SshIdentity) -> list[str]:
+        names = [name]
+        for alias in (addresses.get(name, ""), identity.hostname, identity.hostname.split(".")[0]):
+            if alias and alias not in names:
+                names.append(alias)
+        return [known_hosts_line(names, key) for key in identity.host_keys]
+
+    lines = wanted_lines(cluster, identities, existing, render)
+    yield from block_commands(KNOWN_HOSTS, marker, lines, current, "644", "root", "root")

@@ -1,0 +1,84 @@
+"""Run one rdmaprov operation against given facts and collect the commands it would run.
+
+pyinfra's own fixture harness is not in its wheel; this is the small equivalent: a host whose
+facts come from a table, inside a real pyinfra context, so operations run unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyinfra.api import FileUploadCommand
+from pyinfra.context import ctx_host, ctx_state
+
+from rdmaprov.engine.notes import RunNotes
+from rdmaprov.facts.system import Os
+from rdmaprov.parsers.system import parse_os_release
+
+OS_RELEASE = Path(__file__).resolve().parent.parent / "fixtures" / "os-release"
+
+
+def os_fact(name: str):
+    """The Os fact as a node of that distro reports it (from its real /etc/os-release)."""
+    return parse_os_release((OS_RELEASE / name).read_text())
+
+
+class FactHost:
+    """A host whose facts are looked up by class (or by (class, kwargs) for per-argument facts)."""
+
+    def __init__(self, name: str, facts: dict[Any, Any]) -> None:
+        self.name = name
+        self.facts = facts
+        self.noops: list[str] = []
+        self.current_op_hash = "op"
+
+    def get_fact(self, cls, **kwargs):
+        for key in ((cls, tuple(sorted(kwargs.items()))), cls):
+            if key in self.facts:
+                value = self.facts[key]
+                return value(**kwargs) if callable(value) and not isinstance(value, type) else value
+        return cls.default() if hasattr(cls, "default") else None
+
+    def noop(self, message: str) -> None:
+        self.noops.append(message)
+
+
+class FactCluster:
+    """Stands in for the per-run cluster cache: {fact class: {host: value}}."""
+
+    def __init__(self, values: dict[Any, dict[str, Any]]) -> None:
+        self.values = values
+
+    def get(self, state, cls, **kwargs):
+        return self.values.get(cls, {})
+
+
+class FactState:
+    def __init__(self, cluster: dict[Any, dict[str, Any]] | None = None) -> None:
+        self.rdmaprov_notes = RunNotes()
+        self.rdmaprov_cluster = FactCluster(cluster or {})
+
+
+def render(command) -> str:
+    if isinstance(command, FileUploadCommand):
+        return f"upload {command.dest}:\n{command.src.getvalue().decode()}"
+    return str(command)
+
+
+def run_notes(op: Callable, facts: dict[Any, Any], cluster_facts: dict | None = None, **kwargs) -> tuple[list[str], RunNotes]:
+    """The commands `op(**kwargs)` yields on host node1 with these facts, and the notes it left."""
+    fake = FactHost("node1", facts)
+    state = FactState(cluster_facts)
+    with ctx_state.use(state), ctx_host.use(fake):
+        out = [render(c) for c in op._inner(**kwargs)]
+    return out, state.rdmaprov_notes
+
+
+def commands(op: Callable, facts: dict[Any, Any], cluster_facts: dict | None = None, **kwargs) -> list[str]:
+    """The commands `op(**kwargs)` yields (empty when the facts show a converged node)."""
+    return run_notes(op, facts, cluster_facts, **kwargs)[0]
+
+
+__all__ = ["commands", "run_notes", "os_fact", "Os"]

@@ -1,0 +1,166 @@
+"""Operation-level tests: given a node's facts (for distros the lab cannot run), the exact commands;
+given a converged node, no commands."""
+
+from __future__ import annotations
+
+import pytest
+
+from rdmaprov.deploys.mtu import mtu_now, wanted_mtus
+from rdmaprov.deploys.netns_mode import netns_mode_live
+from rdmaprov.deploys.openmpi import mpi_package_sets, mpi_prefix, mpirun_present
+from rdmaprov.deploys.package_sources import YUM_REPO, yum_repo
+from rdmaprov.deploys.rdma_userspace import rdma_package_sets
+from rdmaprov.facts.files import FileState, ManagedFile, PathExists
+from rdmaprov.facts.rdma import RdmaSystem
+from rdmaprov.facts.ssh import SshIdentityFact
+from rdmaprov.facts.system import InstalledPackages, NetDevices, NetNamespaceCount, Os
+from rdmaprov.operations.files import managed_file
+from rdmaprov.operations.packages import packages
+from rdmaprov.operations.ssh import KNOWN_HOSTS, key_pair, known_hosts, trusted_keys
+from rdmaprov.packages import RDMA_USERSPACE
+from rdmaprov.parsers.ssh import SshIdentity
+from tests.support.ops import commands, os_fact, run_notes
+
+RHEL_RDMA = "rdma-core libibverbs libibverbs-utils librdmacm librdmacm-utils infiniband-diags perftest iproute"
+
+
+@pytest.mark.parametrize(
+    ("distro", "expected"),
+    [
+        ("ubuntu-22.04", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends " + " ".join(RDMA_USERSPACE["debian"])),
+        ("ubuntu-20.04", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends " + " ".join(RDMA_USERSPACE["debian"])),
+        ("rhel-8.9", f"dnf install -y {RHEL_RDMA}"),
+        ("rocky-9.3", f"dnf install -y {RHEL_RDMA}"),
+        ("alinux-3", f"dnf install -y {RHEL_RDMA}"),
+        ("centos-7", f"yum install -y {RHEL_RDMA}"),
+    ],
+)
+def test_rdma_userspace_commands_per_distro(distro, expected):
+    facts = {Os: os_fact(distro), InstalledPackages: set()}
+    assert commands(packages, facts, by_family=rdma_package_sets({})) == [expected]
+
+
+@pytest.mark.parametrize("distro", ["ubuntu-22.04", "rhel-8.9", "alinux-3"])
+def test_converged_packages_need_no_command(distro):
+    os_info = os_fact(distro)
+    installed = set(RDMA_USERSPACE[os_info.family])
+    assert commands(packages, {Os: os_info, InstalledPackages: installed}, by_family=rdma_package_sets({})) == []
+
+
+def test_only_missing_packages_are_installed_and_inventory_overrides():
+    sets = rdma_package_sets({"packages": {"rdma": ["rdma-core", "perftest"], "extra": ["htop"]}})
+    facts = {Os: os_fact("rhel-8.9"), InstalledPackages: {"rdma-core"}}
+    assert commands(packages, facts, by_family=sets) == ["dnf install -y perftest htop"]
+
+
+def test_unknown_distro_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"unknown distro 'Arch Linux' \(ID=arch\).*Debian/Ubuntu and RHEL-family"):
+        commands(packages, {Os: os_fact("arch")}, by_family=RDMA_USERSPACE)
+
+
+def test_openmpi_per_family_and_prefix():
+    sets = mpi_package_sets({"mpi": {"source": "distro"}})
+    assert commands(packages, {Os: os_fact("rocky-9.3"), InstalledPackages: set()}, by_family=sets) == ["dnf install -y openmpi openmpi-devel gcc gcc-c++ make"]
+    assert mpi_package_sets({"mpi": {"source": "prefix", "prefix": "/opt/hpcx/ompi"}}) == {}
+    assert mpi_prefix({"mpi": {"source": "prefix", "prefix": "/opt/hpcx/ompi/"}}) == "/opt/hpcx/ompi"
+    with pytest.raises(ValueError, match="mpi.prefix is not set"):
+        mpi_prefix({"mpi": {"source": "prefix"}})
+    with pytest.raises(ValueError, match="/opt/hpcx/ompi/bin/mpirun does not exist on node1"):
+        commands(mpirun_present, {PathExists: False}, prefix="/opt/hpcx/ompi")
+    assert commands(mpirun_present, {PathExists: True}, prefix="/opt/hpcx/ompi") == []
+
+
+def test_internal_yum_mirror_file_and_converged():
+    repo = yum_repo({"baseurl": "http://mirror.internal/rdma/el8", "gpgkey": "http://mirror.internal/RPM-GPG-KEY"})
+    assert repo == (
+        "[rdmaprov-mirror]\nname=rdmaprov internal mirror\nbaseurl=http://mirror.internal/rdma/el8\nenabled=1\n"
+        "gpgcheck=1\ngpgkey=http://mirror.internal/RPM-GPG-KEY\n"
+    )
+    out = commands(managed_file, {ManagedFile: FileState(False)}, path=YUM_REPO, content=repo)
+    assert out == [
+        "mkdir -p /etc/yum.repos.d",
+        f"upload {YUM_REPO}.rdmaprov-tmp:\n{repo}",
+        f"chown root:root {YUM_REPO}.rdmaprov-tmp && chmod 644 {YUM_REPO}.rdmaprov-tmp && mv -f {YUM_REPO}.rdmaprov-tmp {YUM_REPO}",
+    ]
+    converged = FileState(True, repo.encode(), "644", "root", "root")
+    assert commands(managed_file, {ManagedFile: converged}, path=YUM_REPO, content=repo) == []
+
+
+def test_mtu_commands_and_erdma_rule():
+    assert wanted_mtus({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "erdma": {"jumbo_frames": True}}) == {"eth0": 8500}
+    assert wanted_mtus({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "erdma": {"jumbo_frames": False}}) == {"eth0": 1400}
+    assert wanted_mtus({"fabric": "roce", "mtu": {"ens1f0": 9000}}) == {"ens1f0": 9000}
+    with pytest.raises(ValueError, match="mtu.eth0 is 9000 but eRDMA with jumbo frames needs 8500"):
+        wanted_mtus({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "mtu": {"eth0": 9000}, "erdma": {}})
+    assert commands(mtu_now, {NetDevices: {"lo": 65536, "eth0": 1500}}, mtus={"eth0": 8500}) == ["ip link set dev eth0 mtu 8500"]
+    assert commands(mtu_now, {NetDevices: {"lo": 65536, "eth0": 8500}}, mtus={"eth0": 8500}) == []
+    with pytest.raises(ValueError, match=r"netdev eth1 does not exist on node1 \(it has eth0, lo\)"):
+        commands(mtu_now, {NetDevices: {"lo": 65536, "eth0": 1500}}, mtus={"eth1": 8500})
+
+
+def test_netns_mode_live_switch_or_reboot():
+    switch = {RdmaSystem: {"netns": "shared", "copy-on-fork": "on"}, NetNamespaceCount: 1}
+    assert commands(netns_mode_live, switch, mode="exclusive") == ["rdma system set netns exclusive"]
+    busy = {RdmaSystem: {"netns": "shared"}, NetNamespaceCount: 3}
+    out, notes = run_notes(netns_mode_live, busy, mode="exclusive")
+    assert out == []
+    assert notes.reboots == {"node1": ["ib_core netns_mode is shared, wanted exclusive: 2 other network namespace(s) exist, so it cannot switch live"]}
+    assert commands(netns_mode_live, {RdmaSystem: {"netns": "exclusive"}}, mode="exclusive") == []
+    assert commands(netns_mode_live, {RdmaSystem: {}}, mode="exclusive") == []  # ib_core not loaded
+
+
+KEY1 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHnode1"
+KEY2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHnode2"
+HOSTKEY1 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHhost1"
+HOSTKEY2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHhost2"
+MARKER = "rdmaprov cluster lab"
+
+
+def _ident(key: str | None, hostkey: str, hostname: str) -> SshIdentity:
+    return SshIdentity(hostname=hostname, home="/root", user_key=key, host_keys=(hostkey,))
+
+
+def test_key_pair_generated_on_the_node_only_when_missing():
+    out = commands(key_pair, {SshIdentityFact: _ident(None, HOSTKEY1, "vm1")}, user="root", key_type="ed25519")
+    assert out == ["install -d -m 700 -o root -g $(id -g root) /root/.ssh && ssh-keygen -q -t ed25519 -N '' -C rdmaprov@node1 -f /root/.ssh/id_ed25519 && chown root: /root/.ssh/id_ed25519 /root/.ssh/id_ed25519.pub"]
+    assert commands(key_pair, {SshIdentityFact: _ident(KEY1, HOSTKEY1, "vm1")}, user="root", key_type="ed25519") == []
+
+
+def _uploaded(out: list[str]) -> str:
+    upload = next(c for c in out if c.startswith("upload "))
+    return upload.split("\n", 1)[1]
+
+
+def test_authorized_keys_block_trusts_every_node_keeps_other_keys_and_revokes_removed():
+    admin = "ssh-ed25519 AAAAadmin admin@laptop"
+    old = f"{admin}\n# BEGIN {MARKER} (managed by rdmaprov)\nssh-ed25519 AAAAgone rdmaprov:node3\n# END {MARKER}\n"
+    cluster = {SshIdentityFact: {"node1": _ident(KEY1, HOSTKEY1, "vm1"), "node2": _ident(KEY2, HOSTKEY2, "vm2")}}
+    facts = {ManagedFile: FileState(True, old.encode(), "600", "root", "root")}
+    out = commands(trusted_keys, facts, cluster_facts=cluster, user="root", key_type="ed25519", cluster=["node1", "node2"], marker=MARKER)
+    assert _uploaded(out) == (
+        f"{admin}\n# BEGIN {MARKER} (managed by rdmaprov)\n{KEY1} rdmaprov:node1\n{KEY2} rdmaprov:node2\n# END {MARKER}\n"
+    )
+    converged = FileState(True, _uploaded(out).encode(), "600", "root", "root")
+    assert commands(trusted_keys, {ManagedFile: converged}, cluster_facts=cluster, user="root", key_type="ed25519", cluster=["node1", "node2"], marker=MARKER) == []
+
+
+def test_unreached_node_keeps_its_entries_with_a_warning():
+    block = f"# BEGIN {MARKER} (managed by rdmaprov)\n{KEY1} rdmaprov:node1\n{KEY2} rdmaprov:node2\n# END {MARKER}\n"
+    cluster = {SshIdentityFact: {"node1": _ident(KEY1, HOSTKEY1, "vm1")}}
+    facts = {ManagedFile: FileState(True, block.encode(), "600", "root", "root")}
+    out, notes = run_notes(trusted_keys, facts, cluster_facts=cluster, user="root", key_type="ed25519", cluster=["node1", "node2"], marker=MARKER)
+    assert out == []
+    assert notes.warnings == {"node1": ["SSH trust: node2 was not reached this run; kept its current entries"]}
+
+
+def test_known_hosts_pins_real_host_keys_by_name_address_and_hostname():
+    cluster = {SshIdentityFact: {"node1": _ident(KEY1, HOSTKEY1, "vm1.lab"), "node2": _ident(KEY2, HOSTKEY2, "vm2")}}
+    out = commands(
+        known_hosts, {ManagedFile: FileState(False)}, cluster_facts=cluster, user="root", key_type="ed25519",
+        cluster=["node1", "node2"], addresses={"node1": "10.77.0.11", "node2": "10.77.0.12"}, marker=MARKER,
+    )
+    assert _uploaded(out) == (
+        f"# BEGIN {MARKER} (managed by rdmaprov)\n"
+        f"node1,10.77.0.11,vm1.lab,vm1 {HOSTKEY1}\nnode2,10.77.0.12,vm2 {HOSTKEY2}\n# END {MARKER}\n"
+    )
+    assert out[-1].endswith(f"mv -f {KNOWN_HOSTS}.rdmaprov-tmp {KNOWN_HOSTS}")
