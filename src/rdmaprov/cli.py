@@ -42,7 +42,7 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from rdmaprov.inventory import load_inventory
     from rdmaprov.inventory.limit import select_hosts
     from rdmaprov.report.progress import RichObserver
-    from rdmaprov.report.tables import print_run
+    from rdmaprov.verify.run import post_deploy
 
     inventory = load_inventory(args.inventory)
     hosts = select_hosts(inventory, args.limit)
@@ -51,11 +51,80 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     options = RunOptions(command=args.command, hosts=hosts, deploys=deploys)
     with RichObserver(err, verbose=args.verbose) as observer:
         result = run(inventory, options, observer)
+    if args.command == "apply" and not args.skip_verify:
+        healthy = [h.name for h in result.hosts if h.status not in ("failed", "unreachable")]
+        if healthy:
+            err.print(f"verify{'' if args.skip_gates else ' + gates'} on {len(healthy)} hosts…", highlight=False)
+            result.verify, result.gates = post_deploy(inventory, healthy, gates=not args.skip_gates)
+    return _finish(result, args, out)
+
+
+def _finish(result, args: argparse.Namespace, out: Console) -> int:
+    """Print a run (table or JSON), write JUnit if asked, and return its exit code."""
+    from rdmaprov.report.health import print_gates, print_verify
+    from rdmaprov.report.junit import junit_xml
+    from rdmaprov.report.tables import print_run
+
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print_run(result, out, show_diff=args.command == "check" or args.diff)
+        if result.hosts:
+            print_run(result, out, show_diff=result.command == "check" or getattr(args, "diff", False))
+        if result.verify is not None:
+            print_verify(result.verify, out, verbose=args.verbose)
+        if result.gates:
+            print_gates(result.gates, out)
+        if result.verify is not None or result.gates:
+            out.print(f"exit {result.exit_code}", highlight=False)
+    if getattr(args, "junit", None):
+        with open(args.junit, "w", encoding="utf-8") as handle:
+            handle.write(junit_xml(result.cluster, result.verify or [], result.gates or []))
     return result.exit_code
+
+
+def _cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import time
+    from datetime import datetime, timezone
+
+    from rdmaprov.engine.pyinfra_state import quiet_pyinfra
+    from rdmaprov.engine.results import RunResult
+    from rdmaprov.inventory import load_inventory
+    from rdmaprov.inventory.limit import select_hosts
+    from rdmaprov.verify.run import post_deploy
+
+    inventory = load_inventory(args.inventory)
+    hosts = select_hosts(inventory, args.limit)
+    quiet_pyinfra(args.verbose)
+    started = time.monotonic()
+    result = RunResult("verify", str(inventory.path), inventory.name, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    result.verify, result.gates = post_deploy(inventory, hosts, gates=args.gates)
+    result.duration_s = time.monotonic() - started
+    return _finish(result, args, out)
+
+
+def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from dataclasses import asdict
+
+    from rdmaprov.engine.pyinfra_state import quiet_pyinfra
+    from rdmaprov.engine.session import Session
+    from rdmaprov.inventory import load_inventory
+    from rdmaprov.inventory.limit import select_hosts
+    from rdmaprov.report.health import print_facts
+    from rdmaprov.verify.run import read_reports
+
+    inventory = load_inventory(args.inventory)
+    hosts = select_hosts(inventory, args.limit)
+    quiet_pyinfra(args.verbose)
+    with Session(inventory, hosts) as session:
+        reports = read_reports(session)
+        unreachable = dict(session.unreachable)
+    if args.json:
+        doc = {name: ({"error": str(r)} if isinstance(r, Exception) else asdict(r)) for name, r in reports.items()}
+        doc.update({name: {"unreachable": reason} for name, reason in unreachable.items()})
+        print(json.dumps(doc, indent=2))
+    else:
+        print_facts(reports, unreachable, out)
+    return 4 if unreachable or any(isinstance(r, Exception) for r in reports.values()) else 0
 
 
 def _cmd_lab(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -124,7 +193,28 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--json", action="store_true", help="print the result as JSON (schemas/result.schema.json)")
         cmd.add_argument("--diff", action="store_true", help="show file diffs (always shown by check)")
         cmd.add_argument("--verbose", "-v", action="store_true", help="show every operation and pyinfra's log")
+        if name == "apply":
+            cmd.add_argument("--skip-gates", action="store_true", help="verify after applying, but run no bandwidth gates")
+            cmd.add_argument("--skip-verify", action="store_true", help="neither verify nor gates after applying")
+            cmd.add_argument("--junit", metavar="PATH", help="write verification and gate results as JUnit XML")
         cmd.set_defaults(handler=_cmd_run)
+
+    verify = sub.add_parser("verify", help="check every RDMA port and setting against the inventory (and run the gates)",
+                            description="Exit codes: 0 all checks pass, 4 a check or gate failed or a host was unreachable.")
+    verify.add_argument("inventory")
+    verify.add_argument("--limit", "-l", action="append", metavar="PATTERN")
+    verify.add_argument("--gates", action="store_true", help="also run the bandwidth gates (ib_write_bw pairs, all_reduce)")
+    verify.add_argument("--json", action="store_true")
+    verify.add_argument("--junit", metavar="PATH", help="write the results as JUnit XML")
+    verify.add_argument("--verbose", "-v", action="store_true", help="show passing checks too")
+    verify.set_defaults(handler=_cmd_verify)
+
+    facts = sub.add_parser("facts", help="RDMA devices, ports, GIDs, MTUs, netns mode, memlock, GPUs and NCCL of every node")
+    facts.add_argument("inventory")
+    facts.add_argument("--limit", "-l", action="append", metavar="PATTERN")
+    facts.add_argument("--json", action="store_true")
+    facts.add_argument("--verbose", "-v", action="store_true")
+    facts.set_defaults(handler=_cmd_facts)
 
     lab = sub.add_parser("lab", help="a local test cluster: QEMU VMs with SoftRoCE, or containers")
     lab.add_argument("--dir", help="lab state directory (default ~/.cache/rdmaprov/lab)")
@@ -147,8 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    out = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
+    # Piped output (logs, CI) gets wide tables instead of rich's 80-column default.
+    out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    err = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
     try:
         return args.handler(args, out, err)
     except UserError as exc:

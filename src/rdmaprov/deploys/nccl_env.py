@@ -14,12 +14,18 @@ _FABRIC_HCA = {"erdma": "erdma", "softroce": "rxe"}
 _FABRIC_GID_INDEX = {"roce": 3, "erdma": 1, "softroce": 1}
 
 
-def _matches(spec: str, device: str) -> bool:
+def spec_matches(spec: str, device: str) -> bool:
     """NCCL_IB_HCA semantics: '=name' is exact, otherwise a prefix; ':port' suffixes are ignored."""
     name = spec.split(":", 1)[0]
     if name.startswith("="):
         return device == name[1:]
     return device.startswith(name)
+
+
+def hca_specs(hca: str) -> list[str]:
+    """'=a,b' → ['=a', '=b'] (a leading '=' makes every entry exact); 'mlx5' → ['mlx5']."""
+    exact = hca.startswith("=")
+    return [("=" + s if exact else s) for s in hca.lstrip("=").split(",") if s]
 
 
 def nccl_environment(node: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
@@ -43,16 +49,15 @@ def nccl_environment(node: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
             env["NCCL_IB_HCA"] = "=" + ",".join(devices)
     hca = env.get("NCCL_IB_HCA", "")
     if hca and not hca.startswith("^"):
-        specs = hca.lstrip("=").split(",") if hca.startswith("=") else hca.split(",")
-        specs = [("=" + s if hca.startswith("=") else s) for s in specs]
-        hit = [s for s in storage if any(_matches(spec, s) for spec in specs)]
+        specs = hca_specs(hca)
+        hit = [s for s in storage if any(spec_matches(spec, s) for spec in specs)]
         if hit:
             if not devices:
                 raise ValueError(
                     f"NCCL_IB_HCA={hca} matches storage HCA(s) {', '.join(hit)} and rdma.devices is empty, "
                     "so the compute HCAs cannot be listed instead; declare rdma.devices or give NCCL_IB_HCA as =dev1,dev2"
                 )
-            env["NCCL_IB_HCA"] = "=" + ",".join(d for d in devices if any(_matches(spec, d) for spec in specs))
+            env["NCCL_IB_HCA"] = "=" + ",".join(d for d in devices if any(spec_matches(spec, d) for spec in specs))
             warnings.append(f"NCCL_IB_HCA={hca} matched storage HCA(s) {', '.join(hit)}; wrote {env['NCCL_IB_HCA']} instead")
     if "NCCL_IB_GID_INDEX" not in env:
         gid = rdma.get("gid_index", _FABRIC_GID_INDEX.get(fabric or ""))

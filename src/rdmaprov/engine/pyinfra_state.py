@@ -7,6 +7,9 @@ import os
 from typing import Any
 
 from pyinfra.api import Config, Inventory as PyinfraInventory, State
+from pyinfra.api.connect import connect_all
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.state import BaseStateCallback, StateStage
 
 from rdmaprov.errors import UserError
 from rdmaprov.inventory.model import HostSpec, Inventory
@@ -70,3 +73,23 @@ def quiet_pyinfra(verbose: bool) -> None:
         log.setLevel(logging.INFO)
     else:
         log.addHandler(logging.NullHandler())
+
+
+class _ConnectErrors(BaseStateCallback):
+    def __init__(self) -> None:
+        self.errors: dict[str, str] = {}
+
+    def host_connect_error(self, state: State, host, error) -> None:  # type: ignore[override]
+        self.errors[host.name] = str(error.args[0] if getattr(error, "args", None) else error)
+
+
+def connect(state: State) -> dict[str, str]:
+    """Connect every host at once; {name: reason} for the hosts that could not be reached."""
+    callback = _ConnectErrors()
+    state.add_callback_handler(callback)
+    state.set_stage(StateStage.Connect)
+    try:
+        connect_all(state)
+    except PyinfraError:
+        pass  # every host failed: each one's reason is in the callback
+    return {host.name: callback.errors.get(host.name, "could not connect") for host in state.inventory if host not in state.active_hosts}

@@ -72,6 +72,13 @@ class RunResult:
     started_at: str
     duration_s: float = 0.0
     hosts: list[HostResult] = field(default_factory=list)
+    verify: list[Any] | None = None  # HostVerification after apply, or for `verify`
+    gates: list[Any] | None = None  # GateResult
+
+    @property
+    def health_failed(self) -> bool:
+        """A verification check or a gate failed (or a host could not be verified)."""
+        return any(v.status != "ok" for v in self.verify or []) or any(not g.passed for g in self.gates or [])
 
     @property
     def exit_code(self) -> int:
@@ -79,7 +86,7 @@ class RunResult:
         code = EXIT_OK
         if any(h.changed for h in self.hosts):
             code |= EXIT_CHANGES
-        if any(h.status in ("failed", "unreachable") for h in self.hosts):
+        if any(h.status in ("failed", "unreachable") for h in self.hosts) or self.health_failed:
             code |= EXIT_FAILURES
         return code
 
@@ -98,6 +105,11 @@ class RunResult:
             item["changed"] = host.changed
             item["failed"] = host.failed
             hosts.append(item)
+        extra: dict[str, Any] = {}
+        if self.verify is not None:
+            extra["verify"] = [v.to_json() for v in self.verify]
+        if self.gates is not None:
+            extra["gates"] = [g.to_json() for g in self.gates]
         return {
             "schema_version": SCHEMA_VERSION,
             "rdmaprov_version": __version__,
@@ -109,4 +121,5 @@ class RunResult:
             "exit_code": self.exit_code,
             "summary": self.summary(),
             "hosts": hosts,
+            **extra,
         }

@@ -14,7 +14,7 @@ from typing import Callable, Protocol
 import gevent
 from pyinfra.api import State
 from pyinfra.api.state import BaseStateCallback, StateStage
-from pyinfra.api.connect import connect_all, disconnect_all
+from pyinfra.api.connect import disconnect_all
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operations import run_ops
 from pyinfra.context import ctx_host, ctx_state
@@ -22,7 +22,7 @@ from pyinfra.context import ctx_host, ctx_state
 from rdmaprov.engine.cluster import ClusterFacts
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.notes import RunNotes
-from rdmaprov.engine.pyinfra_state import build_state
+from rdmaprov.engine.pyinfra_state import build_state, connect
 from rdmaprov.engine.results import HostResult, OpResult, RunResult
 from rdmaprov.inventory.model import Inventory
 
@@ -56,15 +56,11 @@ class RunOptions:
 
 
 class _Callbacks(BaseStateCallback):
-    """Collect connection errors and report finished operations as they happen."""
+    """Report finished operations as they happen."""
 
     def __init__(self, observer: Observer, op_name: Callable[[str], str]) -> None:
         self.observer = observer
         self.op_name = op_name
-        self.connect_errors: dict[str, str] = {}
-
-    def host_connect_error(self, state: State, host, error) -> None:  # type: ignore[override]
-        self.connect_errors[host.name] = str(error.args[0] if getattr(error, "args", None) else error)
 
     def operation_host_success(self, state: State, host, op_hash, retry_count: int = 0) -> None:  # type: ignore[override]
         # pyinfra fires this before the operation's result is recorded: changed-or-not comes later.
@@ -203,18 +199,13 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
     state.add_callback_handler(callbacks)
 
     try:
-        state.set_stage(StateStage.Connect)
         observer.phase("connect", len(options.hosts))
-        try:
-            connect_all(state)
-        except PyinfraError:
-            pass  # every host failed to connect: reported below
+        unreachable = connect(state)
         for host in state.inventory:
-            ok = host in state.active_hosts
-            if not ok:
+            if host.name in unreachable:
                 results[host.name].status = "unreachable"
-                results[host.name].error = callbacks.connect_errors.get(host.name, "could not connect")
-            observer.host_done(host.name, "connect", ok, results[host.name].error or "")
+                results[host.name].error = unreachable[host.name]
+            observer.host_done(host.name, "connect", host.name not in unreachable, results[host.name].error or "")
 
         if state.active_hosts:
             state.set_stage(StateStage.Prepare)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import shlex
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase
@@ -64,6 +65,20 @@ class PathExists(FactBase):
     def command(self, path: str) -> str:
         quoted = "'" + path.replace("'", "'\\''") + "'"
         return f"if [ -e {quoted} ]; then echo yes; else echo no; fi"
+
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and output[0].strip() == "yes"
+
+    @staticmethod
+    def default() -> bool:
+        return False
+
+
+class BuiltFrom(FactBase):
+    """Whether `binary` exists and is newer than `source` (a build that failed leaves it stale)."""
+
+    def command(self, binary: str, source: str) -> str:
+        return f"if [ {shlex.quote(binary)} -nt {shlex.quote(source)} ]; then echo yes; else echo no; fi"
 
     def process(self, output: list[str]) -> bool:
         return bool(output) and output[0].strip() == "yes"

@@ -1,0 +1,90 @@
+"""Connected hosts for reads and commands outside the deploys: facts, verify, gates.
+
+The same pyinfra connections (pinned host keys, sudo) as apply; every host is read at once.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gevent
+from pyinfra.api import FactBase, StringCommand
+from pyinfra.api.connect import disconnect_all
+from pyinfra.api.facts import get_fact
+from pyinfra.api.state import StateStage
+from pyinfra.context import ctx_host, ctx_state
+
+from rdmaprov.engine.pyinfra_state import build_state, connect
+from rdmaprov.inventory.model import Inventory
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    ok: bool
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+class Session:
+    """`with Session(inventory, hosts) as s:` — s.unreachable names who could not be reached."""
+
+    def __init__(self, inventory: Inventory, hosts: list[str]) -> None:
+        self.inventory = inventory
+        self.state = build_state(inventory, hosts)
+        self.unreachable: dict[str, str] = {}
+
+    def __enter__(self) -> Session:
+        self.unreachable = connect(self.state)
+        self.state.set_stage(StateStage.Prepare)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.state.set_stage(StateStage.Disconnect)
+            disconnect_all(self.state)
+        except Exception:
+            pass  # a connection already gone changes no result
+
+    @property
+    def connected(self) -> list[str]:
+        return [h.name for h in self.state.inventory if h in self.state.active_hosts]
+
+    def _host(self, name: str):
+        return self.state.inventory.get_host(name)
+
+    def each(self, names: list[str], work: Callable[[str], Any]) -> dict[str, Any]:
+        """work(name) for every name at once; an exception is that host's result."""
+        results: dict[str, Any] = {}
+
+        def one(name: str) -> None:
+            try:
+                results[name] = work(name)
+            except Exception as exc:  # reported per host by the caller
+                results[name] = exc
+
+        with ctx_state.use(self.state):
+            gevent.joinall([gevent.spawn(one, name) for name in names])
+        return results
+
+    def fact(self, cls: type[FactBase], **kwargs: Any) -> dict[str, Any]:
+        """The fact from every connected host: {name: value or the exception that stopped it}."""
+
+        def read(name: str) -> Any:
+            host = self._host(name)
+            with ctx_host.use(host):
+                return get_fact(self.state, host, cls, kwargs=kwargs, apply_failed_hosts=False)
+
+        return self.each(self.connected, read)
+
+    def run(self, name: str, command: str, timeout_s: int | None = None) -> CommandResult:
+        """Run a shell command on one host; `timeout_s` kills it there (coreutils timeout)."""
+        host = self._host(name)
+        if timeout_s:
+            command = f"timeout -k 5 {int(timeout_s)} sh -c {shlex.quote(command)}"
+        with ctx_state.use(self.state), ctx_host.use(host):
+            ok, output = host.run_shell_command(StringCommand(command), _success_exit_codes=[0])
+        exit_code = 0 if ok else 1
+        return CommandResult(ok, exit_code, "\n".join(output.stdout_lines), "\n".join(line.line for line in output.combined_lines if line.buffer_name == "stderr"))

@@ -1,0 +1,42 @@
+"""NodeFacts: everything `facts` and `verify` need about a node, in one command (one round trip).
+
+A missing tool or device leaves its section empty; the fact never fails the host.
+"""
+
+from __future__ import annotations
+
+from pyinfra.api import FactBase
+
+from rdmaprov.parsers.node import SECTION, NodeReport, parse_node_report
+
+_PORTS = r"""for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continue
+d=${p#/sys/class/infiniband/}; d=${d%%/*}; n=${p##*/}
+for k in state phys_state rate link_layer; do echo "port $d $n $k $(cat $p/$k 2>/dev/null)"; done
+for g in $p/gids/*; do i=${g##*/}; v=$(cat $g 2>/dev/null) || continue
+[ "$v" = 0000:0000:0000:0000:0000:0000:0000:0000 ] && continue
+echo "port $d $n gid $i $v|$(cat $p/gid_attrs/types/$i 2>/dev/null)|$(cat $p/gid_attrs/ndevs/$i 2>/dev/null)"; done; done"""
+
+# Where distro packages, source builds (rdmaprov's versioned prefix) and the AIACC plugin put NCCL.
+_NCCL_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/local/nccl*/lib", "/opt/rdmaprov/nccl/*/lib", "/usr/local/lib/aiacc*")
+
+
+class NodeFacts(FactBase):
+    def command(self) -> str:
+        sections = {
+            "ports": _PORTS,
+            "ibv_devinfo": "ibv_devinfo -v 2>/dev/null",
+            "rdma_system": "rdma system show 2>/dev/null",
+            "mtu": 'for d in /sys/class/net/*; do echo "${d##*/} $(cat $d/mtu)"; done',
+            "memlock": "ulimit -l; systemctl show -p DefaultLimitMEMLOCK --value 2>/dev/null",
+            "nccl_conf": "cat /etc/nccl.conf 2>/dev/null || echo MISSING",
+            "gpus": "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null",
+            "nccl": "ls -d " + " ".join(f"{d}/libnccl*" for d in _NCCL_DIRS) + " 2>/dev/null",
+        }
+        return "; ".join(f"echo '{SECTION}{name}'; {{ {cmd}\n}}" for name, cmd in sections.items()) + "; true"
+
+    def process(self, output: list[str]) -> NodeReport:
+        return parse_node_report("\n".join(output))
+
+    @staticmethod
+    def default() -> NodeReport:
+        return NodeReport()

@@ -1,0 +1,1 @@
+"""Bandwidth gates: real traffic between the nodes, judged against thresholds."""

@@ -1,0 +1,137 @@
+"""Gate: ib_write_bw between pairs of nodes (a ring by default), pairs sharing no node at once.
+
+Server and client use the node's RDMA device and GID index; the server is started first and the
+client dials only once the server listens; every process is bounded by a timeout and a stray
+server is killed whatever happens.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gevent
+
+from rdmaprov.deploys.nccl_env import nccl_environment
+from rdmaprov.engine.session import Session
+from rdmaprov.gates.bandwidth import judge
+from rdmaprov.gates.result import GateResult
+from rdmaprov.parsers.node import NodeReport
+from rdmaprov.parsers.perftest import parse_bw_output
+from rdmaprov.verify.checks import expected_devices
+
+TCP_PORT = 18515
+
+
+def ring_pairs(names: list[str]) -> list[tuple[str, str]]:
+    """(server, client): each node to the next, the last back to the first (one pair for two nodes)."""
+    if len(names) < 2:
+        return []
+    if len(names) == 2:
+        return [(names[0], names[1])]
+    return [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
+
+
+def all_pairs(names: list[str]) -> list[tuple[str, str]]:
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+
+
+def rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """Group pairs so that no node is in two pairs of the same round (greedy, order kept)."""
+    remaining = list(pairs)
+    out: list[list[tuple[str, str]]] = []
+    while remaining:
+        busy: set[str] = set()
+        this_round = []
+        for pair in list(remaining):
+            if not busy & set(pair):
+                this_round.append(pair)
+                busy |= set(pair)
+                remaining.remove(pair)
+        out.append(this_round)
+    return out
+
+
+def endpoint(node: dict[str, Any], report: NodeReport) -> tuple[str, int, int, float | None]:
+    """(device, port, GID index, port rate in Gb/s) this node uses for the test.
+
+    The declared rate wins over sysfs: some drivers (irdma) report a 4X width on a 1-lane 25G
+    port, which would hold the link to a rate it can never reach.
+    """
+    devices = expected_devices(node, report)
+    if not devices:
+        raise ValueError("no RDMA device to test: declare rdma.devices")
+    rdma = node.get("rdma") or {}
+    port = rdma.get("port", 1)
+    gid = nccl_environment(node)[0].get("NCCL_IB_GID_INDEX")
+    rate = rdma.get("rate_gbps")
+    if rate is None:
+        found = report.port(devices[0], port)
+        rate = found.rate_gbps if found and found.rate_gbps else None
+    return devices[0], port, int(gid) if gid is not None else 0, rate
+
+
+def perftest_command(device: str, port: int, gid: int, settings: dict[str, Any], server: str | None = None) -> str:
+    """The exact ib_write_bw command line; with `server`, the client that dials it."""
+    parts = [
+        "ib_write_bw", "-d", device, "-i", str(port), "-x", str(gid), "-p", str(TCP_PORT),
+        "-s", str(settings.get("size", 65536)), "-D", str(settings.get("duration_s", 5)), "--report_gbits", "-F",
+    ]
+    if server:
+        parts.append(server)
+    return " ".join(parts)
+
+
+def _listening(session: Session, name: str, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        if session.run(name, f"ss -tln | grep -q ':{TCP_PORT} '").ok:
+            return True
+        gevent.sleep(0.5)
+    return False
+
+
+def run_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport], settings: dict[str, Any]) -> GateResult:
+    inventory = session.inventory
+    subject = f"{server} -> {client}"
+    timeout = int(settings.get("timeout_s", 60))
+    for name in (server, client):
+        if name in session.unreachable:
+            return GateResult("ib_write_bw", subject, False, f"{name} is unreachable: {session.unreachable[name]}")
+    try:
+        s_dev, s_port, s_gid, rate = endpoint(inventory.hosts[server].node, reports[server])
+        c_dev, c_port, c_gid, _ = endpoint(inventory.hosts[client].node, reports[client])
+    except ValueError as exc:
+        return GateResult("ib_write_bw", subject, False, str(exc))
+    server_job = gevent.spawn(session.run, server, perftest_command(s_dev, s_port, s_gid, settings), timeout)
+    try:
+        if not _listening(session, server, time.monotonic() + min(timeout, 30)):
+            return GateResult("ib_write_bw", subject, False, f"the ib_write_bw server on {server} did not start listening on port {TCP_PORT}")
+        client_result = session.run(client, perftest_command(c_dev, c_port, c_gid, settings, inventory.hosts[server].address), timeout)
+        server_job.join(timeout=10)
+    finally:
+        if not server_job.ready():
+            session.run(server, f"pkill -f 'ib_write_bw .*-p {TCP_PORT}' || true")
+            server_job.join(timeout=10)
+    try:
+        parsed = parse_bw_output(client_result.stdout)
+    except ValueError as exc:
+        parsed, error = None, str(exc)
+    else:
+        error = ""
+    if parsed is None:
+        tail = (client_result.stderr or client_result.stdout).strip().splitlines()[-3:]
+        return GateResult("ib_write_bw", subject, False, f"ib_write_bw on {client} gave no result{': ' + error if error else ''}: {' | '.join(tail) or 'no output'}")
+    verdict = judge(parsed.average_gbps, "Gb/s", minimum=settings.get("min_gbps"), fraction=settings.get("fraction", 0.9), reference=rate, what="the port rate")
+    details = {"server_device": s_dev, "client_device": c_dev, "gid_index": c_gid, "bytes": parsed.bytes, "iterations": parsed.iterations, "peak_gbps": parsed.peak_gbps}
+    return GateResult("ib_write_bw", subject, verdict.passed, verdict.reason, parsed.average_gbps, verdict.threshold, "Gb/s", details=details)
+
+
+def run_ib_write_bw(session: Session, hosts: list[str], reports: dict[str, NodeReport]) -> list[GateResult]:
+    settings = session.inventory.gates.get("ib_write_bw") or {}
+    pairs = all_pairs(hosts) if settings.get("pairs") == "all" else ring_pairs(hosts)
+    results: list[GateResult] = []
+    for batch in rounds(pairs):
+        jobs = [gevent.spawn(run_pair, session, server, client, reports, settings) for server, client in batch]
+        gevent.joinall(jobs)
+        results.extend(job.value if job.successful() else GateResult("ib_write_bw", f"{pair[0]} -> {pair[1]}", False, f"gate crashed: {job.exception}") for job, pair in zip(jobs, batch))
+    return results

@@ -1,0 +1,20 @@
+"""Run the gates the inventory enables over the selected hosts."""
+
+from __future__ import annotations
+
+from rdmaprov.engine.session import Session
+from rdmaprov.gates.all_reduce import run_all_reduce
+from rdmaprov.gates.ib_write_bw import run_ib_write_bw
+from rdmaprov.gates.result import GateResult
+from rdmaprov.parsers.node import NodeReport
+
+
+def run_gates(session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception]) -> list[GateResult]:
+    gates = session.inventory.gates
+    readable = {name: r for name, r in reports.items() if isinstance(r, NodeReport)}
+    results: list[GateResult] = []
+    if (gates.get("ib_write_bw") or {}).get("enabled", True):
+        results.extend(run_ib_write_bw(session, hosts, readable))
+    if (gates.get("all_reduce") or {}).get("enabled", True):
+        results.append(run_all_reduce(session, hosts, readable))
+    return results

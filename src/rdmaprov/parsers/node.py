@@ -1,0 +1,156 @@
+"""One report per node, read in one round trip: RDMA ports from sysfs and ibv_devinfo, netns mode,
+netdev MTUs, memlock, NCCL config, GPUs and the installed NCCL — the inputs of `facts` and `verify`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
+from rdmaprov.parsers.rdma import parse_rdma_system
+
+SECTION = "@@ "
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+@dataclass
+class SysfsGid:
+    index: int
+    gid: str
+    type: str  # "RoCE v2", "IB/RoCE v1"
+    netdev: str
+
+
+@dataclass
+class SysfsPort:
+    """A port as /sys/class/infiniband shows it (what the kernel believes right now)."""
+
+    device: str
+    port: int
+    state: str = ""  # ACTIVE, DOWN, INIT...
+    phys_state: str = ""  # LinkUp, Disabled, Polling...
+    rate_gbps: float = 0.0
+    rate_text: str = ""
+    link_layer: str = ""
+    gids: dict[int, SysfsGid] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}/{self.port}"
+
+
+@dataclass
+class Gpu:
+    name: str
+    compute_cap: str
+    driver_version: str
+
+
+@dataclass
+class NodeReport:
+    ports: list[SysfsPort] = field(default_factory=list)
+    devices: list[Device] = field(default_factory=list)
+    netns: str | None = None
+    mtus: dict[str, int] = field(default_factory=dict)
+    memlock_login: str = ""
+    memlock_services: str = ""
+    nccl_conf: dict[str, str] | None = None
+    gpus: list[Gpu] = field(default_factory=list)
+    nccl_libraries: list[str] = field(default_factory=list)
+    nccl_plugins: list[str] = field(default_factory=list)
+
+    def port(self, device: str, number: int) -> SysfsPort | None:
+        return next((p for p in self.ports if p.device == device and p.port == number), None)
+
+    @property
+    def nccl_version(self) -> str | None:
+        """Highest libnccl.so.X.Y.Z version found."""
+        versions = []
+        for path in self.nccl_libraries:
+            match = re.search(r"libnccl\.so\.(\d+\.\d+\.\d+)$", path)
+            if match:
+                versions.append(tuple(int(x) for x in match.group(1).split(".")))
+        return ".".join(map(str, max(versions))) if versions else None
+
+
+def split_sections(text: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith(SECTION):
+            current = sections.setdefault(line[len(SECTION):].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return sections
+
+
+def _state_word(value: str) -> str:
+    """sysfs '4: ACTIVE' → 'ACTIVE'; '5: LinkUp' → 'LinkUp'."""
+    return value.split(":", 1)[1].strip() if ":" in value else value.strip()
+
+
+def parse_sysfs_ports(lines: list[str]) -> list[SysfsPort]:
+    """`port DEV N KEY VALUE…` lines (see NodeFacts' command) → ports."""
+    ports: dict[tuple[str, int], SysfsPort] = {}
+    for line in lines:
+        parts = line.split(" ", 4)
+        if len(parts) < 5 or parts[0] != "port" or not parts[2].isdigit():
+            continue
+        _, device, number, key, value = parts
+        port = ports.setdefault((device, int(number)), SysfsPort(device, int(number)))
+        if key == "state":
+            port.state = _state_word(value)
+        elif key == "phys_state":
+            port.phys_state = _state_word(value)
+        elif key == "rate":
+            port.rate_text = value.strip()
+            match = re.match(r"([\d.]+)\s*Gb/sec", value.strip())
+            port.rate_gbps = float(match.group(1)) if match else 0.0
+        elif key == "link_layer":
+            port.link_layer = value.strip()
+        elif key == "gid":
+            index, _, rest = value.partition(" ")
+            gid, gid_type, netdev = (rest.split("|") + ["", ""])[:3]
+            if gid and gid != ZERO_GID and index.isdigit():
+                port.gids[int(index)] = SysfsGid(int(index), gid, gid_type.strip(), netdev.strip())
+    return list(ports.values())
+
+
+def parse_key_values(lines: list[str]) -> dict[str, str]:
+    """KEY=value lines (nccl.conf), comments and blanks ignored."""
+    values = {}
+    for line in lines:
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip().strip("'\"")
+    return values
+
+
+def parse_gpus(lines: list[str]) -> list[Gpu]:
+    """`nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader`."""
+    gpus = []
+    for line in lines:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and parts[0] and not parts[0].startswith(("NVIDIA-SMI has failed", "No devices")):
+            gpus.append(Gpu(*parts))
+    return gpus
+
+
+def parse_node_report(text: str) -> NodeReport:
+    s = split_sections(text)
+    nccl_conf = s.get("nccl_conf")
+    memlock = [line.strip() for line in s.get("memlock", [])]
+    return NodeReport(
+        ports=parse_sysfs_ports(s.get("ports", [])),
+        devices=parse_ibv_devinfo("\n".join(s.get("ibv_devinfo", []))),
+        netns=parse_rdma_system("\n".join(s.get("rdma_system", []))).get("netns"),
+        mtus={p[0]: int(p[1]) for p in (line.split() for line in s.get("mtu", [])) if len(p) == 2 and p[1].isdigit()},
+        memlock_login=memlock[0] if memlock else "",
+        memlock_services=memlock[1] if len(memlock) > 1 else "",
+        nccl_conf=parse_key_values(nccl_conf) if nccl_conf is not None and nccl_conf != ["MISSING"] else None,
+        gpus=parse_gpus(s.get("gpus", [])),
+        nccl_libraries=sorted({line.strip() for line in s.get("nccl", []) if "libnccl.so" in line}),
+        nccl_plugins=sorted({line.strip() for line in s.get("nccl", []) if "libnccl-net" in line}),
+    )

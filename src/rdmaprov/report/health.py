@@ -1,0 +1,66 @@
+"""Tables for facts, verification and gates."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from rdmaprov.gates.result import GateResult
+from rdmaprov.parsers.node import NodeReport
+from rdmaprov.verify.run import HostVerification
+
+
+def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[str, str], console: Console) -> None:
+    table = Table(title="RDMA facts")
+    for column in ("host", "device/port", "state", "phys", "link layer", "rate", "MTU act/max", "GIDs (RoCE v2)", "fw", "netns", "memlock"):
+        table.add_column(column)
+    for name, reason in unreachable.items():
+        table.add_row(name, "[red]unreachable[/]", reason, *[""] * 8)
+    for name, report in reports.items():
+        if isinstance(report, Exception):
+            table.add_row(name, "[red]error[/]", str(report), *[""] * 8)
+            continue
+        if not report.ports:
+            table.add_row(name, "no RDMA devices", "", "", "", "", "", "", "", report.netns or "", report.memlock_login)
+        for port in report.ports:
+            device = next((d for d in report.devices if d.hca == port.device), None)
+            ib = next((p for p in device.ports if p.number == port.port), None) if device else None
+            v2 = ", ".join(str(g.index) for g in sorted(port.gids.values(), key=lambda g: g.index) if g.type == "RoCE v2")
+            style = "green" if port.state == "ACTIVE" else "red"
+            table.add_row(name, port.name, f"[{style}]{port.state}[/]", port.phys_state, port.link_layer, port.rate_text,
+                          f"{ib.active_mtu}/{ib.max_mtu}" if ib else "", v2, device.fw_ver if device else "", report.netns or "", report.memlock_login)
+        for gpu in report.gpus:
+            table.add_row(name, f"GPU {gpu.name}", f"sm {gpu.compute_cap}", "", "", "", "", "", f"driver {gpu.driver_version}", "", "")
+        if report.nccl_version:
+            table.add_row(name, f"NCCL {report.nccl_version}", "", "", "", "", "", "", ", ".join(p.rsplit('/', 1)[-1] for p in report.nccl_plugins), "", "")
+    console.print(table)
+
+
+def print_verify(results: list[HostVerification], console: Console, verbose: bool = False) -> None:
+    table = Table(title="verify")
+    for column in ("host", "subject", "check", "expected", "found", "hint"):
+        table.add_column(column)
+    for host in results:
+        if host.status == "unreachable" or host.error:
+            table.add_row(host.name, "", "[red]" + host.status + "[/]", "", host.error or "", "")
+            continue
+        shown = host.findings if verbose else host.failures
+        for f in shown:
+            mark = "[green]ok[/]" if f.ok else "[red]FAIL[/]"
+            table.add_row(host.name, f.subject, f"{mark} {f.check}", f.expected, f.found, f.hint)
+        if not host.failures:
+            table.add_row(host.name, "", f"[green]all {len(host.findings)} checks pass[/]", "", "", "")
+    console.print(table)
+
+
+def print_gates(results: list[GateResult], console: Console) -> None:
+    if not results:
+        return
+    table = Table(title="gates")
+    for column in ("gate", "between", "verdict", "measured", "why"):
+        table.add_column(column)
+    for gate in results:
+        verdict = "[green]PASS[/]" if gate.passed else "[red]FAIL[/]"
+        measured = f"{gate.measured:.4g} {gate.unit}" if gate.measured is not None else ""
+        table.add_row(gate.gate, gate.subject, verdict, measured, gate.reason + (f" (attempt {gate.attempts})" if gate.attempts > 1 else ""))
+    console.print(table)

@@ -1,0 +1,33 @@
+"""JUnit XML for CI systems: one test case per verification check and per gate."""
+
+from __future__ import annotations
+
+from xml.etree import ElementTree as ET
+
+from rdmaprov.gates.result import GateResult
+from rdmaprov.verify.run import HostVerification
+
+
+def junit_xml(cluster: str, verifications: list[HostVerification], gates: list[GateResult]) -> str:
+    suites = ET.Element("testsuites", name=f"rdmaprov {cluster}")
+    verify = ET.SubElement(suites, "testsuite", name="verify")
+    count = failures = 0
+    for host in verifications:
+        if host.error:
+            case = ET.SubElement(verify, "testcase", classname=host.name, name="reachable")
+            ET.SubElement(case, "failure", message=host.error)
+            count, failures = count + 1, failures + 1
+        for f in host.findings:
+            case = ET.SubElement(verify, "testcase", classname=host.name, name=f"{f.subject}: {f.check}")
+            count += 1
+            if not f.ok:
+                failures += 1
+                ET.SubElement(case, "failure", message=f"expected {f.expected}, found {f.found}").text = f.hint
+    verify.set("tests", str(count))
+    verify.set("failures", str(failures))
+    suite = ET.SubElement(suites, "testsuite", name="gates", tests=str(len(gates)), failures=str(sum(not g.passed for g in gates)))
+    for gate in gates:
+        case = ET.SubElement(suite, "testcase", classname=gate.gate, name=gate.subject)
+        if not gate.passed:
+            ET.SubElement(case, "failure", message=gate.reason)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True)

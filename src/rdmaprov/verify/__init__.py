@@ -1,0 +1,1 @@
+"""Verification: what the facts say against what the inventory declares."""

@@ -1,0 +1,141 @@
+"""The checks `verify` runs on one node's report: pure functions, so they are tested on real outputs.
+
+Each failure names the host, the subject (device/port or setting), what was expected, what was
+found, and a hint at the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rdmaprov.deploys.mtu import wanted_mtus
+from rdmaprov.deploys.nccl_env import hca_specs, nccl_environment, spec_matches
+from rdmaprov.inventory.model import HostSpec
+from rdmaprov.parsers.node import NodeReport, SysfsPort
+
+ETHERNET_FABRICS = {"roce", "erdma", "softroce"}
+# IB MTUs a RoCE port can run, and the RoCE headers the kernel subtracts from the netdev MTU.
+_IB_MTUS = (4096, 2048, 1024, 512, 256)
+_ROCE_OVERHEAD = 40 + 12 + 4 + 28 + 4
+
+
+@dataclass(frozen=True)
+class Finding:
+    host: str
+    subject: str
+    check: str
+    ok: bool
+    expected: str
+    found: str
+    hint: str = ""
+
+
+def roce_active_mtu(netdev_mtu: int) -> int:
+    """The IB MTU a RoCE port takes on a netdev of this MTU (the kernel's iboe_get_mtu)."""
+    return next((m for m in _IB_MTUS if m <= netdev_mtu - _ROCE_OVERHEAD), 256)
+
+
+def expected_devices(node: dict[str, Any], report: NodeReport) -> list[str]:
+    """Declared devices; for SoftRoCE the rxe links rdmaprov makes; else every non-storage device."""
+    rdma = node.get("rdma") or {}
+    if rdma.get("devices"):
+        return list(rdma["devices"])
+    if node.get("fabric") == "softroce":
+        return [f"rxe{i}" for i, _ in enumerate(rdma.get("netdevs") or [])]
+    storage = set(rdma.get("storage_hcas") or [])
+    return sorted({p.device for p in report.ports if p.device not in storage})
+
+
+class _Checker:
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.findings: list[Finding] = []
+
+    def check(self, subject: str, check: str, ok: bool, expected: str, found: str, hint: str = "") -> bool:
+        self.findings.append(Finding(self.host, subject, check, ok, expected, found, "" if ok else hint))
+        return ok
+
+
+def _check_port(c: _Checker, node: dict[str, Any], port: SysfsPort, report: NodeReport) -> None:
+    fabric = node.get("fabric")
+    rdma = node.get("rdma") or {}
+    name = port.name
+    c.check(name, "port state", port.state == "ACTIVE", "ACTIVE", port.state or "unknown",
+            "the link is down or the subnet manager has not configured it: check cables, the switch port and `ibstat`")
+    c.check(name, "physical state", port.phys_state == "LinkUp", "LinkUp", port.phys_state or "unknown",
+            "no physical link: check the cable/transceiver and the switch port")
+    if fabric:
+        wanted = "Ethernet" if fabric in ETHERNET_FABRICS else "InfiniBand"
+        c.check(name, "link layer", port.link_layer == wanted, wanted, port.link_layer or "unknown",
+                f"fabric {fabric} needs {wanted}: set the port type (e.g. mlxconfig LINK_TYPE_P1) or fix the inventory's fabric")
+    if rdma.get("rate_gbps"):
+        c.check(name, "rate", port.rate_gbps >= rdma["rate_gbps"], f">= {rdma['rate_gbps']:g} Gb/s", port.rate_text or "unknown",
+                "the link trained below its rate: check the cable, the switch port speed and `ethtool`/`ibstat`")
+    if port.link_layer == "Ethernet":
+        gid_index = nccl_environment(node)[0].get("NCCL_IB_GID_INDEX")
+        if gid_index is not None:
+            gid = port.gids.get(int(gid_index))
+            found = f"{gid.gid} ({gid.type})" if gid else "no GID at that index"
+            c.check(name, f"GID index {gid_index}", gid is not None and gid.type == "RoCE v2", "a RoCE v2 GID", found,
+                    "the index NCCL will use has no RoCE v2 address: give the netdev an IP address or fix rdma.gid_index (`show_gids`)")
+        netdev = next((g.netdev for g in port.gids.values() if g.netdev), None)
+        device = next((d for d in report.devices if d.hca == port.device), None)
+        ib_port = next((p for p in device.ports if p.number == port.port), None) if device else None
+        if netdev in report.mtus and ib_port and ib_port.active_mtu:
+            expected = roce_active_mtu(report.mtus[netdev])
+            c.check(name, "active MTU", ib_port.active_mtu == expected, f"{expected} (netdev {netdev} MTU {report.mtus[netdev]})", str(ib_port.active_mtu),
+                    "the RDMA MTU does not follow the netdev MTU: re-create the link or reload the driver")
+
+
+def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
+    """Every check for one host; a finding per check, passing or not."""
+    node = spec.node
+    rdma = node.get("rdma") or {}
+    c = _Checker(spec.name)
+    port_number = rdma.get("port", 1)
+    present = {p.device for p in report.ports}
+    for device in expected_devices(node, report):
+        if not c.check(device, "device present", device in present, "present", "present" if device in present else "missing",
+                       f"no RDMA device {device}: load its driver (or `rdmaprov apply` for SoftRoCE links); it has {', '.join(sorted(present)) or 'no RDMA devices'}"):
+            continue
+        port = report.port(device, port_number)
+        if c.check(f"{device}/{port_number}", "port present", port is not None, "present", "present" if port else "missing", f"{device} has no port {port_number}: fix rdma.port") and port:
+            _check_port(c, node, port, report)
+    if not expected_devices(node, report) and node.get("fabric"):
+        c.check("rdma", "devices", False, "at least one RDMA device", "none", "no RDMA device at all: install the driver, or declare rdma.devices")
+
+    for netdev, mtu in wanted_mtus(node).items():
+        found = report.mtus.get(netdev)
+        c.check(netdev, "MTU", found == mtu, str(mtu), str(found) if found is not None else "no such netdev",
+                "run `rdmaprov apply` (the MTU deploy) or fix the inventory's mtu")
+
+    if node.get("netns_mode"):
+        c.check("ib_core", "netns mode", report.netns == node["netns_mode"], node["netns_mode"], report.netns or "unknown (ib_core not loaded)",
+                "run `rdmaprov apply` (it switches live when no other network namespace exists, otherwise the host needs a reboot)")
+
+    _check_nccl_hca(c, node, report)
+    c.check("memlock", "login limit", report.memlock_login == "unlimited", "unlimited", report.memlock_login or "unknown",
+            "RDMA pins memory: run `rdmaprov apply` (limits deploy), then log in again")
+    if report.memlock_services:
+        c.check("memlock", "service limit", report.memlock_services == "infinity", "infinity", report.memlock_services,
+                "run `rdmaprov apply` (limits deploy); systemd applies it to services started afterwards")
+    return c.findings
+
+
+def _check_nccl_hca(c: _Checker, node: dict[str, Any], report: NodeReport) -> None:
+    if report.nccl_conf is None:
+        c.check("/etc/nccl.conf", "present", False, "present", "missing", "run `rdmaprov apply` (nccl_env deploy)")
+        return
+    hca = report.nccl_conf.get("NCCL_IB_HCA")
+    if not hca or hca.startswith("^"):
+        return
+    devices = sorted({p.device for p in report.ports})
+    specs = hca_specs(hca)
+    matched = [d for d in devices if any(spec_matches(s, d) for s in specs)]
+    c.check("/etc/nccl.conf", "NCCL_IB_HCA matches devices", bool(matched), f"a device matching {hca}", ", ".join(matched) or f"none (devices: {', '.join(devices) or 'none'})",
+            "NCCL would fall back to sockets: fix NCCL_IB_HCA in the inventory (nccl.env) or rdma.devices")
+    storage = (node.get("rdma") or {}).get("storage_hcas") or []
+    hit = [d for d in storage if any(spec_matches(s, d) for s in specs)]
+    c.check("/etc/nccl.conf", "NCCL_IB_HCA excludes storage HCAs", not hit, "no storage HCA", ", ".join(hit) or "none",
+            "NCCL traffic would land on storage HCAs: list compute HCAs exactly (=mlx5_0,mlx5_1)")

@@ -1,0 +1,63 @@
+"""Read every selected node's report (one round trip each) and judge it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rdmaprov.engine.session import Session
+from rdmaprov.facts.node import NodeFacts
+from rdmaprov.gates.result import GateResult
+from rdmaprov.gates.runner import run_gates
+from rdmaprov.inventory.model import Inventory
+from rdmaprov.parsers.node import NodeReport
+from rdmaprov.verify.checks import Finding, verify_node
+
+
+@dataclass
+class HostVerification:
+    name: str
+    address: str
+    status: str = "ok"  # ok, failed, unreachable
+    error: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[Finding]:
+        return [f for f in self.findings if not f.ok]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "address": self.address, "status": self.status, "error": self.error, "findings": [asdict(f) for f in self.findings]}
+
+
+def read_reports(session: Session) -> dict[str, NodeReport | Exception]:
+    return session.fact(NodeFacts)
+
+
+def verify_hosts(session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception] | None = None) -> list[HostVerification]:
+    """A verification per host: its findings, or why it could not be read."""
+    inventory = session.inventory
+    reports = reports if reports is not None else read_reports(session)
+    results = []
+    for name in hosts:
+        result = HostVerification(name, inventory.hosts[name].address)
+        report = reports.get(name)
+        if name in session.unreachable:
+            result.status, result.error = "unreachable", session.unreachable[name]
+        elif isinstance(report, Exception) or report is None:
+            result.status, result.error = "failed", f"could not read the node's state: {report}"
+        else:
+            result.findings = verify_node(inventory.hosts[name], report)
+            if result.failures:
+                result.status = "failed"
+        results.append(result)
+    return results
+
+
+def post_deploy(inventory: Inventory, hosts: list[str], gates: bool) -> tuple[list[HostVerification], list[GateResult]]:
+    """verify on `hosts`, then the gates over those that could be read (unless gates is False)."""
+    with Session(inventory, hosts) as session:
+        reports = read_reports(session)
+        verifications = verify_hosts(session, hosts, reports)
+        gate_results = run_gates(session, hosts, reports) if gates else []
+    return verifications, gate_results
