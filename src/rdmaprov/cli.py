@@ -176,6 +176,12 @@ def _cmd_lab(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0  # not reached
 
 
+def _cmd_exporter(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.exporter.rdma_exporter import main as exporter_main
+
+    return exporter_main(["--listen", args.listen, "--sysfs", args.sysfs])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rdmaprov", description="Provision and check RDMA GPU training clusters.")
     parser.add_argument("--version", action="version", version=f"rdmaprov {__version__}")
@@ -215,6 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--json", action="store_true")
     facts.add_argument("--verbose", "-v", action="store_true")
     facts.set_defaults(handler=_cmd_facts)
+
+    exporter = sub.add_parser("exporter", help="serve RDMA port state and counters for Prometheus (what the exporter deploy runs)")
+    exporter.add_argument("--listen", default="0.0.0.0:9879", help="ADDR:PORT (default 0.0.0.0:9879)")
+    exporter.add_argument("--sysfs", default="/sys/class/infiniband", help=argparse.SUPPRESS)
+    exporter.set_defaults(handler=_cmd_exporter)
 
     lab = sub.add_parser("lab", help="a local test cluster: QEMU VMs with SoftRoCE, or containers")
     lab.add_argument("--dir", help="lab state directory (default ~/.cache/rdmaprov/lab)")

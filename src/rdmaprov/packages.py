@@ -25,10 +25,16 @@ BUILD_TOOLS = {
     "rhel": ["gcc", "gcc-c++", "make"],
 }
 
+# The RDMA exporter runs on the nodes' own Python with the distro's Prometheus client.
+EXPORTER = {
+    "debian": ["python3", "python3-prometheus-client"],
+    "rhel": ["python3", "python3-prometheus_client"],
+}
+
 
 def lab_packages() -> list[str]:
     """Everything the node stack can install on a Debian 12 lab node (the lab mirror's content)."""
     names: list[str] = []
-    for table in (RDMA_USERSPACE, OPENMPI, BUILD_TOOLS):
+    for table in (RDMA_USERSPACE, OPENMPI, BUILD_TOOLS, EXPORTER):
         names.extend(p for p in table["debian"] if p not in names)
     return names

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jsonschema
 import pytest
 
@@ -30,12 +32,17 @@ def _inventory(farm, tmp_path, debug: str = "WARN"):
     return str(farm.inventory(tmp_path / "farm.yaml", NCCL_DEFAULTS.format(debug=debug)))
 
 
+def _post(command: str) -> tuple[str, ...]:
+    """These hosts have no RDMA: apply's verify and gates are proved on the lab VMs instead."""
+    return ("--skip-verify",) if command == "apply" else ()
+
+
 def run_json(command: str, inv: str, *args: str, timeout: int = 600):
-    return rdmaprov_json(command, inv, *TAGS, *args, timeout=timeout)
+    return rdmaprov_json(command, inv, *TAGS, *_post(command), *args, timeout=timeout)
 
 
 def run(command: str, inv: str, *args: str):
-    return rdmaprov(command, inv, *TAGS, *args)
+    return rdmaprov(command, inv, *TAGS, *_post(command), *args)
 
 
 def _ops(host: dict, status: str) -> list[str]:
@@ -143,3 +150,51 @@ def test_wrong_host_key_is_refused(ssh_farm, tmp_path):
     code, result = run_json("check", inv, "--limit", "node1")
     assert code == 4
     assert result["hosts"][0]["status"] == "unreachable"
+
+
+def test_ssh_trust_between_nodes_pinned_and_revoked(ssh_farm, tmp_path):
+    """Each node makes its own key; every node trusts and knows every other (no prompt, pinned host
+    keys); a node removed from the inventory loses its access on the next apply."""
+    inv = _inventory(ssh_farm, tmp_path)
+    trust = ("--tags", "ssh_trust", "--skip-verify")
+    code, first = rdmaprov_json("apply", inv, *trust)
+    assert code == 2, first
+    node1, node2, node3 = ssh_farm.hosts
+    keys = {h.name: ssh_farm.ssh(h, "cat /root/.ssh/id_ed25519.pub").stdout.split()[1] for h in ssh_farm.hosts}
+    assert len(set(keys.values())) == 3  # made on each node, never copied
+    hop = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes"
+    for source, target in ((node1, node2), (node2, node3), (node3, node1)):
+        for name in (target.name, target.address):
+            proc = ssh_farm.ssh(source, f"{hop} {name} hostname")
+            assert proc.returncode == 0 and proc.stdout.strip() == target.name, (source.name, name, proc.stderr)
+    assert rdmaprov("apply", inv, *trust).returncode == 0  # converged
+
+    # node3 leaves the inventory: node1 and node2 stop trusting it; keys others added stay.
+    ssh_farm.ssh(node1, "echo 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOperatorKeyOperatorKeyOperatorKey0000 ops@desk' >> /root/.ssh/authorized_keys")
+    text = Path(inv).read_text()
+    smaller = tmp_path / "two.yaml"
+    smaller.write_text(text.replace(f"      {node3.name}:\n        address: {node3.address}\n", ""))
+    code, second = rdmaprov_json("apply", str(smaller), *trust)
+    assert code == 2, second
+    authorized = ssh_farm.ssh(node1, "cat /root/.ssh/authorized_keys").stdout
+    assert keys[node3.name] not in authorized and keys[node2.name] in authorized and "ops@desk" in authorized
+    assert node3.name not in ssh_farm.ssh(node1, "cat /etc/ssh/ssh_known_hosts").stdout
+    refused = ssh_farm.ssh(node3, f"{hop} {node1.address} hostname")
+    assert refused.returncode != 0 and "Permission denied" in refused.stderr
+
+
+def test_plain_pyinfra_runs_the_same_deploys(ssh_farm, tmp_path):
+    """deploy/site.py with pyinfra's own CLI converges what `rdmaprov check` then finds in order."""
+    import os
+    import subprocess
+    import sys
+
+    inv = _inventory(ssh_farm, tmp_path, debug="TRACE")
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, RDMAPROV_INVENTORY=inv, RDMAPROV_TAGS="limits,nccl_env")
+    pyinfra = Path(sys.executable).parent / "pyinfra"
+    proc = subprocess.run([str(pyinfra), "deploy/inventory.py", "deploy/site.py", "-y"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "NCCL_DEBUG=TRACE" in ssh_farm.ssh(ssh_farm.hosts[0], "cat /etc/nccl.conf").stdout
+    code, result = run_json("check", inv)
+    assert code == 0, [(h["name"], _ops(h, "would_change")) for h in result["hosts"]]

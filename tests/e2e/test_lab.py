@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
-import time
 
 import pytest
 
@@ -16,11 +14,17 @@ from tests.conftest import rdmaprov, rdmaprov_json
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
 
-def test_vm_lab_softroce_apply_is_idempotent_and_moves_rdma_traffic(vm_lab):
+def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     assert "lab up: 2 vm nodes" in vm_lab.up_output
-    code, first = rdmaprov_json("apply", vm_lab.inventory, timeout=900)
+    code, first = rdmaprov_json("apply", vm_lab.inventory, timeout=1500)
     assert code == 2, json.dumps(first, indent=1)[:3000]
     assert all(h["status"] == "changed" for h in first["hosts"])
+    # apply ended with verify and both gates, run for real over rxe and MPI
+    assert [v["status"] for v in first["verify"]] == ["ok", "ok"], first["verify"]
+    gates = {g["gate"]: g for g in first["gates"]}
+    assert gates["ib_write_bw"]["passed"] and gates["ib_write_bw"]["measured"] > 0, gates
+    assert gates["all_reduce"]["passed"] and gates["all_reduce"]["details"]["kind"] == "cpu-probe", gates
+    assert gates["all_reduce"]["details"]["rows"][-1]["size"] == 4 << 20
 
     for node in ("node1", "node2"):
         devinfo = vm_lab.ssh(node, "ibv_devinfo -d rxe0").stdout
@@ -29,24 +33,53 @@ def test_vm_lab_softroce_apply_is_idempotent_and_moves_rdma_traffic(vm_lab):
         sources = vm_lab.ssh(node, "cat /etc/apt/sources.list.d/*.list; ls /etc/apt").stdout
         assert re.search(r"deb \[signed-by=/etc/apt/keyrings/rdmaprov-mirror.asc\] http://10\.78\.\d+\.1:8079/debian bookworm main", sources)
         assert "sources.list.rdmaprov-disabled" in sources
-        assert vm_lab.ssh(node, "systemctl is-enabled rdmaprov-rxe.service").stdout.strip() == "enabled"
+        assert vm_lab.ssh(node, "systemctl is-enabled rdmaprov-rxe-links.service").stdout.strip() == "enabled"
+        assert vm_lab.ssh(node, "rdma system show").stdout.split()[:2] == ["netns", "exclusive"]
+        conf = vm_lab.ssh(node, "cat /etc/nccl.conf").stdout
+        assert {"NCCL_IB_HCA=rxe", "NCCL_IB_GID_INDEX=1", "NCCL_SOCKET_IFNAME=eth0"} <= set(conf.splitlines())
 
-    code, second = rdmaprov_json("apply", vm_lab.inventory, timeout=600)
+    # passwordless, pinned SSH between the nodes: mpirun across both VMs with no prompt
+    mpirun = vm_lab.ssh("node1", "mpirun --allow-run-as-root -np 2 -H node1,node2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 hostname < /dev/null", timeout=300)
+    assert mpirun.returncode == 0, mpirun.stderr
+    assert sorted(mpirun.stdout.split()) == ["node1", "node2"]
+
+    code, second = rdmaprov_json("apply", vm_lab.inventory, "--skip-gates", timeout=600)
     assert code == 0, [(h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in second["hosts"]]
     assert sum(h["changed"] for h in second["hosts"]) == 0
 
-    server_out: dict[str, subprocess.CompletedProcess] = {}
-    server = threading.Thread(target=lambda: server_out.setdefault("p", vm_lab.ssh("node1", "timeout -k 5 90 ib_write_bw -d rxe0 -x 1 -D 3 -F")))
-    server.start()
-    for _ in range(60):  # wait until the server listens on perftest's port before the client dials
-        if ":18515" in vm_lab.ssh("node1", "ss -tln").stdout:
-            break
-        time.sleep(1)
-    client = vm_lab.ssh("node2", f"timeout -k 5 60 ib_write_bw -d rxe0 -x 1 -D 3 -F {vm_lab.subnet.rsplit('.', 1)[0]}.11")
-    server.join(120)
-    assert client.returncode == 0, client.stdout + client.stderr
-    assert re.search(r"^\s*65536\s+\d+\s+[\d.]+\s+[\d.]+", client.stdout, re.M), client.stdout
-    assert server_out["p"].returncode == 0, server_out["p"].stderr
+
+def test_verify_names_a_deleted_rxe_link_and_apply_restores_it(vm_lab):
+    assert vm_lab.ssh("node2", "rdma link del rxe0").returncode == 0
+    code, result = rdmaprov_json("verify", vm_lab.inventory, timeout=300)
+    assert code == 4, result
+    failed = {v["name"]: [f for f in v["findings"] if not f["ok"]] for v in result["verify"]}
+    assert failed["node1"] == []
+    assert [(f["subject"], f["check"], f["found"]) for f in failed["node2"]][0] == ("rxe0", "device present", "missing")
+    human = rdmaprov("verify", vm_lab.inventory, timeout=300)
+    assert human.returncode == 4 and "node2" in human.stdout and "rxe0" in human.stdout and "FAIL" in human.stdout
+    code, _ = rdmaprov_json("apply", vm_lab.inventory, "--skip-gates", timeout=600)
+    assert code == 2
+    assert rdmaprov("verify", vm_lab.inventory, timeout=300).returncode == 0
+
+
+def test_gate_with_a_failing_or_unreachable_peer_fails_clearly_and_leaves_no_server(vm_lab, tmp_path):
+    text = open(vm_lab.inventory).read()
+    prefix = vm_lab.subnet.rsplit(".", 1)[0]
+    # node2's client is pointed at a device it lacks; node3 does not exist on the bridge.
+    text = text.replace("connect_timeout: 30", "connect_timeout: 5")
+    text = text.replace(f"        address: {prefix}.12\n", f"        address: {prefix}.12\n        vars:\n          rdma:\n            devices: [rxe9]\n")
+    text += f"      node3:\n        address: {prefix}.13\n"
+    inventory = tmp_path / "broken.yaml"
+    inventory.write_text(text)
+    code, result = rdmaprov_json("verify", str(inventory), "--gates", timeout=600)
+    assert code == 4
+    gates = {(g["gate"], g["subject"]): g for g in result["gates"]}
+    assert not gates[("ib_write_bw", "node1 -> node2")]["passed"]
+    assert "ib_write_bw on node2 gave no result" in gates[("ib_write_bw", "node1 -> node2")]["reason"]
+    assert gates[("ib_write_bw", "node2 -> node3")]["reason"].startswith("node3 is unreachable")
+    assert "node3" in gates[("all_reduce", "node1,node2,node3")]["reason"]
+    for node in ("node1", "node2"):
+        assert vm_lab.ssh(node, "pgrep -a ib_write_bw || true").stdout.strip() == ""
 
 
 def test_sixteen_containers_answer_ssh_and_down_leaves_nothing(tmp_path):
@@ -100,3 +133,33 @@ def test_lab_up_without_qemu_says_what_to_install(tmp_path, monkeypatch):
     proc = subprocess.run([sys.executable, "-m", "rdmaprov", "lab", "--dir", str(tmp_path / "lab"), "up"], capture_output=True, text=True, env=dict(os.environ, PATH=env_path))
     assert proc.returncode == 1
     assert "apt-get install qemu-system-x86 qemu-utils" in proc.stderr
+
+
+def _scrape(address: str) -> dict[str, float]:
+    import requests
+
+    text = requests.get(f"http://{address}:9879/metrics", timeout=30).text
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def test_exporter_is_scraped_over_the_bridge_and_counters_grow_with_traffic(vm_lab):
+    prefix = vm_lab.subnet.rsplit(".", 1)[0]
+    assert vm_lab.ssh("node1", "systemctl show -p User --value rdmaprov-exporter").stdout.strip() == "rdmaprov-exporter"
+    before = {node: _scrape(f"{prefix}.{11 + i}") for i, node in enumerate(("node1", "node2"))}
+    labels = '{device="rxe0",port="1"}'
+    assert before["node1"][f"rdma_port_state{labels}"] == 4.0
+    assert before["node1"][f"rdma_port_active{labels}"] == 1.0
+    assert f"rdma_hw_counters_sent_pkts_total{labels}" in before["node2"]
+    assert "rdma_exporter_read_errors_total" in before["node1"]
+    code, result = rdmaprov_json("verify", vm_lab.inventory, "--gates", timeout=600)
+    assert code == 0, result["gates"]
+    assert any(f["check"] == "exporter answers" and f["ok"] for v in result["verify"] for f in v["findings"])
+    after = {node: _scrape(f"{prefix}.{11 + i}") for i, node in enumerate(("node1", "node2"))}
+    # ib_write_bw node2 (client) -> node1 (server): node2 sent, node1 received
+    assert after["node2"][f"rdma_hw_counters_sent_pkts_total{labels}"] > before["node2"][f"rdma_hw_counters_sent_pkts_total{labels}"]
+    assert after["node1"][f"rdma_hw_counters_rcvd_pkts_total{labels}"] > before["node1"][f"rdma_hw_counters_rcvd_pkts_total{labels}"]

@@ -27,15 +27,20 @@ mount -t tmpfs tmpfs "$R/run"
 mount -t tmpfs tmpfs "$R/tmp"
 mkdir -p "$R/run/sshd" "$R/etc/rdmaprov-test"
 cp "$D/hostkey" "$D/authorized_keys" "$D/sshd_config" "$R/etc/rdmaprov-test/"
+# The host's own identity where a real node keeps it (rdmaprov reads host keys there).
+rm -f "$R"/etc/ssh/ssh_host_*
+cp "$D/hostkey" "$R/etc/ssh/ssh_host_ed25519_key"
+ssh-keygen -y -f "$D/hostkey" > "$R/etc/ssh/ssh_host_ed25519_key.pub"
+rm -rf "$R/root/.ssh"
 hostname "$2"
 exec chroot "$R" /usr/sbin/sshd -D -e -f /etc/rdmaprov-test/sshd_config
 """
 
 _SSHD_CONFIG = """Port 22
 ListenAddress {address}
-HostKey /etc/rdmaprov-test/hostkey
+HostKey /etc/ssh/ssh_host_ed25519_key
 PermitRootLogin prohibit-password
-AuthorizedKeysFile /etc/rdmaprov-test/authorized_keys
+AuthorizedKeysFile /etc/rdmaprov-test/authorized_keys .ssh/authorized_keys
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no

@@ -6,6 +6,7 @@ applies there, so all hosts share one operation sequence (pyinfra matches ops by
 
 from __future__ import annotations
 
+from rdmaprov.deploys.exporter import exporter
 from rdmaprov.deploys.gate_tools import gate_tools
 from rdmaprov.deploys.limits import limits
 from rdmaprov.deploys.mtu import mtu
@@ -30,6 +31,7 @@ STACK: dict[str, Deploy] = {
     "limits": limits,
     "nccl_env": nccl_env,
     "gate_tools": gate_tools,
+    "exporter": exporter,
 }
 
 

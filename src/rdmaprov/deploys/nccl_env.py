@@ -28,6 +28,14 @@ def hca_specs(hca: str) -> list[str]:
     return [("=" + s if exact else s) for s in hca.lstrip("=").split(",") if s]
 
 
+def gid_index(node: dict[str, Any]) -> int | None:
+    """The RoCE GID index NCCL (and the gates) use: nccl.env, else rdma.gid_index, else the fabric's."""
+    declared = ((node.get("nccl") or {}).get("env") or {}).get("NCCL_IB_GID_INDEX")
+    if declared is not None:
+        return int(declared)
+    return (node.get("rdma") or {}).get("gid_index", _FABRIC_GID_INDEX.get(node.get("fabric") or ""))
+
+
 def nccl_environment(node: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     """The NCCL variables for one node, and warnings about what had to be corrected.
 
@@ -59,10 +67,9 @@ def nccl_environment(node: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
                 )
             env["NCCL_IB_HCA"] = "=" + ",".join(d for d in devices if any(spec_matches(spec, d) for spec in specs))
             warnings.append(f"NCCL_IB_HCA={hca} matched storage HCA(s) {', '.join(hit)}; wrote {env['NCCL_IB_HCA']} instead")
-    if "NCCL_IB_GID_INDEX" not in env:
-        gid = rdma.get("gid_index", _FABRIC_GID_INDEX.get(fabric or ""))
-        if gid is not None:
-            env["NCCL_IB_GID_INDEX"] = str(gid)
+    gid = gid_index(node)
+    if gid is not None:
+        env["NCCL_IB_GID_INDEX"] = str(gid)
     return dict(sorted(env.items())), warnings
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.operations.files import managed_block
 from rdmaprov.operations.ssh import key_pair, known_hosts, trusted_keys
 
 
@@ -25,3 +26,5 @@ def ssh_trust(ctx: NodeContext) -> None:
         key_pair(name="SSH key pair", user=user, key_type=key_type)
     trusted_keys(name="SSH trust: authorized_keys", user=user, key_type=key_type, cluster=cluster, marker=marker)
     known_hosts(name="SSH trust: known hosts", user=user, key_type=key_type, cluster=cluster, addresses=addresses, marker=marker)
+    names = [f"{addresses[name]} {name}" for name in cluster] if trust.get("hosts_file", True) else []
+    managed_block(name="node names in /etc/hosts", path="/etc/hosts", marker=marker, lines=names)

@@ -83,6 +83,20 @@ class UnitEnabled(FactBase):
         return "not-found"
 
 
+class UnitActive(FactBase):
+    """`systemctl is-active UNIT`: 'active', 'inactive', 'failed'..."""
+
+    def command(self, unit: str) -> str:
+        return f"systemctl is-active {shlex.quote(unit)} 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> str:
+        return output[0].strip() if output else "inactive"
+
+    @staticmethod
+    def default() -> str:
+        return "inactive"
+
+
 class NetNamespaceCount(FactBase):
     """How many network namespaces exist (1: only the host's own), from every process's ns link."""
 
@@ -91,3 +105,13 @@ class NetNamespaceCount(FactBase):
 
     def process(self, output: list[str]) -> int:
         return int(output[0].strip()) if output and output[0].strip().isdigit() else 0
+
+
+class UserExists(FactBase):
+    """Whether a local account exists."""
+
+    def command(self, user: str) -> str:
+        return f"id -u {user} >/dev/null 2>&1 && echo yes || echo no"
+
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and output[0].strip() == "yes"

@@ -12,7 +12,7 @@ from typing import Any
 
 import gevent
 
-from rdmaprov.deploys.nccl_env import nccl_environment
+from rdmaprov.deploys.nccl_env import gid_index
 from rdmaprov.engine.session import Session
 from rdmaprov.gates.bandwidth import judge
 from rdmaprov.gates.result import GateResult
@@ -63,12 +63,12 @@ def endpoint(node: dict[str, Any], report: NodeReport) -> tuple[str, int, int, f
         raise ValueError("no RDMA device to test: declare rdma.devices")
     rdma = node.get("rdma") or {}
     port = rdma.get("port", 1)
-    gid = nccl_environment(node)[0].get("NCCL_IB_GID_INDEX")
+    gid = gid_index(node)
     rate = rdma.get("rate_gbps")
     if rate is None:
         found = report.port(devices[0], port)
         rate = found.rate_gbps if found and found.rate_gbps else None
-    return devices[0], port, int(gid) if gid is not None else 0, rate
+    return devices[0], port, gid if gid is not None else 0, rate
 
 
 def perftest_command(device: str, port: int, gid: int, settings: dict[str, Any], server: str | None = None) -> str:

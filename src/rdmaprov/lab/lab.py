@@ -163,7 +163,7 @@ def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_add
         f"  fabric: {'softroce' if softroce else 'roce'}",
     ]
     if softroce:
-        lines += ["  netns_mode: exclusive", "  rdma:", f"    netdevs: [{netdev}]", "    devices: [rxe0]"]
+        lines += ["  netns_mode: exclusive", "  rdma:", f"    netdevs: [{netdev}]", "    devices: [rxe0]", "  exporter:", "    enabled: true"]
     lines += [
         "  mirror:",
         "    apt:",
@@ -174,6 +174,7 @@ def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_add
         "  nccl:",
         "    env:",
         f"      NCCL_SOCKET_IFNAME: {netdev}",
+        "      NCCL_DEBUG: WARN",
         "groups:",
         "  nodes:",
         "    hosts:",

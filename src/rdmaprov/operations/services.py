@@ -7,7 +7,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
-from rdmaprov.facts.system import UnitEnabled
+from rdmaprov.facts.system import UnitActive, UnitEnabled
 
 
 @operation()
@@ -21,3 +21,16 @@ def unit_enabled(unit: str, enabled: bool = True):
         yield StringCommand(f"systemctl disable {quoted}")
     else:
         host.noop(f"{unit} is {state}")
+
+
+@operation()
+def unit_running(unit: str, running: bool = True):
+    """A long-running service: started when it should run, stopped when it should not."""
+    active = host.get_fact(UnitActive, unit=unit)
+    quoted = shlex.quote(unit)
+    if running and active != "active":
+        yield StringCommand(f"systemctl start {quoted}")
+    elif not running and active == "active":
+        yield StringCommand(f"systemctl stop {quoted}")
+    else:
+        host.noop(f"{unit} is {active}")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rdmaprov.deploys.mtu import wanted_mtus
-from rdmaprov.deploys.nccl_env import hca_specs, nccl_environment, spec_matches
+from rdmaprov.deploys.nccl_env import gid_index, hca_specs, spec_matches
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.parsers.node import NodeReport, SysfsPort
 
@@ -73,11 +73,11 @@ def _check_port(c: _Checker, node: dict[str, Any], port: SysfsPort, report: Node
         c.check(name, "rate", port.rate_gbps >= rdma["rate_gbps"], f">= {rdma['rate_gbps']:g} Gb/s", port.rate_text or "unknown",
                 "the link trained below its rate: check the cable, the switch port speed and `ethtool`/`ibstat`")
     if port.link_layer == "Ethernet":
-        gid_index = nccl_environment(node)[0].get("NCCL_IB_GID_INDEX")
-        if gid_index is not None:
-            gid = port.gids.get(int(gid_index))
+        index = gid_index(node)
+        if index is not None:
+            gid = port.gids.get(index)
             found = f"{gid.gid} ({gid.type})" if gid else "no GID at that index"
-            c.check(name, f"GID index {gid_index}", gid is not None and gid.type == "RoCE v2", "a RoCE v2 GID", found,
+            c.check(name, f"GID index {index}", gid is not None and gid.type == "RoCE v2", "a RoCE v2 GID", found,
                     "the index NCCL will use has no RoCE v2 address: give the netdev an IP address or fix rdma.gid_index (`show_gids`)")
         netdev = next((g.netdev for g in port.gids.values() if g.netdev), None)
         device = next((d for d in report.devices if d.hca == port.device), None)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import requests
+
 from rdmaprov.engine.session import Session
 from rdmaprov.facts.node import NodeFacts
 from rdmaprov.gates.result import GateResult
 from rdmaprov.gates.runner import run_gates
-from rdmaprov.inventory.model import Inventory
+from rdmaprov.inventory.model import HostSpec, Inventory
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.verify.checks import Finding, verify_node
 
@@ -30,6 +32,24 @@ class HostVerification:
         return {"name": self.name, "address": self.address, "status": self.status, "error": self.error, "findings": [asdict(f) for f in self.findings]}
 
 
+def exporter_findings(spec: HostSpec) -> list[Finding]:
+    """Where the exporter is enabled: it answers /metrics from here, with RDMA port metrics in it."""
+    settings = spec.node.get("exporter") or {}
+    if not settings.get("enabled"):
+        return []
+    address, _, port = settings.get("listen", "0.0.0.0:9879").rpartition(":")
+    target = spec.address if address in ("0.0.0.0", "::", "") else address
+    url = f"http://{target}:{port}/metrics"
+    try:
+        response = requests.get(url, timeout=10)
+        found = f"HTTP {response.status_code}" + (", with rdma_port_state" if "rdma_port_state" in response.text else ", no rdma_port_state")
+        ok = response.ok and "rdma_port_state" in response.text
+    except requests.RequestException as exc:
+        found, ok = f"no answer ({type(exc).__name__})", False
+    return [Finding(spec.name, url, "exporter answers", ok, "HTTP 200 with rdma_port_state", found,
+                    "run `rdmaprov apply` (exporter deploy); check `systemctl status rdmaprov-exporter` and the firewall")]
+
+
 def read_reports(session: Session) -> dict[str, NodeReport | Exception]:
     return session.fact(NodeFacts)
 
@@ -47,7 +67,7 @@ def verify_hosts(session: Session, hosts: list[str], reports: dict[str, NodeRepo
         elif isinstance(report, Exception) or report is None:
             result.status, result.error = "failed", f"could not read the node's state: {report}"
         else:
-            result.findings = verify_node(inventory.hosts[name], report)
+            result.findings = verify_node(inventory.hosts[name], report) + exporter_findings(inventory.hosts[name])
             if result.failures:
                 result.status = "failed"
         results.append(result)

@@ -1,0 +1,77 @@
+"""The exporter over a fake sysfs tree built from the irdma captures: exact metric lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from rdmaprov.exporter.rdma_exporter import RdmaCollector, sanitise
+from tests.conftest import SHARED
+
+SEED = SHARED / "fixtures" / "seed"
+
+
+def _sysfs(root: Path) -> Path:
+    """/sys/class/infiniband/irdma0/ports/1 with the captured hw_counters names and values."""
+    port = root / "irdma0" / "ports" / "1"
+    (port / "hw_counters").mkdir(parents=True)
+    (port / "counters").mkdir()
+    (port / "state").write_text("4: ACTIVE\n")
+    (port / "phys_state").write_text("5: LinkUp\n")
+    (port / "rate").write_text("25 Gb/sec (1X EDR)\n")
+    (port / "link_layer").write_text("Ethernet\n")
+    names = (SEED / "hw_counters_ls_irdma0.txt").read_text().split()
+    values = dict(line.split(": ") for line in (SEED / "hw_counters_rdma_values_irdma0.txt").read_text().splitlines() if ": " in line)
+    for name in names:
+        (port / "hw_counters" / name).write_text(values.get(name, "0") + "\n")
+    (port / "counters" / "port_xmit_data").write_text("123456789\n")
+    return root
+
+
+def _scrape(root: Path) -> tuple[list[str], RdmaCollector]:
+    registry = CollectorRegistry()
+    collector = RdmaCollector(str(root))
+    registry.register(collector)
+    return generate_latest(registry).decode().splitlines(), collector
+
+
+def test_every_counter_exported_with_labels_and_types(tmp_path):
+    lines, _ = _scrape(_sysfs(tmp_path))
+    assert 'rdma_port_state{device="irdma0",port="1"} 4.0' in lines
+    assert 'rdma_port_active{device="irdma0",port="1"} 1.0' in lines
+    assert 'rdma_port_physical_state{device="irdma0",port="1"} 5.0' in lines
+    assert 'rdma_port_rate_bits_per_second{device="irdma0",port="1"} 2.5e+10' in lines
+    assert 'rdma_port_info{device="irdma0",link_layer="Ethernet",port="1"} 1.0' in lines
+    assert 'rdma_hw_counters_iwinrdmawrites_total{device="irdma0",port="1"} 1.41075419e+08' in lines
+    assert 'rdma_hw_counters_iwoutrdmawrites_total{device="irdma0",port="1"} 1.37113821e+08' in lines
+    types = {line.split()[2].removesuffix("_total"): line.split()[3] for line in lines if line.startswith("# TYPE")}
+    assert types["rdma_hw_counters_iwinrdmawrites"] == "counter"
+    assert types["rdma_hw_counters_lifespan"] == "gauge"  # a setting, not a running count
+    assert 'rdma_counters_port_xmit_data_total{device="irdma0",port="1"} 1.23456789e+08' in lines
+    names = (SEED / "hw_counters_ls_irdma0.txt").read_text().split()
+    exported = {line.split("{")[0] for line in lines if line.startswith("rdma_hw_counters_")}
+    assert len(exported) == len(names) == 47
+    assert "rdma_exporter_read_errors_total 0.0" in lines
+
+
+def test_garbage_and_vanished_files_are_skipped_and_counted(tmp_path):
+    root = _sysfs(tmp_path)
+    port = root / "irdma0" / "ports" / "1"
+    (port / "hw_counters" / "tcpInSegs").write_text("not a number\n")
+    (port / "hw_counters" / "tcpOutSegs").unlink()
+    (port / "hw_counters" / "tcpOutSegs").mkdir()  # unreadable as a file
+    lines, collector = _scrape(root)
+    assert not any(line.startswith("rdma_hw_counters_tcpinsegs_total") for line in lines)
+    assert "rdma_exporter_read_errors_total 2.0" in lines
+    assert any(line.startswith("rdma_exporter_scrape_duration_seconds ") for line in lines)
+    # read at scrape time: a new value shows on the next scrape
+    (port / "hw_counters" / "tcpInSegs").write_text("42\n")
+    lines, _ = _scrape(root)
+    assert 'rdma_hw_counters_tcpinsegs_total{device="irdma0",port="1"} 42.0' in lines
+
+
+def test_sanitise():
+    assert sanitise("RxECNMrkd") == "rxecnmrkd"
+    assert sanitise("rx-write-requests") == "rx_write_requests"
+    assert sanitise("..weird name!") == "weird_name"

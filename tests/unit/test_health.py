@@ -1,0 +1,166 @@
+"""Parsers on real captured outputs, verdicts computed by hand, verify checks and gate planning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rdmaprov.gates.all_reduce import judge_run, nic_bandwidth_gbs, parse_probe_output
+from rdmaprov.gates.bandwidth import allreduce_busbw_gbs, judge, parse_size
+from rdmaprov.gates.ib_write_bw import perftest_command, ring_pairs, all_pairs, rounds
+from rdmaprov.inventory.model import HostSpec, SSHSettings
+from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
+from rdmaprov.parsers.nccl_tests import parse_nccl_tests
+from rdmaprov.parsers.node import parse_node_report, split_sections
+from rdmaprov.parsers.perftest import parse_bw_output
+from rdmaprov.parsers.rdma import parse_rdma_system
+from rdmaprov.report.junit import junit_xml
+from rdmaprov.verify.checks import roce_active_mtu, verify_node
+from rdmaprov.verify.run import HostVerification
+from tests.conftest import SHARED
+
+SEED = SHARED / "fixtures" / "seed"
+SOFTROCE = SHARED / "fixtures" / "softroce-lab"
+LAB = Path(__file__).resolve().parent.parent / "fixtures" / "lab"
+
+
+def test_ibv_devinfo_irdma_roce_25g():
+    [device] = parse_ibv_devinfo((SEED / "ibv_devinfo-v_irdma0.txt").read_text())
+    assert (device.hca, device.fw_ver, device.node_guid) == ("irdma0", "1.53", "b696:91ff:feec:a458")
+    [port] = device.ports
+    assert (port.number, port.state, port.phys_state, port.link_layer) == (1, "PORT_ACTIVE", "LINK_UP", "Ethernet")
+    assert (port.max_mtu, port.active_mtu, port.active_width, port.active_speed) == (4096, 1024, "4X", "25.0 Gbps")
+    assert [(g.index, g.gid, g.type) for g in port.gids] == [(0, "fe80::b696:91ff:feec:a458", "RoCE v2"), (1, "::ffff:10.100.100.1", "RoCE v2")]
+
+
+def test_ibv_devinfo_rxe_short_and_verbose():
+    [short] = parse_ibv_devinfo((SOFTROCE / "ibv_devinfo_rxe0.txt").read_text())
+    assert short.hca == "rxe0" and short.ports[0].state == "PORT_ACTIVE" and short.ports[0].active_mtu == 1024
+    report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
+    [verbose] = report.devices
+    assert verbose.ports[0].gids[1].gid == "::ffff:10.77.0.11"
+    assert (verbose.ports[0].active_width, verbose.ports[0].active_speed) == ("1X", "2.5 Gbps")
+
+
+def test_ib_write_bw_outputs():
+    roce = parse_bw_output((SEED / "ib_write_bw_client_roce_25g.txt").read_text())
+    assert (roce.bytes, roce.iterations, roce.average_gbps, roce.device, roce.gid_index) == (65536, 1324156, 23.14, "irdma0", 1)
+    rxe = parse_bw_output((SOFTROCE / "ib_write_bw_client_rxe_tcg.txt").read_text())
+    assert (rxe.average_gbps, rxe.peak_gbps, rxe.device) == (0.048008, 0.097585, "rxe0")
+    # 23.14 Gb/s on a 25G port is 92.6%: passes the default 90%.
+    verdict = judge(roce.average_gbps, "Gb/s", minimum=None, fraction=0.9, reference=25.0, what="the port rate")
+    assert verdict.passed and verdict.threshold == pytest.approx(22.5)
+    assert "92.6% of the port rate" in verdict.reason
+
+
+def test_nccl_tests_two_node_run_with_ucx_noise_busbw_by_hand():
+    run = parse_nccl_tests((SEED / "nccl_tests_all_reduce_perf_2node_10GB.txt").read_text())
+    [row] = run.rows
+    assert (row.size, row.count, row.dtype, row.redop, row.time_us, row.busbw, row.wrong) == (10737418240, 2684354560, "float", "sum", 3825027.0, 2.81, 0)
+    assert (row.in_place_busbw, row.in_place_wrong, run.out_of_bounds, run.avg_busbw) == (2.81, 0, 0, 2.80687)
+    # By hand: 10737418240 B / 3.825027 s = 2.8071 GB/s algbw; 2 ranks: busbw = algbw × 2(2−1)/2 = 2.8071.
+    assert allreduce_busbw_gbs(row.size, row.time_us, 2) == pytest.approx(2.8071, abs=1e-4)
+    # One 25 Gb/s NIC per node = 3.125 GB/s; 90% of it is 2.8125 GB/s: 2.81 misses it (89.9%).
+    node = {"rdma": {"devices": ["irdma0"], "rate_gbps": 25}}
+    passed, reason, measured, threshold = judge_run(run, {"fraction": 0.9}, nic_bandwidth_gbs(node, None))
+    assert (passed, measured, threshold) == (False, 2.81, pytest.approx(2.8125))
+    assert "89.9% of the per-node NIC bandwidth" in reason
+    assert judge_run(run, {"fraction": 0.85}, 3.125)[0] is True
+
+
+def test_nccl_tests_flattened_erdma_sweep():
+    run = parse_nccl_tests((SEED / "nccl_tests_all_reduce_perf_16gpu_erdma_FLATTENED.txt").read_text())
+    assert len(run.rows) == 30
+    assert [r.size for r in run.rows[:4]] == [0, 0, 4, 8]
+    largest = max(run.rows, key=lambda r: r.size)
+    assert (largest.size, largest.time_us, largest.algbw, largest.busbw, largest.wrong) == (536870912, 54083.0, 9.93, 18.61, None)
+    # By hand: 536870912 B / 54083 µs = 9.9268 GB/s; 16 ranks: × 2·15/16 = 18.6127 GB/s.
+    assert allreduce_busbw_gbs(largest.size, largest.time_us, 16) == pytest.approx(18.6127, abs=1e-4)
+
+
+def test_cpu_probe_output_from_the_lab():
+    run = parse_probe_output((LAB / "allreduce_probe_2vm.txt").read_text())
+    assert [r.size for r in run.rows] == [1048576, 2097152, 4194304]
+    last = run.rows[-1]
+    assert last.wrong == 0
+    assert last.busbw == pytest.approx(4194304 / 82855.979e-6 / 1e9)  # 2 ranks: busbw = algbw
+    passed, reason, measured, _ = judge_run(run, {"min_busbw_gbs": 0.0001}, None)
+    assert passed and "busbw at 4194304 B" in reason
+    wrong = parse_probe_output('{"probe": "allreduce", "size": 4, "count": 1, "type": "float", "redop": "sum", "ranks": 2, "time_us": 5.0, "wrong": 1}')
+    assert judge_run(wrong, {"min_busbw_gbs": 0}, None)[:2] == (False, "wrong results: 1 wrong elements, 0 out-of-bounds values")
+
+
+def test_rdma_system_fixtures():
+    assert parse_rdma_system((SEED / "rdma_system_show_exclusive.txt").read_text())["netns"] == "exclusive"
+    assert parse_rdma_system((SEED / "rdma_system_show_shared.txt").read_text())["netns"] == "shared"
+
+
+def _lab_host(**node) -> HostSpec:
+    base = {"fabric": "softroce", "netns_mode": "exclusive", "rdma": {"netdevs": ["eth0"], "devices": ["rxe0"], "port": 1, "storage_hcas": []}, "limits": {"memlock": "unlimited"}}
+    base.update(node)
+    return HostSpec("node1", "10.77.0.11", SSHSettings(), ("nodes",), base)
+
+
+def test_verify_passes_on_the_converged_lab_report():
+    report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
+    findings = verify_node(_lab_host(), report)
+    assert [f for f in findings if not f.ok] == []
+    assert {f.check for f in findings} >= {"port state", "physical state", "link layer", "GID index 1", "active MTU", "netns mode", "login limit"}
+
+
+def test_verify_failures_name_port_expected_found_and_hint():
+    text = (LAB / "node_report_rxe.txt").read_text()
+    down = text.replace("state 4: ACTIVE", "state 1: DOWN").replace("phys_state 5: LinkUp", "phys_state 3: Disabled")
+    down = down.replace("netns exclusive", "netns shared").replace("NCCL_IB_HCA=rxe", "NCCL_IB_HCA=mlx5")
+    host = _lab_host(rdma={"netdevs": ["eth0"], "devices": ["rxe0", "rxe1"], "rate_gbps": 10, "port": 1, "storage_hcas": []})
+    failures = {(f.subject, f.check): f for f in verify_node(host, parse_node_report(down)) if not f.ok}
+    assert failures[("rxe0/1", "port state")].found == "DOWN"
+    assert failures[("rxe0/1", "physical state")].expected == "LinkUp"
+    assert failures[("rxe0/1", "rate")].found == "2.5 Gb/sec (1X SDR)"
+    assert "it has rxe0" in failures[("rxe1", "device present")].hint
+    assert failures[("ib_core", "netns mode")].found == "shared"
+    assert failures[("/etc/nccl.conf", "NCCL_IB_HCA matches devices")].found == "none (devices: rxe0)"
+    gone = "\n".join(line for line in text.splitlines() if not line.startswith("port rxe0"))
+    assert ("rxe0", "device present") in {(f.subject, f.check) for f in verify_node(_lab_host(), parse_node_report(gone)) if not f.ok}
+
+
+def test_verify_storage_hca_and_erdma_mtu_rule():
+    report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
+    host = _lab_host(rdma={"netdevs": ["eth0"], "devices": ["rxe0"], "storage_hcas": ["rxe0"], "port": 1})
+    hit = [f for f in verify_node(host, report) if f.check == "NCCL_IB_HCA excludes storage HCAs"][0]
+    assert not hit.ok and hit.found == "rxe0"
+    erdma = _lab_host(fabric="erdma", erdma={"jumbo_frames": True})
+    mtu = [f for f in verify_node(erdma, report) if f.check == "MTU"][0]
+    assert (mtu.ok, mtu.expected, mtu.found) == (False, "8500", "1500")
+    assert (roce_active_mtu(1500), roce_active_mtu(9000), roce_active_mtu(8500), roce_active_mtu(1400)) == (1024, 4096, 4096, 1024)
+
+
+def test_pairs_and_rounds():
+    assert ring_pairs(["a", "b"]) == [("a", "b")]
+    assert ring_pairs(["a", "b", "c", "d"]) == [("a", "b"), ("b", "c"), ("c", "d"), ("d", "a")]
+    assert rounds(ring_pairs(["a", "b", "c", "d"])) == [[("a", "b"), ("c", "d")], [("b", "c"), ("d", "a")]]
+    for batch in rounds(all_pairs(list("abcde"))):
+        nodes = [n for pair in batch for n in pair]
+        assert len(nodes) == len(set(nodes))
+    assert sum(len(b) for b in rounds(all_pairs(list("abcde")))) == 10
+
+
+def test_perftest_command_lines():
+    settings = {"size": 65536, "duration_s": 3}
+    assert perftest_command("rxe0", 1, 1, settings) == "ib_write_bw -d rxe0 -i 1 -x 1 -p 18515 -s 65536 -D 3 --report_gbits -F"
+    assert perftest_command("mlx5_0", 1, 3, settings, "10.0.0.1").endswith("--report_gbits -F 10.0.0.1")
+
+
+def test_sizes_and_sections():
+    assert (parse_size("1M"), parse_size("512M"), parse_size("4K"), parse_size("7")) == (1 << 20, 512 << 20, 4096, 7)
+    with pytest.raises(ValueError, match="K, M or G"):
+        parse_size("1T")
+    assert split_sections("junk\n@@ a\n1\n@@ b\n") == {"a": ["1"], "b": []}
+
+
+def test_junit_has_a_case_per_check_and_gate():
+    report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
+    verification = HostVerification("node1", "10.77.0.11", findings=verify_node(_lab_host(), report))
+    xml = junit_xml("lab", [verification], [])
+    assert xml.count("<testcase") == len(verification.findings) and "failures=\"0\"" in xml
