@@ -36,7 +36,7 @@ def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
         assert vm_lab.ssh(node, "systemctl is-enabled rdmaprov-rxe-links.service").stdout.strip() == "enabled"
         assert vm_lab.ssh(node, "rdma system show").stdout.split()[:2] == ["netns", "exclusive"]
         conf = vm_lab.ssh(node, "cat /etc/nccl.conf").stdout
-        assert {"NCCL_IB_HCA=rxe", "NCCL_IB_GID_INDEX=1", "NCCL_SOCKET_IFNAME=eth0"} <= set(conf.splitlines())
+        assert {"NCCL_IB_HCA=rxe", "NCCL_IB_GID_INDEX=1", "NCCL_SOCKET_IFNAME=eth0", "NCCL_DEBUG=WARN"} <= set(conf.splitlines())
 
     # passwordless, pinned SSH between the nodes: mpirun across both VMs with no prompt
     mpirun = vm_lab.ssh("node1", "mpirun --allow-run-as-root -np 2 -H node1,node2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 hostname < /dev/null", timeout=300)

@@ -39,7 +39,7 @@ def test_ibv_devinfo_rxe_short_and_verbose():
     assert short.hca == "rxe0" and short.ports[0].state == "PORT_ACTIVE" and short.ports[0].active_mtu == 1024
     report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
     [verbose] = report.devices
-    assert verbose.ports[0].gids[1].gid == "::ffff:10.77.0.11"
+    assert verbose.ports[0].gids[1].gid == "::ffff:10.78.111.11"
     assert (verbose.ports[0].active_width, verbose.ports[0].active_speed) == ("1X", "2.5 Gbps")
 
 

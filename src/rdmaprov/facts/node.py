@@ -9,12 +9,14 @@ from pyinfra.api import FactBase
 
 from rdmaprov.parsers.node import SECTION, NodeReport, parse_node_report
 
+# One grep per attribute directory: a per-GID loop forks 1000+ times on rxe (gid_tbl_len 1024).
+# Unset GIDs read as zeros and their types fail to read (EINVAL), so grep prints only set ones.
 _PORTS = r"""for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continue
 d=${p#/sys/class/infiniband/}; d=${d%%/*}; n=${p##*/}
 for k in state phys_state rate link_layer; do echo "port $d $n $k $(cat $p/$k 2>/dev/null)"; done
-for g in $p/gids/*; do i=${g##*/}; v=$(cat $g 2>/dev/null) || continue
-[ "$v" = 0000:0000:0000:0000:0000:0000:0000:0000 ] && continue
-echo "port $d $n gid $i $v|$(cat $p/gid_attrs/types/$i 2>/dev/null)|$(cat $p/gid_attrs/ndevs/$i 2>/dev/null)"; done; done"""
+grep -H . $p/gids/* 2>/dev/null | grep -v ':0000:0000:0000:0000:0000:0000:0000:0000$' | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid \1 |"
+grep -H . $p/gid_attrs/types/* 2>/dev/null | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid_type \1 |"
+grep -H . $p/gid_attrs/ndevs/* 2>/dev/null | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid_ndev \1 |"; done"""
 
 # Where distro packages, source builds (rdmaprov's versioned prefix) and the AIACC plugin put NCCL.
 _NCCL_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/local/nccl*/lib", "/opt/rdmaprov/nccl/*/lib", "/usr/local/lib/aiacc*")

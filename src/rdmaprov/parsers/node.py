@@ -91,8 +91,12 @@ def _state_word(value: str) -> str:
 
 
 def parse_sysfs_ports(lines: list[str]) -> list[SysfsPort]:
-    """`port DEV N KEY VALUE…` lines (see NodeFacts' command) → ports."""
+    """`port DEV N KEY VALUE…` lines (see NodeFacts' command) → ports.
+
+    GIDs come as three lines per index (`gid`, `gid_type`, `gid_ndev`), joined here.
+    """
     ports: dict[tuple[str, int], SysfsPort] = {}
+    attrs: dict[tuple[str, int, int], dict[str, str]] = {}
     for line in lines:
         parts = line.split(" ", 4)
         if len(parts) < 5 or parts[0] != "port" or not parts[2].isdigit():
@@ -109,11 +113,14 @@ def parse_sysfs_ports(lines: list[str]) -> list[SysfsPort]:
             port.rate_gbps = float(match.group(1)) if match else 0.0
         elif key == "link_layer":
             port.link_layer = value.strip()
-        elif key == "gid":
+        elif key in ("gid", "gid_type", "gid_ndev"):
             index, _, rest = value.partition(" ")
-            gid, gid_type, netdev = (rest.split("|") + ["", ""])[:3]
-            if gid and gid != ZERO_GID and index.isdigit():
-                port.gids[int(index)] = SysfsGid(int(index), gid, gid_type.strip(), netdev.strip())
+            if index.isdigit():
+                attrs.setdefault((device, int(number), int(index)), {})[key] = rest.strip()
+    for (device, number, index), found in attrs.items():
+        gid = found.get("gid", "")
+        if gid and gid != ZERO_GID:
+            ports[(device, number)].gids[index] = SysfsGid(index, gid, found.get("gid_type", ""), found.get("gid_ndev", ""))
     return list(ports.values())
 
 
