@@ -51,6 +51,17 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     options = RunOptions(command=args.command, hosts=hosts, deploys=deploys)
     with RichObserver(err, verbose=args.verbose) as observer:
         result = run(inventory, options, observer)
+    owed = [h for h in result.hosts if h.reboot_required] if args.command == "apply" else []
+    if owed and args.allow_reboot:
+        from rdmaprov.engine.reboot import reboot
+
+        outcome = reboot(inventory, [h.name for h in owed], args.serial, log=lambda msg: err.print(msg, highlight=False))
+        for host in owed:
+            if outcome[host.name] is None:
+                host.warnings.append(f"rebooted for: {'; '.join(host.reboot_required)}")
+                host.reboot_required = []
+            else:
+                host.status, host.error = "failed", f"reboot: {outcome[host.name]}"
     if args.command == "apply" and not args.skip_verify:
         healthy = [h.name for h in result.hosts if h.status not in ("failed", "unreachable")]
         if healthy:
@@ -203,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--skip-gates", action="store_true", help="verify after applying, but run no bandwidth gates")
             cmd.add_argument("--skip-verify", action="store_true", help="neither verify nor gates after applying")
             cmd.add_argument("--junit", metavar="PATH", help="write verification and gate results as JUnit XML")
+            cmd.add_argument("--allow-reboot", action="store_true", help="reboot hosts whose settings need it (netns mode), a batch at a time, then verify them")
+            cmd.add_argument("--serial", type=int, default=1, metavar="N", help="hosts rebooted at once with --allow-reboot (default 1)")
         cmd.set_defaults(handler=_cmd_run)
 
     verify = sub.add_parser("verify", help="check every RDMA port and setting against the inventory (and run the gates)",

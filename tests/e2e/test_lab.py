@@ -17,7 +17,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     assert "lab up: 2 vm nodes" in vm_lab.up_output
     code, first = rdmaprov_json("apply", vm_lab.inventory, timeout=1500)
-    assert code == 2, json.dumps(first, indent=1)[:3000]
+    problems = [f for v in first.get("verify", []) for f in v["findings"] if not f["ok"]] + [g for g in first.get("gates", []) if not g["passed"]]
+    assert code == 2, (problems, [(h["name"], h["error"]) for h in first["hosts"]])
     assert all(h["status"] == "changed" for h in first["hosts"])
     # apply ended with verify and both gates, run for real over rxe and MPI
     assert [v["status"] for v in first["verify"]] == ["ok", "ok"], first["verify"]
@@ -163,3 +164,25 @@ def test_exporter_is_scraped_over_the_bridge_and_counters_grow_with_traffic(vm_l
     # ib_write_bw node2 (client) -> node1 (server): node2 sent, node1 received
     assert after["node2"][f"rdma_hw_counters_sent_pkts_total{labels}"] > before["node2"][f"rdma_hw_counters_sent_pkts_total{labels}"]
     assert after["node1"][f"rdma_hw_counters_rcvd_pkts_total{labels}"] > before["node1"][f"rdma_hw_counters_rcvd_pkts_total{labels}"]
+
+
+def test_netns_mode_needing_a_reboot_is_reported_and_rebooted_only_when_allowed(vm_lab, tmp_path):
+    # Another network namespace on node2 makes the live switch impossible.
+    assert vm_lab.ssh("node2", "ip netns add rdmaprov-blocker").returncode == 0
+    shared = tmp_path / "shared.yaml"
+    shared.write_text(open(vm_lab.inventory).read().replace("netns_mode: exclusive", "netns_mode: shared"))
+    code, result = rdmaprov_json("apply", str(shared), "--skip-gates", "--limit", "node2", timeout=600)
+    assert code == 6, result  # changes made, and verify fails: the mode is still exclusive
+    [node2] = result["hosts"]
+    assert node2["reboot_required"] == ["ib_core netns_mode is exclusive, wanted shared: 1 other network namespace(s) exist, so it cannot switch live"]
+    assert vm_lab.ssh("node2", "rdma system show").stdout.split()[1] == "exclusive"  # nothing rebooted
+
+    code, result = rdmaprov_json("apply", str(shared), "--skip-gates", "--limit", "node2", "--allow-reboot", timeout=900)
+    assert code in (0, 2), result
+    [node2] = result["hosts"]
+    assert node2["reboot_required"] == [] and any(w.startswith("rebooted for: ib_core netns_mode") for w in node2["warnings"])
+    assert vm_lab.ssh("node2", "rdma system show").stdout.split()[1] == "shared"
+    assert [v["status"] for v in result["verify"]] == ["ok"]  # rxe0 back after the reboot, mode as declared
+
+    code, result = rdmaprov_json("apply", vm_lab.inventory, "--skip-gates", "--allow-reboot", timeout=900)
+    assert code in (0, 2) and all(v["status"] == "ok" for v in result["verify"]), result

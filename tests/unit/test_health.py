@@ -48,6 +48,11 @@ def test_ib_write_bw_outputs():
     assert (roce.bytes, roce.iterations, roce.average_gbps, roce.device, roce.gid_index) == (65536, 1324156, 23.14, "irdma0", 1)
     rxe = parse_bw_output((SOFTROCE / "ib_write_bw_client_rxe_tcg.txt").read_text())
     assert (rxe.average_gbps, rxe.peak_gbps, rxe.device) == (0.048008, 0.097585, "rxe0")
+    # the servers print the same result row
+    assert parse_bw_output((SEED / "ib_write_bw_server_roce_25g.txt").read_text()).average_gbps == 23.14
+    assert parse_bw_output((SOFTROCE / "ib_write_bw_server_rxe_tcg.txt").read_text()).iterations == 5000
+    with pytest.raises(ValueError, match="--report_gbits"):
+        parse_bw_output(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n 65536 5000 12.0 11.0 0.1\n")
     # 23.14 Gb/s on a 25G port is 92.6%: passes the default 90%.
     verdict = judge(roce.average_gbps, "Gb/s", minimum=None, fraction=0.9, reference=25.0, what="the port rate")
     assert verdict.passed and verdict.threshold == pytest.approx(22.5)

@@ -98,10 +98,14 @@ class UnitActive(FactBase):
 
 
 class NetNamespaceCount(FactBase):
-    """How many network namespaces exist (1: only the host's own), from every process's ns link."""
+    """How many network namespaces exist (1: only the host's own).
+
+    Counts those of every process and those kept alive only by a bind mount (`ip netns add`,
+    Docker), which the kernel counts too when it refuses a live netns mode switch.
+    """
 
     def command(self) -> str:
-        return "ls -L -i -d /proc/[0-9]*/ns/net 2>/dev/null | awk '{print $1}' | sort -u | wc -l"
+        return "ls -L -i -d /proc/[0-9]*/ns/net /run/netns/* /var/run/docker/netns/* 2>/dev/null | awk '{print $1}' | sort -u | wc -l"
 
     def process(self, output: list[str]) -> int:
         return int(output[0].strip()) if output and output[0].strip().isdigit() else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -40,12 +41,21 @@ def exporter_findings(spec: HostSpec) -> list[Finding]:
     address, _, port = settings.get("listen", "0.0.0.0:9879").rpartition(":")
     target = spec.address if address in ("0.0.0.0", "::", "") else address
     url = f"http://{target}:{port}/metrics"
-    try:
-        response = requests.get(url, timeout=10)
-        found = f"HTTP {response.status_code}" + (", with rdma_port_state" if "rdma_port_state" in response.text else ", no rdma_port_state")
-        ok = response.ok and "rdma_port_state" in response.text
-    except requests.RequestException as exc:
-        found, ok = f"no answer ({type(exc).__name__})", False
+    deadline = time.monotonic() + 30  # a service started by this apply may still be starting
+    while True:
+        try:
+            response = requests.get(url, timeout=10)
+            found = f"HTTP {response.status_code}" + (", with rdma_port_state" if "rdma_port_state" in response.text else ", no rdma_port_state")
+            ok = response.ok and "rdma_port_state" in response.text
+            break
+        except requests.ConnectionError as exc:
+            found, ok = f"no answer ({type(exc).__name__})", False
+            if time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        except requests.RequestException as exc:
+            found, ok = f"no answer ({type(exc).__name__})", False
+            break
     return [Finding(spec.name, url, "exporter answers", ok, "HTTP 200 with rdma_port_state", found,
                     "run `rdmaprov apply` (exporter deploy); check `systemctl status rdmaprov-exporter` and the firewall")]
 
