@@ -35,19 +35,26 @@ def _cmd_validate(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_USAGE if failed else 0
 
 
-def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from rdmaprov.deploys import select_deploys
-    from rdmaprov.engine import RunOptions, run
+def _selection(args: argparse.Namespace):
+    """The inventory and the hosts --limit selects, with pyinfra's log as -v asks."""
     from rdmaprov.engine.pyinfra_state import quiet_pyinfra
     from rdmaprov.inventory import load_inventory
     from rdmaprov.inventory.limit import select_hosts
-    from rdmaprov.report.progress import RichObserver
-    from rdmaprov.verify.run import post_deploy
 
     inventory = load_inventory(args.inventory)
     hosts = select_hosts(inventory, args.limit)
-    deploys = select_deploys(args.tags)
     quiet_pyinfra(args.verbose)
+    return inventory, hosts
+
+
+def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.deploys import select_deploys
+    from rdmaprov.engine import RunOptions, run
+    from rdmaprov.report.progress import RichObserver
+    from rdmaprov.verify.run import post_deploy
+
+    inventory, hosts = _selection(args)
+    deploys = select_deploys(args.tags)
     options = RunOptions(command=args.command, hosts=hosts, deploys=deploys)
     with RichObserver(err, verbose=args.verbose) as observer:
         result = run(inventory, options, observer)
@@ -97,15 +104,10 @@ def _cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
     import time
     from datetime import datetime, timezone
 
-    from rdmaprov.engine.pyinfra_state import quiet_pyinfra
     from rdmaprov.engine.results import RunResult
-    from rdmaprov.inventory import load_inventory
-    from rdmaprov.inventory.limit import select_hosts
     from rdmaprov.verify.run import post_deploy
 
-    inventory = load_inventory(args.inventory)
-    hosts = select_hosts(inventory, args.limit)
-    quiet_pyinfra(args.verbose)
+    inventory, hosts = _selection(args)
     started = time.monotonic()
     result = RunResult("verify", str(inventory.path), inventory.name, datetime.now(timezone.utc).isoformat(timespec="seconds"))
     result.verify, result.gates = post_deploy(inventory, hosts, gates=args.gates)
@@ -116,16 +118,11 @@ def _cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
     from dataclasses import asdict
 
-    from rdmaprov.engine.pyinfra_state import quiet_pyinfra
     from rdmaprov.engine.session import Session
-    from rdmaprov.inventory import load_inventory
-    from rdmaprov.inventory.limit import select_hosts
     from rdmaprov.report.health import print_facts
     from rdmaprov.verify.run import read_reports
 
-    inventory = load_inventory(args.inventory)
-    hosts = select_hosts(inventory, args.limit)
-    quiet_pyinfra(args.verbose)
+    inventory, hosts = _selection(args)
     with Session(inventory, hosts) as session:
         reports = read_reports(session)
         unreachable = dict(session.unreachable)

@@ -25,6 +25,13 @@ def _notes() -> RunNotes | None:
     return getattr(ctx_state.get(), "rdmaprov_notes", None)
 
 
+def _add(table: dict[str, list[str]], message: str) -> None:
+    """Append `message` to the current host's list once."""
+    items = table.setdefault(host.name, [])
+    if message not in items:
+        items.append(message)
+
+
 def record_diff(diff: str) -> None:
     """The unified diff of the operation being planned on the current host."""
     notes = _notes()
@@ -36,15 +43,11 @@ def warn(message: str) -> None:
     """A warning about the current host, shown in its result."""
     notes = _notes()
     if notes is not None:
-        items = notes.warnings.setdefault(host.name, [])
-        if message not in items:
-            items.append(message)
+        _add(notes.warnings, message)
 
 
 def reboot_required(reason: str) -> None:
     """The current host needs a reboot for a setting to take effect."""
     notes = _notes()
     if notes is not None:
-        items = notes.reboots.setdefault(host.name, [])
-        if reason not in items:
-            items.append(reason)
+        _add(notes.reboots, reason)

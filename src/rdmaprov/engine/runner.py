@@ -19,7 +19,6 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operations import run_ops
 from pyinfra.context import ctx_host, ctx_state
 
-from rdmaprov.engine.cluster import ClusterFacts
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.notes import RunNotes
 from rdmaprov.engine.pyinfra_state import build_state, connect
@@ -194,7 +193,6 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
     results = {name: HostResult(name=name, address=inventory.hosts[name].address) for name in options.hosts}
     state = build_state(inventory, options.hosts)
     state.rdmaprov_notes = notes = RunNotes()  # type: ignore[attr-defined]
-    state.rdmaprov_cluster = ClusterFacts()  # type: ignore[attr-defined]
     callbacks = _Callbacks(observer, lambda op_hash: _op_name(state, op_hash))
     state.add_callback_handler(callbacks)
 

@@ -23,7 +23,6 @@ from rdmaprov.inventory.model import Inventory
 @dataclass(frozen=True)
 class CommandResult:
     ok: bool
-    exit_code: int
     stdout: str
     stderr: str
 
@@ -86,5 +85,4 @@ class Session:
             command = f"timeout -k 5 {int(timeout_s)} sh -c {shlex.quote(command)}"
         with ctx_state.use(self.state), ctx_host.use(host):
             ok, output = host.run_shell_command(StringCommand(command), _success_exit_codes=[0])
-        exit_code = 0 if ok else 1
-        return CommandResult(ok, exit_code, "\n".join(output.stdout_lines), "\n".join(line.line for line in output.combined_lines if line.buffer_name == "stderr"))
+        return CommandResult(ok, "\n".join(output.stdout_lines), "\n".join(line.line for line in output.combined_lines if line.buffer_name == "stderr"))

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from rdmaprov.facts.shell import YesNoFact, yes_if
+
 
 @dataclass(frozen=True)
 class FileState:
@@ -18,6 +20,11 @@ class FileState:
     mode: str | None = None
     user: str | None = None
     group: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The content as text ('' when absent); config files are UTF-8."""
+        return (self.content or b"").decode("utf-8", "replace")
 
 
 def parse_file_state(lines: list[str]) -> FileState:
@@ -59,30 +66,15 @@ class FilesIn(FactBase):
         return []
 
 
-class PathExists(FactBase):
+class PathExists(YesNoFact):
     """Whether a path exists (no content read: it may be a large binary)."""
 
     def command(self, path: str) -> str:
-        quoted = "'" + path.replace("'", "'\\''") + "'"
-        return f"if [ -e {quoted} ]; then echo yes; else echo no; fi"
-
-    def process(self, output: list[str]) -> bool:
-        return bool(output) and output[0].strip() == "yes"
-
-    @staticmethod
-    def default() -> bool:
-        return False
+        return yes_if(f"[ -e {shlex.quote(path)} ]")
 
 
-class BuiltFrom(FactBase):
+class BuiltFrom(YesNoFact):
     """Whether `binary` exists and is newer than `source` (a build that failed leaves it stale)."""
 
     def command(self, binary: str, source: str) -> str:
-        return f"if [ {shlex.quote(binary)} -nt {shlex.quote(source)} ]; then echo yes; else echo no; fi"
-
-    def process(self, output: list[str]) -> bool:
-        return bool(output) and output[0].strip() == "yes"
-
-    @staticmethod
-    def default() -> bool:
-        return False
+        return yes_if(f"[ {shlex.quote(binary)} -nt {shlex.quote(source)} ]")

@@ -6,6 +6,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
+from rdmaprov.facts.shell import YesNoFact, yes_if
 from rdmaprov.parsers.system import OsInfo, parse_installed_packages, parse_os_release
 
 
@@ -111,11 +112,8 @@ class NetNamespaceCount(FactBase):
         return int(output[0].strip()) if output and output[0].strip().isdigit() else 0
 
 
-class UserExists(FactBase):
+class UserExists(YesNoFact):
     """Whether a local account exists."""
 
     def command(self, user: str) -> str:
-        return f"id -u {user} >/dev/null 2>&1 && echo yes || echo no"
-
-    def process(self, output: list[str]) -> bool:
-        return bool(output) and output[0].strip() == "yes"
+        return yes_if(f"id -u {shlex.quote(user)} >/dev/null 2>&1")

@@ -54,12 +54,11 @@ def nic_bandwidth_gbs(node: dict[str, Any], report: NodeReport | None) -> float 
     return gbps_to_gbs(rate * len(devices)) if rate else None
 
 
-def mpirun_command(hosts: list[str], session: Session, reports: dict[str, NodeReport], use_gpus: bool) -> tuple[str, int]:
-    """The mpirun line run on the first host, and the rank count."""
+def mpirun_command(hosts: list[str], session: Session, per_node: int, use_gpus: bool) -> tuple[str, int]:
+    """The mpirun line run on the first host (`per_node` ranks on each), and the rank count."""
     inventory = session.inventory
     settings = inventory.gates.get("all_reduce") or {}
     first = inventory.hosts[hosts[0]].node
-    per_node = max(1, len(reports[hosts[0]].gpus)) if use_gpus else 1
     ranks = per_node * len(hosts)
     env, _ = nccl_environment(first)
     env = {**env, "NCCL_ALGO": "Ring"}
@@ -108,10 +107,10 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
     if len(hosts) < 2:
         return GateResult("all_reduce", subject, False, "needs at least two hosts")
     use_gpus = all(reports[h].gpus for h in hosts)
-    command, ranks = mpirun_command(hosts, session, reports, use_gpus)
     launcher = hosts[0]
-    slots = max(1, len(reports[launcher].gpus)) if use_gpus else 1
-    write = f"printf %s {shlex.quote(hostfile(hosts, session, slots))} > {HOSTFILE}"
+    per_node = len(reports[launcher].gpus) if use_gpus else 1  # one rank per GPU, else per node
+    command, ranks = mpirun_command(hosts, session, per_node, use_gpus)
+    write = f"printf %s {shlex.quote(hostfile(hosts, session, per_node))} > {HOSTFILE}"
     nic = nic_bandwidth_gbs(session.inventory.hosts[launcher].node, reports[launcher])
     retries = int(settings.get("retries", 2))
     reason, measured, threshold, attempt = "", None, None, 0

@@ -72,8 +72,7 @@ def managed_file(path: str, content: str | None, mode: str = "644", user: str = 
 
 def block_commands(path: str, marker: str, lines: list[str], current: FileState, mode: str, user: str, group: str) -> Iterator:
     """Commands that make rdmaprov's block in `path` hold `lines`, keeping the rest of the file."""
-    text = (current.content or b"").decode("utf-8", "replace") if current.exists else ""
-    wanted = replace_block(text, marker, lines)
+    wanted = replace_block(current.text, marker, lines)
     if not current.exists and not lines:
         host.noop(f"{path} is absent and no block is wanted")
         return

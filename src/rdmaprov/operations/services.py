@@ -1,8 +1,9 @@
-"""systemd units: enabled at boot as declared."""
+"""systemd units: enabled at boot and running as declared."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
 
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
@@ -10,27 +11,21 @@ from pyinfra.api import StringCommand, operation
 from rdmaprov.facts.system import UnitActive, UnitEnabled
 
 
-@operation()
-def unit_enabled(unit: str, enabled: bool = True):
-    """Enable a unit at boot; with enabled=False, disable it if it is enabled."""
-    state = host.get_fact(UnitEnabled, unit=unit)
-    quoted = shlex.quote(unit)
-    if enabled and state != "enabled":
-        yield StringCommand(f"systemctl enable {quoted}")
-    elif not enabled and state == "enabled":
-        yield StringCommand(f"systemctl disable {quoted}")
+def _converge(unit: str, state: str, on_state: str, wanted: bool, on: str, off: str) -> Iterator[StringCommand]:
+    """`systemctl on|off UNIT` when the unit's state (`on_state` or not) differs from `wanted`."""
+    if wanted != (state == on_state):
+        yield StringCommand(f"systemctl {on if wanted else off} {shlex.quote(unit)}")
     else:
         host.noop(f"{unit} is {state}")
 
 
 @operation()
+def unit_enabled(unit: str, enabled: bool = True):
+    """Enable a unit at boot; with enabled=False, disable it if it is enabled."""
+    yield from _converge(unit, host.get_fact(UnitEnabled, unit=unit), "enabled", enabled, "enable", "disable")
+
+
+@operation()
 def unit_running(unit: str, running: bool = True):
     """A long-running service: started when it should run, stopped when it should not."""
-    active = host.get_fact(UnitActive, unit=unit)
-    quoted = shlex.quote(unit)
-    if running and active != "active":
-        yield StringCommand(f"systemctl start {quoted}")
-    elif not running and active == "active":
-        yield StringCommand(f"systemctl stop {quoted}")
-    else:
-        host.noop(f"{unit} is {active}")
+    yield from _converge(unit, host.get_fact(UnitActive, unit=unit), "active", running, "start", "stop")

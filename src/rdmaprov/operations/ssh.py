@@ -74,7 +74,7 @@ def trusted_keys(user: str, key_type: str, cluster: list[str], marker: str):
         return
     path = f"{mine.home}/.ssh/authorized_keys"
     current = host.get_fact(ManagedFile, path=path)
-    existing = block_lines((current.content or b"").decode("utf-8", "replace"), marker)
+    existing = block_lines(current.text, marker)
     missing = [name for name in cluster if name in identities and not identities[name].user_key]
     if missing:
         warn(f"SSH trust: {', '.join(missing)} has no {key_type} key yet (apply generates it)")
@@ -92,7 +92,7 @@ def known_hosts(user: str, key_type: str, cluster: list[str], addresses: dict[st
     """
     identities = cluster_fact(SshIdentityFact, user=user, key_type=key_type)
     current = host.get_fact(ManagedFile, path=KNOWN_HOSTS)
-    existing = block_lines((current.content or b"").decode("utf-8", "replace"), marker)
+    existing = block_lines(current.text, marker)
 
     def render(name: str, identity: SshIdentity) -> list[str]:
         names = [name]

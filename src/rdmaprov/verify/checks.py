@@ -95,14 +95,15 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
     c = _Checker(spec.name)
     port_number = rdma.get("port", 1)
     present = {p.device for p in report.ports}
-    for device in expected_devices(node, report):
+    expected = expected_devices(node, report)
+    for device in expected:
         if not c.check(device, "device present", device in present, "present", "present" if device in present else "missing",
                        f"no RDMA device {device}: load its driver (or `rdmaprov apply` for SoftRoCE links); it has {', '.join(sorted(present)) or 'no RDMA devices'}"):
             continue
         port = report.port(device, port_number)
         if c.check(f"{device}/{port_number}", "port present", port is not None, "present", "present" if port else "missing", f"{device} has no port {port_number}: fix rdma.port") and port:
             _check_port(c, node, port, report)
-    if not expected_devices(node, report) and node.get("fabric"):
+    if not expected and node.get("fabric"):
         c.check("rdma", "devices", False, "at least one RDMA device", "none", "no RDMA device at all: install the driver, or declare rdma.devices")
 
     for netdev, mtu in wanted_mtus(node).items():

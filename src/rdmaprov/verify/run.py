@@ -68,6 +68,9 @@ def verify_hosts(session: Session, hosts: list[str], reports: dict[str, NodeRepo
     """A verification per host: its findings, or why it could not be read."""
     inventory = session.inventory
     reports = reports if reports is not None else read_reports(session)
+    # HTTP checks of all hosts at once: a silent exporter costs its retry window once, not per host.
+    readable = [name for name in hosts if name not in session.unreachable and isinstance(reports.get(name), NodeReport)]
+    exporters = session.each(readable, lambda name: exporter_findings(inventory.hosts[name]))
     results = []
     for name in hosts:
         result = HostVerification(name, inventory.hosts[name].address)
@@ -77,7 +80,10 @@ def verify_hosts(session: Session, hosts: list[str], reports: dict[str, NodeRepo
         elif isinstance(report, Exception) or report is None:
             result.status, result.error = "failed", f"could not read the node's state: {report}"
         else:
-            result.findings = verify_node(inventory.hosts[name], report) + exporter_findings(inventory.hosts[name])
+            exporter = exporters[name]
+            if isinstance(exporter, Exception):
+                raise exporter
+            result.findings = verify_node(inventory.hosts[name], report) + exporter
             if result.failures:
                 result.status = "failed"
         results.append(result)
