@@ -47,33 +47,57 @@ def _selection(args: argparse.Namespace):
     return inventory, hosts
 
 
-def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+def _converge_settings(args: argparse.Namespace):
+    from rdmaprov.day2.converge import ConvergeSettings
+    from rdmaprov.day2.rolling import parse_max_fail
+
+    return ConvergeSettings(serial=args.serial, max_fail=parse_max_fail(args.max_fail), allow_reboot=args.allow_reboot,
+                            verify=not args.skip_verify, gates=not args.skip_gates)
+
+
+def _cmd_apply(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.day2.converge import converge
     from rdmaprov.deploys import select_deploys
-    from rdmaprov.engine import RunOptions, run
+    from rdmaprov.engine import RunOptions
     from rdmaprov.report.progress import RichObserver
-    from rdmaprov.verify.run import post_deploy
 
     inventory, hosts = _selection(args)
-    deploys = select_deploys(args.tags)
-    options = RunOptions(command=args.command, hosts=hosts, deploys=deploys)
+    options = RunOptions(command="apply", hosts=hosts, deploys=select_deploys(args.tags))
+    settings = _converge_settings(args)
     with RichObserver(err, verbose=args.verbose) as observer:
-        result = run(inventory, options, observer)
-    owed = [h for h in result.hosts if h.reboot_required] if args.command == "apply" else []
-    if owed and args.allow_reboot:
-        from rdmaprov.engine.reboot import reboot
+        result = converge(inventory, options, settings, log=lambda msg: err.print(msg, highlight=False), observer=observer)
+    return _finish(result, args, out)
 
-        outcome = reboot(inventory, [h.name for h in owed], args.serial, log=lambda msg: err.print(msg, highlight=False))
-        for host in owed:
-            if outcome[host.name] is None:
-                host.warnings.append(f"rebooted for: {'; '.join(host.reboot_required)}")
-                host.reboot_required = []
-            else:
-                host.status, host.error = "failed", f"reboot: {outcome[host.name]}"
-    if args.command == "apply" and not args.skip_verify:
-        healthy = [h.name for h in result.hosts if h.status not in ("failed", "unreachable")]
-        if healthy:
-            err.print(f"verify{'' if args.skip_gates else ' + gates'} on {len(healthy)} hosts…", highlight=False)
-            result.verify, result.gates = post_deploy(inventory, healthy, gates=not args.skip_gates)
+
+def _cmd_check(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.day2.check import drift_check
+    from rdmaprov.deploys import select_deploys
+    from rdmaprov.report.progress import RichObserver
+
+    inventory, hosts = _selection(args)
+    with RichObserver(err, verbose=args.verbose) as observer:
+        result = drift_check(inventory, hosts, select_deploys(args.tags), verify=not args.skip_verify, gates=args.gates, observer=observer)
+    if args.textfile:
+        from rdmaprov.report.textfile import render_metrics, write_textfile
+
+        write_textfile(args.textfile, render_metrics(result))
+    return _finish(result, args, out)
+
+
+def _cmd_bootstrap(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import getpass
+
+    from rdmaprov.day2.bootstrap import bootstrap, with_password
+    from rdmaprov.report.progress import RichObserver
+
+    if not args.limit:
+        raise UserError("bootstrap needs --limit: the new nodes to bring in (e.g. --limit gpu-new-01,gpu-new-02)")
+    inventory, newcomers = _selection(args)
+    if args.ask_pass:
+        inventory = with_password(inventory, newcomers, getpass.getpass(f"SSH password for {', '.join(newcomers)}: "))
+    log = lambda msg: err.print(msg, highlight=False)  # noqa: E731
+    with RichObserver(err, verbose=args.verbose) as observer:
+        result = bootstrap(inventory, newcomers, _converge_settings(args), log, observer, by_password=args.ask_pass)
     return _finish(result, args, out)
 
 
@@ -199,21 +223,35 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("inventory", nargs="+")
     validate.set_defaults(handler=_cmd_validate)
 
-    for name, text in (("apply", "converge every selected node"), ("check", "report what apply would change, changing nothing")):
+    for name, text in (("apply", "converge every selected node"), ("check", "report drift: what apply would change and which facts no longer hold, changing nothing"),
+                       ("bootstrap", "bring new nodes (--limit) into the cluster: full stack on them, SSH trust renewed on every node")):
         cmd = sub.add_parser(name, help=text, description=f"{text}. Exit codes: 0 nothing to do, 2 changes, 4 failures, 6 both.")
         cmd.add_argument("inventory")
-        cmd.add_argument("--limit", "-l", action="append", metavar="PATTERN", help="hosts, groups or globs (repeat or comma-separate)")
-        cmd.add_argument("--tags", "-t", action="append", metavar="DEPLOY", help="run only these deploys (repeat or comma-separate)")
+        cmd.add_argument("--limit", "-l", action="append", metavar="PATTERN", help="hosts, groups or globs (repeat or comma-separate)"
+                         + ("; for bootstrap: the new nodes" if name == "bootstrap" else ""))
+        if name != "bootstrap":
+            cmd.add_argument("--tags", "-t", action="append", metavar="DEPLOY", help="run only these deploys (repeat or comma-separate)")
         cmd.add_argument("--json", action="store_true", help="print the result as JSON (schemas/result.schema.json)")
         cmd.add_argument("--diff", action="store_true", help="show file diffs (always shown by check)")
         cmd.add_argument("--verbose", "-v", action="store_true", help="show every operation and pyinfra's log")
-        if name == "apply":
-            cmd.add_argument("--skip-gates", action="store_true", help="verify after applying, but run no bandwidth gates")
-            cmd.add_argument("--skip-verify", action="store_true", help="neither verify nor gates after applying")
-            cmd.add_argument("--junit", metavar="PATH", help="write verification and gate results as JUnit XML")
-            cmd.add_argument("--allow-reboot", action="store_true", help="reboot hosts whose settings need it (netns mode), a batch at a time, then verify them")
-            cmd.add_argument("--serial", type=int, default=1, metavar="N", help="hosts rebooted at once with --allow-reboot (default 1)")
-        cmd.set_defaults(handler=_cmd_run)
+        cmd.add_argument("--junit", metavar="PATH", help="write verification and gate results as JUnit XML")
+        if name == "check":
+            cmd.add_argument("--gates", action="store_true", help="also run the bandwidth gates")
+            cmd.add_argument("--skip-verify", action="store_true", help="only plan: do not check the facts (ports, MTU, netns…)")
+            cmd.add_argument("--textfile", metavar="PATH", help="write drift metrics for node_exporter's textfile collector (e.g. /var/lib/node_exporter/textfile/rdmaprov.prom)")
+            cmd.set_defaults(handler=_cmd_check)
+            continue
+        cmd.add_argument("--skip-gates", action="store_true", help="verify after applying, but run no bandwidth gates")
+        cmd.add_argument("--skip-verify", action="store_true", help="neither verify nor gates after applying")
+        cmd.add_argument("--allow-reboot", action="store_true", help="reboot hosts whose settings need it (netns mode), batch by batch, then verify them")
+        cmd.add_argument("--serial", metavar="N|P%", help="apply N hosts (or P%% of them) at a time, each batch verified before the next; "
+                         "also the reboot batch (default: all at once, reboots one at a time)")
+        cmd.add_argument("--max-fail", metavar="P%", help="stop when more than P%% of a batch's hosts fail (the rest are reported not run)")
+        if name == "bootstrap":
+            cmd.add_argument("--ask-pass", action="store_true", help="prompt once for the new nodes' SSH (and sudo) password; installs ssh.key's public half for later runs")
+            cmd.set_defaults(handler=_cmd_bootstrap)
+        else:
+            cmd.set_defaults(handler=_cmd_apply)
 
     verify = sub.add_parser("verify", help="check every RDMA port and setting against the inventory (and run the gates)",
                             description="Exit codes: 0 all checks pass, 4 a check or gate failed or a host was unreachable.")

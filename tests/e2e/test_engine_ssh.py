@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jsonschema
@@ -34,7 +35,7 @@ def _inventory(farm, tmp_path, debug: str = "WARN"):
 
 def _post(command: str) -> tuple[str, ...]:
     """These hosts have no RDMA: apply's verify and gates are proved on the lab VMs instead."""
-    return ("--skip-verify",) if command == "apply" else ()
+    return ("--skip-verify",) if command in ("apply", "check") else ()
 
 
 def run_json(command: str, inv: str, *args: str, timeout: int = 600):
@@ -83,6 +84,8 @@ def test_check_reports_manual_edit_as_drift_with_diff(ssh_farm, tmp_path):
     assert by_name[edited.name]["status"] == "changed"
     drift = [op for op in by_name[edited.name]["ops"] if op["status"] == "would_change"]
     assert [op["name"] for op in drift] == ["nccl_env | Write /etc/nccl.conf"]
+    assert drift[0]["drift"] == "corrective" and drift[0]["deploy"] == "nccl_env"  # the node moved, not the inventory
+    assert by_name[edited.name]["last_applied"] and by_name[edited.name]["inputs_changed"] == []
     assert "-NCCL_DEBUG=TRACE" in drift[0]["diff"] and "+NCCL_DEBUG=WARN" in drift[0]["diff"]
     assert all(by_name[h.name]["status"] == "unchanged" for h in ssh_farm.hosts if h is not edited)
     # check changed nothing: the edit is still there
@@ -90,7 +93,7 @@ def test_check_reports_manual_edit_as_drift_with_diff(ssh_farm, tmp_path):
 
     human = run("check", inv)
     assert human.returncode == 2
-    assert f"{edited.name}: nccl_env | Write /etc/nccl.conf: would change" in human.stdout
+    assert f"{edited.name}: nccl_env | Write /etc/nccl.conf: would change (corrective)" in human.stdout
     assert "+NCCL_DEBUG=WARN" in human.stdout
 
     assert run("apply", inv).returncode == 2
@@ -198,3 +201,64 @@ def test_plain_pyinfra_runs_the_same_deploys(ssh_farm, tmp_path):
     assert "NCCL_DEBUG=TRACE" in ssh_farm.ssh(ssh_farm.hosts[0], "cat /etc/nccl.conf").stdout
     code, result = run_json("check", inv)
     assert code == 0, [(h["name"], _ops(h, "would_change")) for h in result["hosts"]]
+
+
+def test_check_tells_intentional_from_corrective_drift_and_writes_metrics(ssh_farm, tmp_path):
+    """Each apply records what it applied on the node; a changed inventory is intentional drift,
+    a node edited by hand is corrective; --textfile gives node_exporter both, per host."""
+    inv = _inventory(ssh_farm, tmp_path, debug="WARN")
+    assert run("apply", inv).returncode in (0, 2)
+    record = json.loads(ssh_farm.ssh(ssh_farm.hosts[0], "cat /etc/rdmaprov/applied.json").stdout)
+    assert "nccl_env | Write /etc/nccl.conf" in record["ops"] and record["inventory_sha256"]
+
+    changed = _inventory(ssh_farm, tmp_path, debug="INFO")  # the inventory moves on
+    ssh_farm.ssh(ssh_farm.hosts[2], "sed -i 's/hard memlock unlimited/hard memlock 64/' /etc/security/limits.d/90-rdmaprov-memlock.conf")
+    metrics = tmp_path / "textfile" / "rdmaprov.prom"
+    code, result = run_json("check", changed, "--textfile", str(metrics))
+    jsonschema.validate(result, load_schema("result"))
+    assert code == 2
+    by_name = {h["name"]: h for h in result["hosts"]}
+    for host in ssh_farm.hosts:
+        kinds = {op["deploy"]: op["drift"] for op in by_name[host.name]["ops"] if op["status"] == "would_change"}
+        assert kinds.get("nccl_env") == "intentional", by_name[host.name]
+        assert by_name[host.name]["inputs_changed"] == ["nccl_env"]
+    node3_kinds = {op["deploy"]: op["drift"] for op in by_name["node3"]["ops"] if op["status"] == "would_change"}
+    assert node3_kinds["limits"] == "corrective"
+    text = metrics.read_text()
+    assert 'rdmaprov_drift_operations{cluster="testfarm",host="node3",drift="corrective"} 1' in text
+    assert 'rdmaprov_drift_operations{cluster="testfarm",host="node1",drift="intentional"} 2' in text  # nccl.conf and its profile
+    assert 'rdmaprov_drift_operations{cluster="testfarm",host="node1",drift="corrective"} 0' in text
+    assert 'rdmaprov_check_exit_code{cluster="testfarm"} 2' in text
+
+    human = run("check", changed)
+    assert "inventory changed since the last apply" in human.stdout and "for: nccl_env" in human.stdout
+    assert run("apply", changed).returncode == 2
+    code, result = run_json("check", changed)
+    assert code == 0 and all(h["inputs_changed"] == [] for h in result["hosts"])
+
+
+def test_serial_applies_one_host_at_a_time_and_max_fail_stops(ssh_farm, tmp_path):
+    inv = _inventory(ssh_farm, tmp_path, debug="TRACE")
+    proc = run("apply", inv, "--serial", "1", "--json")
+    assert proc.returncode == 2, proc.stderr
+    result = json.loads(proc.stdout)
+    assert [(h["name"], h["batch"], h["status"]) for h in result["hosts"]] == [("node1", 1, "changed"), ("node2", 2, "changed"), ("node3", 3, "changed")]
+    order = [line for line in proc.stderr.splitlines() if line.startswith("batch ")]
+    assert order == ["batch 1/3: node1", "batch 2/3: node2", "batch 3/3: node3"]
+    stamps = [json.loads(ssh_farm.ssh(h, "cat /etc/rdmaprov/applied.json").stdout)["applied_at"] for h in ssh_farm.hosts]
+    assert stamps == sorted(stamps)
+
+    inv = _inventory(ssh_farm, tmp_path, debug="INFO")
+    ssh_farm.stop_sshd(ssh_farm.hosts[0])
+    try:
+        code, result = run_json("apply", inv, "--serial", "1", "--max-fail", "0%", timeout=120)
+    finally:
+        ssh_farm.start_sshd(ssh_farm.hosts[0])
+    jsonschema.validate(result, load_schema("result"))
+    assert code == 4
+    assert [h["status"] for h in result["hosts"]] == ["unreachable", "skipped", "skipped"]
+    assert "over --max-fail 0%" in result["hosts"][1]["error"]
+    assert "NCCL_DEBUG=INFO" not in ssh_farm.ssh(ssh_farm.hosts[1], "cat /etc/nccl.conf").stdout  # not touched
+
+    bad = run("apply", inv, "--serial", "0")
+    assert bad.returncode == 1 and "--serial 0: give a number of hosts" in bad.stderr

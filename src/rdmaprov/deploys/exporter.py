@@ -10,9 +10,10 @@ from importlib import resources
 from typing import Any
 
 from pyinfra import host
-from pyinfra.api import StringCommand, deploy, operation
+from pyinfra.api import StringCommand, deploy
 
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.desired import operation
 from rdmaprov.facts.system import UserExists
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages

@@ -10,11 +10,12 @@ import shlex
 from typing import Any
 
 from pyinfra import host
-from pyinfra.api import StringCommand, deploy, operation
+from pyinfra.api import StringCommand, deploy
 
 from rdmaprov.deploys.boot import boot_script
 from rdmaprov.deploys.softroce import missing_netdevs
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.desired import operation
 from rdmaprov.facts.system import NetDevices
 
 NAME = "rdmaprov-mtu"

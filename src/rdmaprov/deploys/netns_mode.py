@@ -8,9 +8,10 @@ namespace exists. Otherwise the host is reported "reboot required" with the reas
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import StringCommand, deploy, operation
+from pyinfra.api import StringCommand, deploy
 
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.desired import operation
 from rdmaprov.engine.notes import reboot_required
 from rdmaprov.facts.rdma import RdmaSystem
 from rdmaprov.facts.system import NetNamespaceCount

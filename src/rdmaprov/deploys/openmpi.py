@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from pyinfra import host
-from pyinfra.api import deploy, operation
+from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.desired import operation
 from rdmaprov.facts.files import PathExists
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages

@@ -6,10 +6,11 @@ from __future__ import annotations
 import shlex
 
 from pyinfra import host
-from pyinfra.api import StringCommand, deploy, operation
+from pyinfra.api import StringCommand, deploy
 
 from rdmaprov.deploys.boot import boot_script
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.desired import operation
 from rdmaprov.facts.rdma import RdmaLinks
 from rdmaprov.facts.system import NetDevices
 from rdmaprov.operations.files import managed_file

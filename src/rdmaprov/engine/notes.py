@@ -14,14 +14,16 @@ from pyinfra.context import ctx_state
 
 @dataclass
 class RunNotes:
-    """Per-run notes: diffs by (host, op hash), warnings and reboot reasons by host."""
+    """Per-run notes: diffs and desired-state fingerprints by (host, op hash), warnings and
+    reboot reasons by host."""
 
     diffs: dict[tuple[str, str], str] = field(default_factory=dict)
+    desired: dict[tuple[str, str], str] = field(default_factory=dict)
     warnings: dict[str, list[str]] = field(default_factory=dict)
     reboots: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _notes() -> RunNotes | None:
+def current_notes() -> RunNotes | None:
     return getattr(ctx_state.get(), "rdmaprov_notes", None)
 
 
@@ -34,20 +36,20 @@ def _add(table: dict[str, list[str]], message: str) -> None:
 
 def record_diff(diff: str) -> None:
     """The unified diff of the operation being planned on the current host."""
-    notes = _notes()
+    notes = current_notes()
     if notes is not None and host.current_op_hash:
         notes.diffs[(host.name, host.current_op_hash)] = diff
 
 
 def warn(message: str) -> None:
     """A warning about the current host, shown in its result."""
-    notes = _notes()
+    notes = current_notes()
     if notes is not None:
         _add(notes.warnings, message)
 
 
 def reboot_required(reason: str) -> None:
     """The current host needs a reboot for a setting to take effect."""
-    notes = _notes()
+    notes = current_notes()
     if notes is not None:
         _add(notes.reboots, reason)

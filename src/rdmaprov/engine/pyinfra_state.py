@@ -31,7 +31,9 @@ def connector_data(spec: HostSpec) -> dict[str, Any]:
         data["ssh_key"] = ssh.key
     if ssh.known_hosts:
         data["ssh_known_hosts_file"] = ssh.known_hosts
-    if ssh.password_env:
+    if ssh.password:
+        data["ssh_password"] = ssh.password
+    elif ssh.password_env:
         password = os.environ.get(ssh.password_env)
         if password is None:
             raise UserError(f"host {spec.name}: ssh.password_env names ${ssh.password_env}, which is not set (export it, or remove password_env once the node has its key)")
@@ -43,6 +45,8 @@ def connector_data(spec: HostSpec) -> dict[str, Any]:
             if password is None:
                 raise UserError(f"host {spec.name}: ssh.sudo_password_env names ${ssh.sudo_password_env}, which is not set")
             data["_sudo_password"] = password
+        elif ssh.password:
+            data["_sudo_password"] = ssh.password  # a first login's password is usually sudo's too
     return data
 
 
@@ -93,3 +97,8 @@ def connect(state: State) -> dict[str, str]:
     except PyinfraError:
         pass  # every host failed: each one's reason is in the callback
     return {host.name: callback.errors.get(host.name, "could not connect") for host in state.inventory if host not in state.active_hosts}
+
+
+def privileges(host) -> dict[str, Any]:
+    """The sudo arguments a command outside an operation needs (operations get them from host data)."""
+    return {key: getattr(host.data, key) for key in ("_sudo", "_sudo_password") if getattr(host.data, key, None)}

@@ -12,7 +12,7 @@ from typing import Any, Literal
 SCHEMA_VERSION = 1
 
 OpStatus = Literal["changed", "unchanged", "would_change", "failed", "skipped"]
-HostStatus = Literal["changed", "unchanged", "failed", "unreachable"]
+HostStatus = Literal["changed", "unchanged", "failed", "unreachable", "skipped"]
 
 EXIT_OK = 0
 EXIT_CHANGES = 2
@@ -29,6 +29,10 @@ class OpResult:
     stdout: list[str] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
     diff: str | None = None
+    deploy: str | None = None
+    # check only, for a would-be change: corrective (the node moved away from what was applied),
+    # intentional (the inventory changed since) or new (never applied here).
+    drift: str | None = None
 
 
 @dataclass
@@ -42,6 +46,10 @@ class HostResult:
     ops: list[OpResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     reboot_required: list[str] = field(default_factory=list)
+    last_applied: str | None = None  # from the node's applied-state record
+    batch: int = 1  # which --serial batch applied this host (1 without --serial)
+    # check only: deploys whose inventory settings differ from what was last applied here.
+    inputs_changed: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> int:
@@ -54,7 +62,7 @@ class HostResult:
 
     def settle(self) -> None:
         """Derive the host status from its operations (unreachable/failed set by the engine win)."""
-        if self.status in ("failed", "unreachable"):
+        if self.status in ("failed", "unreachable", "skipped"):
             return
         if self.failed:
             self.status = "failed"
@@ -86,14 +94,14 @@ class RunResult:
         code = EXIT_OK
         if any(h.changed for h in self.hosts):
             code |= EXIT_CHANGES
-        if any(h.status in ("failed", "unreachable") for h in self.hosts) or self.health_failed:
+        if any(h.status in ("failed", "unreachable", "skipped") for h in self.hosts) or self.health_failed:
             code |= EXIT_FAILURES
         return code
 
     def summary(self) -> dict[str, int]:
         counts = {"hosts": len(self.hosts), "changed": 0, "unchanged": 0, "failed": 0, "unreachable": 0}
         for host in self.hosts:
-            counts[host.status] += 1
+            counts[host.status] = counts.get(host.status, 0) + 1
         return counts
 
     def to_json(self) -> dict[str, Any]:

@@ -6,9 +6,11 @@ round trip per fact per host in sequence. We plan each host in its own greenlet 
 
 from __future__ import annotations
 
+import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable, Protocol
 
 import gevent
@@ -16,9 +18,11 @@ from pyinfra.api import State
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.api.connect import disconnect_all
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.facts import get_fact
 from pyinfra.api.operations import run_ops
 from pyinfra.context import ctx_host, ctx_state
 
+from rdmaprov.engine.applied import RECORD_PATH, AppliedRecord, AppliedRecordFact, classify, merged_record, write_record
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.notes import RunNotes
 from rdmaprov.engine.pyinfra_state import build_state, connect
@@ -52,6 +56,20 @@ class RunOptions:
     command: str  # "apply" or "check"
     hosts: list[str]
     deploys: list[Deploy]
+    # Hosts that run other deploys than `deploys` (bootstrap: existing nodes only renew SSH trust).
+    host_deploys: dict[str, list[Deploy]] = field(default_factory=dict)
+
+    def deploys_for(self, host: str) -> list[Deploy]:
+        return self.host_deploys.get(host, self.deploys)
+
+
+@dataclass
+class _Plan:
+    """What planning learnt per host: each operation's record key and deploy, and the node's last record."""
+
+    keys: dict[tuple[str, str], str] = field(default_factory=dict)
+    deploys: dict[tuple[str, str], str] = field(default_factory=dict)
+    records: dict[str, AppliedRecord] = field(default_factory=dict)
 
 
 class _Callbacks(BaseStateCallback):
@@ -83,15 +101,22 @@ def _each_host(state: State, hosts: list, work: Callable) -> None:
         gevent.joinall([gevent.spawn(work, host) for host in hosts])
 
 
-def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict[str, HostResult], observer: Observer) -> None:
+def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict[str, HostResult], observer: Observer) -> _Plan:
     """Plan every connected host at once; a host whose planning raises is failed with the reason."""
+    plan = _Plan()
 
     def plan_one(host) -> None:
         ctx = NodeContext(host=inventory.hosts[host.name], inventory=inventory, selected=options.hosts)
         try:
             with ctx_host.use(host):
-                for deploy in options.deploys:
-                    deploy(ctx)
+                plan.records[host.name] = get_fact(state, host, AppliedRecordFact, apply_failed_hosts=False)
+                results[host.name].last_applied = plan.records[host.name].applied_at
+                for deploy in options.deploys_for(host.name):
+                    first = len(host.op_hash_order)
+                    try:
+                        deploy(ctx)
+                    finally:
+                        _name_ops(state, host, deploy.__name__, host.op_hash_order[first:], plan)
         except Exception as exc:  # a fact or deploy error fails this host only
             results[host.name].status = "failed"
             results[host.name].error = f"planning failed: {_reason(exc)}"
@@ -108,6 +133,19 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
         if results[host.name].status == "failed":
             state.active_hosts.discard(host)
             state.failed_hosts.add(host)
+    return plan
+
+
+def _name_ops(state: State, host, deploy: str, op_hashes: list[str], plan: _Plan) -> None:
+    """Note each operation's deploy, and key it by its name (numbered when a name repeats)."""
+    taken = {key for (name, _), key in plan.keys.items() if name == host.name}
+    for op_hash in op_hashes:
+        name, number = _op_name(state, op_hash), 1
+        while (key := f"{name} #{number}" if number > 1 else name) in taken:
+            number += 1
+        taken.add(key)
+        plan.keys[(host.name, op_hash)] = key
+        plan.deploys[(host.name, op_hash)] = deploy
 
 
 def _reason(exc: BaseException) -> str:
@@ -115,8 +153,10 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0] if text.strip() else type(exc).__name__
 
 
-def _check_ops(state: State, results: dict[str, HostResult], observer: Observer) -> None:
-    """Plan-only: run each operation's generator once to see the commands it would run."""
+def _check_ops(state: State, plan: _Plan, results: dict[str, HostResult], observer: Observer) -> None:
+    """Plan-only: run each operation's generator once to see the commands it would run, and
+    classify each would-be change against the node's applied-state record."""
+    notes: RunNotes = state.rdmaprov_notes  # type: ignore[attr-defined]
 
     def check_host(host) -> None:
         result = results[host.name]
@@ -133,8 +173,14 @@ def _check_ops(state: State, results: dict[str, HostResult], observer: Observer)
                     result.error = f"{name}: {_reason(exc)}"
                     return
                 status = "would_change" if commands else "unchanged"
-                diff = state.rdmaprov_notes.diffs.get((host.name, op_hash))  # type: ignore[attr-defined]
-                result.ops.append(OpResult(name=name, status=status, commands=commands, diff=diff))
+                diff = notes.diffs.get((host.name, op_hash))
+                deploy = _deploy_of(plan, host.name, op_hash)
+                recorded = plan.records.get(host.name, AppliedRecord()).ops.get(plan.keys[(host.name, op_hash)])
+                desired = notes.desired.get((host.name, op_hash))
+                if recorded is not None and recorded != desired and deploy not in result.inputs_changed:
+                    result.inputs_changed.append(deploy)
+                drift = classify(recorded, desired) if commands else None
+                result.ops.append(OpResult(name=name, status=status, commands=commands, diff=diff, deploy=deploy, drift=drift))
                 observer.op_done(host.name, name, status)
 
     hosts = list(state.inventory.get_active_hosts())
@@ -142,7 +188,36 @@ def _check_ops(state: State, results: dict[str, HostResult], observer: Observer)
     _each_host(state, hosts, check_host)
 
 
-def _collect_applied(state: State, results: dict[str, HostResult]) -> None:
+def _deploy_of(plan: _Plan, host: str, op_hash: str) -> str | None:
+    return plan.deploys.get((host, op_hash))
+
+
+def _record_applied(state: State, inventory: Inventory, plan: _Plan, results: dict[str, HostResult]) -> None:
+    """Store on each reached host the fingerprints of the operations this apply completed there."""
+    from rdmaprov import __version__
+
+    notes: RunNotes = state.rdmaprov_notes  # type: ignore[attr-defined]
+    digest = hashlib.sha256(Path(inventory.path).read_bytes()).hexdigest()
+
+    def record(host) -> None:
+        applied = {}
+        for op_hash in host.op_hash_order:
+            op_data = state.ops[host].get(op_hash)
+            fp = notes.desired.get((host.name, op_hash))
+            if op_data and fp and op_data.operation_meta.is_complete() and not op_data.operation_meta.did_error():
+                applied[plan.keys[(host.name, op_hash)]] = fp
+        if not applied:
+            return
+        content = merged_record(plan.records.get(host.name, AppliedRecord()), applied, digest, __version__)
+        with ctx_host.use(host):
+            if not write_record(host, content):
+                results[host.name].warnings.append(f"could not write {RECORD_PATH}: the next check cannot tell corrective from intentional drift")
+
+    hosts = [h for h in state.inventory if results[h.name].status != "unreachable" and h.name in plan.records]
+    _each_host(state, hosts, record)
+
+
+def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) -> None:
     for host in state.inventory:
         result = results.get(host.name)
         if result is None or result.status == "unreachable":
@@ -160,16 +235,17 @@ def _collect_applied(state: State, results: dict[str, HostResult]) -> None:
                 # failed before the operation could record a result).
                 if host_failed and not blamed and result.failed == 0:
                     blamed = True
-                    result.ops.append(OpResult(name=name, status="failed", stderr=["a fact or command failed while preparing this operation (rerun with -v for pyinfra's log)"]))
+                    result.ops.append(OpResult(name=name, status="failed", stderr=["a fact or command failed while preparing this operation (rerun with -v for pyinfra's log)"], deploy=_deploy_of(plan, host.name, op_hash)))
                     if result.error is None:
                         result.error = f"{name} failed while reading the node's state"
                     continue
-                result.ops.append(OpResult(name=name, status="skipped"))
+                result.ops.append(OpResult(name=name, status="skipped", deploy=_deploy_of(plan, host.name, op_hash)))
                 continue
             commands = [str(c) for c in (meta._commands or [])]
             status = "failed" if meta.did_error() else ("changed" if meta.did_change() else "unchanged")
             diff = state.rdmaprov_notes.diffs.get((host.name, op_hash))  # type: ignore[attr-defined]
-            op = OpResult(name=name, status=status, commands=commands, stdout=list(meta.stdout_lines), stderr=list(meta.stderr_lines), diff=diff if status == "changed" else None)
+            op = OpResult(name=name, status=status, commands=commands, stdout=list(meta.stdout_lines), stderr=list(meta.stderr_lines),
+                          diff=diff if status == "changed" else None, deploy=_deploy_of(plan, host.name, op_hash))
             result.ops.append(op)
             if status == "failed" and result.error is None:
                 last = next((line for line in reversed(op.stderr) if line.strip()), "")
@@ -205,12 +281,13 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
                 results[host.name].error = unreachable[host.name]
             observer.host_done(host.name, "connect", host.name not in unreachable, results[host.name].error or "")
 
+        plan = _Plan()
         if state.active_hosts:
             state.set_stage(StateStage.Prepare)
-            _plan(state, inventory, options, results, observer)
+            plan = _plan(state, inventory, options, results, observer)
         if state.active_hosts:
             if options.command == "check":
-                _check_ops(state, results, observer)
+                _check_ops(state, plan, results, observer)
             else:
                 state.set_stage(StateStage.Execute)
                 observer.phase("apply", len(state.active_hosts))
@@ -218,7 +295,8 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
                     run_ops(state)
                 except PyinfraError:
                     pass  # the last active host failed; each failure is collected below
-                _collect_applied(state, results)
+                _collect_applied(state, plan, results)
+                _record_applied(state, inventory, plan, results)
     finally:
         try:
             state.set_stage(StateStage.Disconnect)

@@ -16,7 +16,7 @@ from pyinfra.api.facts import get_fact
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
 
-from rdmaprov.engine.pyinfra_state import build_state, connect
+from rdmaprov.engine.pyinfra_state import build_state, connect, privileges
 from rdmaprov.inventory.model import Inventory
 
 
@@ -84,5 +84,5 @@ class Session:
         if timeout_s:
             command = f"timeout -k 5 {int(timeout_s)} sh -c {shlex.quote(command)}"
         with ctx_state.use(self.state), ctx_host.use(host):
-            ok, output = host.run_shell_command(StringCommand(command), _success_exit_codes=[0])
+            ok, output = host.run_shell_command(StringCommand(command), _success_exit_codes=[0], **privileges(host))
         return CommandResult(ok, "\n".join(output.stdout_lines), "\n".join(line.line for line in output.combined_lines if line.buffer_name == "stderr"))

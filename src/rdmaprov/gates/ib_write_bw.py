@@ -36,6 +36,15 @@ def all_pairs(names: list[str]) -> list[tuple[str, str]]:
     return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
 
 
+def newcomer_pairs(names: list[str], newcomers: list[str]) -> list[tuple[str, str]]:
+    """(existing, new): each new node against an existing one, spread round-robin; with no
+    existing node reachable, the new nodes in a ring among themselves."""
+    existing = [n for n in names if n not in newcomers]
+    if not existing:
+        return ring_pairs(newcomers)
+    return [(existing[i % len(existing)], new) for i, new in enumerate(newcomers)]
+
+
 def rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     """Group pairs so that no node is in two pairs of the same round (greedy, order kept)."""
     remaining = list(pairs)
@@ -126,9 +135,13 @@ def run_pair(session: Session, server: str, client: str, reports: dict[str, Node
     return GateResult("ib_write_bw", subject, verdict.passed, verdict.reason, parsed.average_gbps, verdict.threshold, "Gb/s", details=details)
 
 
-def run_ib_write_bw(session: Session, hosts: list[str], reports: dict[str, NodeReport]) -> list[GateResult]:
+def run_ib_write_bw(session: Session, hosts: list[str], reports: dict[str, NodeReport], newcomers: list[str] | None = None) -> list[GateResult]:
+    """The pairs the inventory asks for, or with `newcomers` (bootstrap) each new node against an existing one."""
     settings = session.inventory.gates.get("ib_write_bw") or {}
-    pairs = all_pairs(hosts) if settings.get("pairs") == "all" else ring_pairs(hosts)
+    if newcomers:
+        pairs = newcomer_pairs(hosts, newcomers)
+    else:
+        pairs = all_pairs(hosts) if settings.get("pairs") == "all" else ring_pairs(hosts)
     results: list[GateResult] = []
     for batch in rounds(pairs):
         jobs = [gevent.spawn(run_pair, session, server, client, reports, settings) for server, client in batch]

@@ -9,12 +9,12 @@ from rdmaprov.gates.result import GateResult
 from rdmaprov.parsers.node import NodeReport
 
 
-def run_gates(session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception]) -> list[GateResult]:
+def run_gates(session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception], newcomers: list[str] | None = None) -> list[GateResult]:
     gates = session.inventory.gates
     readable = {name: r for name, r in reports.items() if isinstance(r, NodeReport)}
     results: list[GateResult] = []
     if (gates.get("ib_write_bw") or {}).get("enabled", True):
-        results.extend(run_ib_write_bw(session, hosts, readable))
+        results.extend(run_ib_write_bw(session, hosts, readable, newcomers))
     if (gates.get("all_reduce") or {}).get("enabled", True):
         results.append(run_all_reduce(session, hosts, readable))
     return results

@@ -27,6 +27,7 @@ class SSHSettings:
     password_env: str | None = None
     sudo_password_env: str | None = None
     connect_timeout: int = 10
+    password: str | None = field(default=None, repr=False)  # typed at a prompt (--ask-pass), never from YAML
 
 
 @dataclass(frozen=True)

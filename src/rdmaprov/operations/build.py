@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import StringCommand
 
+from rdmaprov.engine.desired import operation
 from rdmaprov.facts.files import BuiltFrom
 
 

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from io import BytesIO
 
 from pyinfra import host
-from pyinfra.api import FileUploadCommand, StringCommand, operation
+from pyinfra.api import FileUploadCommand, StringCommand
 
+from rdmaprov.engine.desired import operation
 from rdmaprov.engine.notes import record_diff
 from rdmaprov.facts.files import FileState, ManagedFile
 from rdmaprov.parsers.blocks import replace_block

@@ -5,8 +5,9 @@ from __future__ import annotations
 import shlex
 
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import StringCommand
 
+from rdmaprov.engine.desired import operation
 from rdmaprov.facts.system import LoadedModules
 
 

@@ -6,8 +6,9 @@ import shlex
 from collections.abc import Iterator
 
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import StringCommand
 
+from rdmaprov.engine.desired import operation
 from rdmaprov.facts.system import UnitActive, UnitEnabled
 
 

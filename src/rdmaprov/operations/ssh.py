@@ -9,9 +9,10 @@ from __future__ import annotations
 import shlex
 
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import StringCommand
 
 from rdmaprov.engine.cluster import cluster_fact
+from rdmaprov.engine.desired import operation
 from rdmaprov.engine.notes import warn
 from rdmaprov.facts.files import ManagedFile
 from rdmaprov.facts.ssh import SshIdentityFact
@@ -103,3 +104,19 @@ def known_hosts(user: str, key_type: str, cluster: list[str], addresses: dict[st
 
     lines = wanted_lines(cluster, identities, existing, render)
     yield from block_commands(KNOWN_HOSTS, marker, lines, current, "644", "root", "root")
+
+
+@operation()
+def login_key(user: str, public_key: str, marker: str):
+    """The operator's public key in the login user's authorized_keys (bootstrap by password:
+    later runs log in with the key). Lines outside rdmaprov's block stay."""
+    identity = host.get_fact(SshIdentityFact, user=user, key_type="ed25519")
+    if not identity.home:
+        raise ValueError(f"login user {user} does not exist on {host.name}; fix ssh.user in the inventory")
+    path = f"{identity.home}/.ssh/authorized_keys"
+    current = host.get_fact(ManagedFile, path=path)
+    group = "root" if user == "root" else user
+    changes = list(block_commands(path, marker, [public_key.strip()], current, "600", user, group))
+    if changes:
+        yield StringCommand(f"install -d -m 700 -o {shlex.quote(user)} -g $(id -g {shlex.quote(user)}) {shlex.quote(identity.home + '/.ssh')}")
+        yield from changes

@@ -47,7 +47,8 @@ def print_verify(results: list[HostVerification], console: Console, verbose: boo
         shown = host.findings if verbose else host.failures
         for f in shown:
             mark = "[green]ok[/]" if f.ok else "[red]FAIL[/]"
-            table.add_row(host.name, f.subject, f"{mark} {f.check}", f.expected, f.found, f.hint)
+            kind = f" ({f.drift})" if f.drift else ""
+            table.add_row(host.name, f.subject, f"{mark} {f.check}{kind}", f.expected, f.found, f.hint)
         if not host.failures:
             table.add_row(host.name, "", f"[green]all {len(host.findings)} checks pass[/]", "", "", "")
     console.print(table)

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from rdmaprov.engine.results import RunResult
 
-_STYLE = {"changed": "yellow", "unchanged": "green", "failed": "red", "unreachable": "red"}
+_STYLE = {"changed": "yellow", "unchanged": "green", "failed": "red", "unreachable": "red", "skipped": "red"}
 
 
 def print_run(result: RunResult, console: Console, show_diff: bool = True) -> None:
@@ -16,6 +16,8 @@ def print_run(result: RunResult, console: Console, show_diff: bool = True) -> No
         for op in host.ops:
             if op.status in ("changed", "would_change", "failed"):
                 verb = {"changed": "changed", "would_change": "would change", "failed": "FAILED"}[op.status]
+                if op.drift:
+                    verb += f" ({op.drift})"
                 colour = "red" if op.status == "failed" else "yellow"
                 console.print(f"[{colour}]{host.name}[/]: {op.name}: {verb}")
                 if op.diff and show_diff:
@@ -25,6 +27,8 @@ def print_run(result: RunResult, console: Console, show_diff: bool = True) -> No
                         console.print(f"    {line}", markup=False, highlight=False)
         for warning in host.warnings:
             console.print(f"[magenta]{host.name}[/]: warning: {warning}", highlight=False)
+        if pending and host.inputs_changed:
+            console.print(f"[yellow]{host.name}[/]: inventory changed since the last apply ({host.last_applied}) for: {', '.join(host.inputs_changed)}", highlight=False)
         for reason in host.reboot_required:
             console.print(f"[yellow]{host.name}[/]: reboot required: {reason}", highlight=False)
 
@@ -43,6 +47,7 @@ def print_run(result: RunResult, console: Console, show_diff: bool = True) -> No
     summary = result.summary()
     console.print(
         f"{summary['hosts']} hosts: {summary['changed']} {'with drift' if pending else 'changed'}, "
-        f"{summary['unchanged']} unchanged, {summary['failed']} failed, {summary['unreachable']} unreachable "
+        f"{summary['unchanged']} unchanged, {summary['failed']} failed, {summary['unreachable']} unreachable"
+        + (f", {summary['skipped']} not run" if summary.get("skipped") else "") + " "
         f"— exit {result.exit_code}"
     )

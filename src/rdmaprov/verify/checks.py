@@ -29,6 +29,7 @@ class Finding:
     expected: str
     found: str
     hint: str = ""
+    drift: str | None = None  # check only, for a failure: corrective, intentional or new
 
 
 def roce_active_mtu(netdev_mtu: int) -> int:

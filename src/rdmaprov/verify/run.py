@@ -90,10 +90,12 @@ def verify_hosts(session: Session, hosts: list[str], reports: dict[str, NodeRepo
     return results
 
 
-def post_deploy(inventory: Inventory, hosts: list[str], gates: bool) -> tuple[list[HostVerification], list[GateResult]]:
-    """verify on `hosts`, then the gates over those that could be read (unless gates is False)."""
+def post_deploy(inventory: Inventory, hosts: list[str], gates: bool, verify: bool = True,
+                newcomers: list[str] | None = None) -> tuple[list[HostVerification] | None, list[GateResult]]:
+    """verify on `hosts` (unless verify is False), then the gates over those that could be read
+    (unless gates is False); `newcomers` focuses the pairwise gate on new nodes."""
     with Session(inventory, hosts) as session:
         reports = read_reports(session)
-        verifications = verify_hosts(session, hosts, reports)
-        gate_results = run_gates(session, hosts, reports) if gates else []
+        verifications = verify_hosts(session, hosts, reports) if verify else None
+        gate_results = run_gates(session, hosts, reports, newcomers) if gates else []
     return verifications, gate_results

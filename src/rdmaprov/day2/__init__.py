@@ -1,0 +1,1 @@
+"""Day-2 work on a running cluster: drift checks, rolling applies, bringing new nodes in."""

@@ -1,0 +1,42 @@
+"""The desired state of each operation, as a fingerprint of what it was asked to do.
+
+Drift is corrective when the node moved away from what was applied, intentional when what is
+asked changed since. Telling them apart needs both sides: every operation records the hash of
+its arguments when it runs (plan or apply), and each apply stores those hashes on the node
+(engine/applied.py). Same hash, yet the operation would change something: the node moved.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import operation as pyinfra_operation
+
+from rdmaprov.engine.notes import current_notes
+
+
+def fingerprint(args: tuple, kwargs: dict[str, Any]) -> str:
+    """A stable hash of an operation's arguments (order of keyword arguments does not matter)."""
+    text = json.dumps([list(args), kwargs], sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def operation(**options: Any) -> Callable:
+    """pyinfra's `@operation()`, recording the operation's fingerprint whenever it is evaluated."""
+
+    def decorate(func: Callable) -> Callable:
+        @functools.wraps(func)
+        def recorded(*args: Any, **kwargs: Any):
+            notes = current_notes()
+            if notes is not None and host.current_op_hash:
+                notes.desired[(host.name, host.current_op_hash)] = fingerprint(args, kwargs)
+            yield from func(*args, **kwargs)
+
+        return pyinfra_operation(**options)(recorded)
+
+    return decorate
