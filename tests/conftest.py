@@ -48,11 +48,12 @@ def ssh_farm():
 
 @pytest.fixture(scope="session")
 def vm_lab(tmp_path_factory):
-    """Two SoftRoCE-capable QEMU VMs, booted once per test session through `rdmaprov lab up`."""
+    """Three SoftRoCE-capable QEMU VMs, booted once per test session through `rdmaprov lab up`:
+    node1 and node2 are the cluster (`lab.inventory`); node3 waits to be bootstrapped into it."""
     _need_root()
     from tests.support.lab import TestLab
 
-    lab = TestLab(tmp_path_factory.mktemp("vmlab"), "vm", 2, "v").up()
+    lab = TestLab(tmp_path_factory.mktemp("vmlab"), "vm", 3, "v", members=2).up()
     try:
         yield lab
     finally:

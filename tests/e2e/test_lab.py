@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
 
 def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
-    assert "lab up: 2 vm nodes" in vm_lab.up_output
+    assert "lab up: 3 vm nodes" in vm_lab.up_output
     code, first = rdmaprov_json("apply", vm_lab.inventory, timeout=1500)
     problems = [f for v in first.get("verify", []) for f in v["findings"] if not f["ok"]] + [g for g in first.get("gates", []) if not g["passed"]]
     assert code == 2, (problems, [(h["name"], h["error"]) for h in first["hosts"]])
@@ -63,13 +63,55 @@ def test_verify_names_a_deleted_rxe_link_and_apply_restores_it(vm_lab):
     assert rdmaprov("verify", vm_lab.inventory, timeout=300).returncode == 0
 
 
+def _would_change(host: dict) -> dict[str, str]:
+    return {op["name"]: op["drift"] for op in host["ops"] if op["status"] == "would_change"}
+
+
+def test_check_finds_corrective_intentional_and_fact_drift_on_the_lab(vm_lab, tmp_path):
+    code, clean = rdmaprov_json("check", vm_lab.inventory, timeout=600)
+    assert code == 0, [(h["name"], _would_change(h)) for h in clean["hosts"]] + [v for v in clean["verify"] if v["status"] != "ok"]
+    assert all(v["status"] == "ok" for v in clean["verify"]) and all(h["last_applied"] for h in clean["hosts"])
+
+    # A hand edit on node1 and a deleted rxe link on node2: the node moved, so both are corrective.
+    vm_lab.ssh("node1", "sed -i 's/NCCL_DEBUG=WARN/NCCL_DEBUG=TRACE/' /etc/nccl.conf")
+    assert vm_lab.ssh("node2", "rdma link del rxe0").returncode == 0
+    code, drift = rdmaprov_json("check", vm_lab.inventory, timeout=600)
+    assert code == 6, drift  # would-be changes, and facts that no longer hold
+    hosts = {h["name"]: h for h in drift["hosts"]}
+    assert _would_change(hosts["node1"]) == {"nccl_env | Write /etc/nccl.conf": "corrective"}
+    assert "+NCCL_DEBUG=WARN" in next(op["diff"] for op in hosts["node1"]["ops"] if op["status"] == "would_change")
+    assert set(_would_change(hosts["node2"]).values()) == {"corrective"} and any("rxe" in name for name in _would_change(hosts["node2"]))
+    facts = {v["name"]: [f for f in v["findings"] if not f["ok"]] for v in drift["verify"]}
+    assert facts["node1"] == []
+    assert ("rxe0", "device present", "corrective") in [(f["subject"], f["check"], f["drift"]) for f in facts["node2"]]
+    assert "NCCL_DEBUG=TRACE" in vm_lab.ssh("node1", "cat /etc/nccl.conf").stdout  # check changed nothing
+    human = rdmaprov("check", vm_lab.inventory, timeout=600)
+    assert "node1: nccl_env | Write /etc/nccl.conf: would change (corrective)" in human.stdout
+    assert "device present (corrective)" in human.stdout
+
+    # The inventory moves on (NCCL_DEBUG INFO) and one node is down: intentional drift, exit 4 for the dead node.
+    prefix = vm_lab.subnet.rsplit(".", 1)[0]
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(open(vm_lab.inventory).read().replace("NCCL_DEBUG: WARN", "NCCL_DEBUG: INFO").replace("connect_timeout: 30", "connect_timeout: 5")
+                       + f"      node9:\n        address: {prefix}.19\n")
+    code, moved = rdmaprov_json("check", str(changed), "--limit", "node1,node9", timeout=600)
+    hosts = {h["name"]: h for h in moved["hosts"]}
+    assert code == 6 and hosts["node9"]["status"] == "unreachable"
+    assert _would_change(hosts["node1"])["nccl_env | Write /etc/nccl.conf"] == "intentional"
+    assert hosts["node1"]["inputs_changed"] == ["nccl_env"]
+
+    code, _ = rdmaprov_json("apply", vm_lab.inventory, "--skip-gates", timeout=600)
+    assert code == 2
+    assert rdmaprov("check", vm_lab.inventory, timeout=600).returncode == 0
+
+
 def test_gate_with_a_failing_or_unreachable_peer_fails_clearly_and_leaves_no_server(vm_lab, tmp_path):
     text = open(vm_lab.inventory).read()
     prefix = vm_lab.subnet.rsplit(".", 1)[0]
-    # node2's client is pointed at a device it lacks; node3 does not exist on the bridge.
+    # node2's client is pointed at a device it lacks; node9 does not exist on the bridge.
     text = text.replace("connect_timeout: 30", "connect_timeout: 5")
     text = text.replace(f"        address: {prefix}.12\n", f"        address: {prefix}.12\n        vars:\n          rdma:\n            devices: [rxe9]\n")
-    text += f"      node3:\n        address: {prefix}.13\n"
+    text += f"      node9:\n        address: {prefix}.19\n"
     inventory = tmp_path / "broken.yaml"
     inventory.write_text(text)
     code, result = rdmaprov_json("verify", str(inventory), "--gates", timeout=600)
@@ -77,8 +119,8 @@ def test_gate_with_a_failing_or_unreachable_peer_fails_clearly_and_leaves_no_ser
     gates = {(g["gate"], g["subject"]): g for g in result["gates"]}
     assert not gates[("ib_write_bw", "node1 -> node2")]["passed"]
     assert "ib_write_bw on node2 gave no result" in gates[("ib_write_bw", "node1 -> node2")]["reason"]
-    assert gates[("ib_write_bw", "node2 -> node3")]["reason"].startswith("node3 is unreachable")
-    assert "node3" in gates[("all_reduce", "node1,node2,node3")]["reason"]
+    assert gates[("ib_write_bw", "node2 -> node9")]["reason"].startswith("node9 is unreachable")
+    assert "node9" in gates[("all_reduce", "node1,node2,node9")]["reason"]
     for node in ("node1", "node2"):
         assert vm_lab.ssh(node, "pgrep -a ib_write_bw || true").stdout.strip() == ""
 
@@ -164,6 +206,64 @@ def test_exporter_is_scraped_over_the_bridge_and_counters_grow_with_traffic(vm_l
     # ib_write_bw node2 (client) -> node1 (server): node2 sent, node1 received
     assert after["node2"][f"rdma_hw_counters_sent_pkts_total{labels}"] > before["node2"][f"rdma_hw_counters_sent_pkts_total{labels}"]
     assert after["node1"][f"rdma_hw_counters_rcvd_pkts_total{labels}"] > before["node1"][f"rdma_hw_counters_rcvd_pkts_total{labels}"]
+
+
+def _wait_for(predicate, timeout_s: float, every_s: float = 2.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every_s)
+    return False
+
+
+def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_lab):
+    """node3 is bare. The first bootstrap is killed while it installs packages on node3; the
+    second one converges it, renews trust on node1 and node2, and gates node3 against them."""
+    import os
+    import signal
+    import sys
+
+    from tests.conftest import REPO
+
+    full = vm_lab.full_inventory
+    first = subprocess.Popen([sys.executable, "-m", "rdmaprov", "bootstrap", full, "--limit", "node3", "--skip-gates"],
+                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        installing = _wait_for(lambda: vm_lab.ssh("node3", "pgrep -x dpkg || pgrep -x apt-get", timeout=60).returncode == 0, 600)
+    finally:
+        os.kill(first.pid, signal.SIGKILL)  # a killed apply: no cleanup of any kind runs
+        first.wait()
+    assert installing, "bootstrap never reached the package install on node3"
+
+    code, result = rdmaprov_json("bootstrap", full, "--limit", "node3", timeout=1800)
+    hosts = {h["name"]: h for h in result["hosts"]}
+    gates = {(g["gate"], g["subject"]): g for g in result["gates"]}
+    assert result["command"] == "bootstrap"
+    assert code == 2, ([(h["name"], h["status"], h["error"]) for h in result["hosts"]], [v for v in result["verify"] if v["status"] != "ok"], gates)
+    assert hosts["node3"]["status"] == "changed"
+    # old nodes: only SSH trust ran there, and it changed (they now trust and know node3)
+    for old in ("node1", "node2"):
+        assert {op["deploy"] for op in hosts[old]["ops"]} == {"ssh_trust"}
+        assert "SSH trust: authorized_keys" in [op["name"].split(" | ")[-1] for op in hosts[old]["ops"] if op["status"] == "changed"]
+    assert [v["name"] for v in result["verify"]] == ["node3"] and result["verify"][0]["status"] == "ok"
+    assert gates[("ib_write_bw", "node1 -> node3")]["passed"], gates
+    assert gates[("all_reduce", "node1,node2,node3")]["passed"], gates
+
+    key3 = vm_lab.ssh("node3", "cat /root/.ssh/id_ed25519.pub").stdout.split()[1]
+    for old in ("node1", "node2"):
+        assert key3 in vm_lab.ssh(old, "cat /root/.ssh/authorized_keys").stdout
+        assert "node3" in vm_lab.ssh(old, "cat /etc/ssh/ssh_known_hosts").stdout
+    for launcher in ("node1", "node3"):
+        mpirun = vm_lab.ssh(launcher, "mpirun --allow-run-as-root -np 3 -H node1,node2,node3 --mca pml ob1 --mca btl tcp,self "
+                                      "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 hostname < /dev/null", timeout=300)
+        assert mpirun.returncode == 0 and sorted(mpirun.stdout.split()) == ["node1", "node2", "node3"], mpirun.stderr
+
+    code, again = rdmaprov_json("apply", full, "--skip-gates", timeout=900)
+    assert code == 0, [(h["name"], [op["name"] for op in h["ops"] if op["status"] != "unchanged"]) for h in again["hosts"]]
+    assert sum(h["changed"] for h in again["hosts"]) == 0
 
 
 def test_netns_mode_needing_a_reboot_is_reported_and_rebooted_only_when_allowed(vm_lab, tmp_path):

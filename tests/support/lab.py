@@ -20,10 +20,11 @@ def free_subnet() -> str:
 class TestLab:
     """A lab started through the real CLI in its own directory."""
 
-    def __init__(self, root: Path, kind: str, nodes: int, tag: str) -> None:
+    def __init__(self, root: Path, kind: str, nodes: int, tag: str, members: int | None = None) -> None:
         self.dir = root / f"lab-{kind}"
         self.kind = kind
         self.nodes = nodes
+        self.members = members or nodes
         self.bridge = f"rdt{os.getpid() % 10000}{tag}"
         self.subnet = free_subnet()
 
@@ -36,8 +37,20 @@ class TestLab:
         return self
 
     @property
-    def inventory(self) -> str:
+    def full_inventory(self) -> str:
+        """Every node the lab booted."""
         return str(self.dir / "inventory.yaml")
+
+    @property
+    def inventory(self) -> str:
+        """The cluster the tests converge: the first `members` nodes (the rest wait to be bootstrapped)."""
+        path = self.dir / f"inventory-{self.members}.yaml"
+        if not path.exists():
+            text = Path(self.full_inventory).read_text()
+            head, _, hosts = text.partition("    hosts:\n")
+            entries = hosts.split("      node")[1:]
+            path.write_text(head + "    hosts:\n" + "".join("      node" + e for e in entries[: self.members]))
+        return str(path)
 
     def ssh(self, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess:
         return rdmaprov("lab", "--dir", str(self.dir), "ssh", node, "--", command, timeout=timeout)

@@ -17,6 +17,10 @@ from rdmaprov.engine.notes import RunNotes
 from rdmaprov.facts.system import Os
 from rdmaprov.parsers.system import parse_os_release
 
+# The apt install command exactly as a Debian/Ubuntu node gets it, up to the package names.
+APT_INSTALL = ("for _ in $(seq 60); do DEBIAN_FRONTEND=noninteractive dpkg --configure -a && break; sleep 5; done; "
+               "apt-get -o DPkg::Lock::Timeout=300 update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends ")
+
 OS_RELEASE = Path(__file__).resolve().parent.parent / "fixtures" / "os-release"
 
 
@@ -81,4 +85,4 @@ def commands(op: Callable, facts: dict[Any, Any], cluster_facts: dict | None = N
     return run_notes(op, facts, cluster_facts, **kwargs)[0]
 
 
-__all__ = ["commands", "run_notes", "os_fact", "Os"]
+__all__ = ["APT_INSTALL", "commands", "run_notes", "os_fact", "Os"]

@@ -14,6 +14,7 @@ from rdmaprov.operations.packages import install_command
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
 from rdmaprov.parsers.system import parse_installed_packages, parse_os_release
 from tests.conftest import SHARED
+from tests.support.ops import APT_INSTALL
 
 
 def test_defaults_do_not_invent_optional_sections():
@@ -57,7 +58,7 @@ def test_package_sets_and_install_commands():
     assert sets["debian"][0] == "rdma-core" and sets["debian"][-1] == "htop"
     assert "libibverbs-utils" in sets["rhel"]
     assert rdma_package_sets({"packages": {"rdma": ["mlnx-ofed-all"], "extra": []}}) == {"debian": ["mlnx-ofed-all"], "rhel": ["mlnx-ofed-all"]}
-    assert install_command("debian", ["rdma-core", "perftest"]) == "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends rdma-core perftest"
+    assert install_command("debian", ["rdma-core", "perftest"]) == APT_INSTALL + "rdma-core perftest"
     assert install_command("rhel", ["rdma-core"], "9") == "dnf install -y rdma-core"
     assert install_command("rhel", ["rdma-core"], "7") == "yum install -y rdma-core"
 

@@ -19,7 +19,7 @@ from rdmaprov.operations.packages import packages
 from rdmaprov.operations.ssh import KNOWN_HOSTS, key_pair, known_hosts, trusted_keys
 from rdmaprov.packages import RDMA_USERSPACE
 from rdmaprov.parsers.ssh import SshIdentity
-from tests.support.ops import commands, os_fact, run_notes
+from tests.support.ops import APT_INSTALL, commands, os_fact, run_notes
 
 RHEL_RDMA = "rdma-core libibverbs libibverbs-utils librdmacm librdmacm-utils infiniband-diags perftest iproute"
 
@@ -27,8 +27,8 @@ RHEL_RDMA = "rdma-core libibverbs libibverbs-utils librdmacm librdmacm-utils inf
 @pytest.mark.parametrize(
     ("distro", "expected"),
     [
-        ("ubuntu-22.04", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends " + " ".join(RDMA_USERSPACE["debian"])),
-        ("ubuntu-20.04", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends " + " ".join(RDMA_USERSPACE["debian"])),
+        ("ubuntu-22.04", APT_INSTALL + " ".join(RDMA_USERSPACE["debian"])),
+        ("ubuntu-20.04", APT_INSTALL + " ".join(RDMA_USERSPACE["debian"])),
         ("rhel-8.9", f"dnf install -y {RHEL_RDMA}"),
         ("rocky-9.3", f"dnf install -y {RHEL_RDMA}"),
         ("alinux-3", f"dnf install -y {RHEL_RDMA}"),

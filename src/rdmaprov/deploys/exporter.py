@@ -14,6 +14,7 @@ from pyinfra.api import StringCommand, deploy
 
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import UserExists
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
@@ -28,7 +29,7 @@ UNIT = "rdmaprov-exporter.service"
 @operation()
 def system_user(user: str, present: bool):
     """A system account with no login and no home, for a service to run as."""
-    exists = host.get_fact(UserExists, user=user)
+    exists = fact(UserExists, user=user)
     if present and not exists:
         yield StringCommand(f"useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin {user}")
     elif not present and exists:

@@ -16,6 +16,7 @@ from rdmaprov.deploys.boot import boot_script
 from rdmaprov.deploys.softroce import missing_netdevs
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import NetDevices
 
 NAME = "rdmaprov-mtu"
@@ -53,7 +54,7 @@ def mtu_now(mtus: dict[str, int]):
     if not mtus:
         host.noop("no MTU declared")
         return
-    present = host.get_fact(NetDevices)
+    present = fact(NetDevices)
     missing_netdevs(list(mtus), present)
     todo = {netdev: mtu for netdev, mtu in mtus.items() if present[netdev] != mtu}
     if not todo:

@@ -12,6 +12,7 @@ from pyinfra.api import StringCommand, deploy
 
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.engine.notes import reboot_required
 from rdmaprov.facts.rdma import RdmaSystem
 from rdmaprov.facts.system import NetNamespaceCount
@@ -28,14 +29,14 @@ def netns_mode_live(mode: str | None):
     if mode is None:
         host.noop("netns mode not declared")
         return
-    current = host.get_fact(RdmaSystem).get("netns")
+    current = fact(RdmaSystem).get("netns")
     if current is None:
         host.noop("ib_core is not loaded: the modprobe option applies when it loads")
         return
     if current == mode:
         host.noop(f"netns mode is {mode}")
         return
-    namespaces = host.get_fact(NetNamespaceCount)
+    namespaces = fact(NetNamespaceCount)
     if namespaces > 1:
         reboot_required(f"ib_core netns_mode is {current}, wanted {mode}: {namespaces - 1} other network namespace(s) exist, so it cannot switch live")
         host.noop("netns mode switch needs a reboot")

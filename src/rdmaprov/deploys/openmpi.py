@@ -14,6 +14,7 @@ from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.files import PathExists
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
@@ -52,7 +53,7 @@ def mpirun_present(prefix: str | None):
     if prefix is None:
         host.noop("OpenMPI from the distro")
         return
-    if not host.get_fact(PathExists, path=f"{prefix}/bin/mpirun"):
+    if not fact(PathExists, path=f"{prefix}/bin/mpirun"):
         raise ValueError(f"{prefix}/bin/mpirun does not exist on {host.name}; install HPC-X/OpenMPI there or fix mpi.prefix")
     host.noop(f"{prefix}/bin/mpirun present")
     return

@@ -6,10 +6,10 @@ import os
 from typing import Any
 
 import requests
-from pyinfra import host
 from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import Os
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.sources import only_sources
@@ -50,7 +50,7 @@ def yum_repo(yum: dict[str, Any]) -> str:
 @deploy("package_sources")
 def package_sources(ctx: NodeContext) -> None:
     mirror = ctx.node.get("mirror") or {}
-    os_info = host.get_fact(Os)
+    os_info = fact(Os)
     family = os_info.family
     apt = mirror.get("apt") if family == "debian" else None
     yum = mirror.get("yum") if family == "rhel" else None

@@ -11,6 +11,7 @@ from pyinfra.api import StringCommand, deploy
 from rdmaprov.deploys.boot import boot_script
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.rdma import RdmaLinks
 from rdmaprov.facts.system import NetDevices
 from rdmaprov.operations.files import managed_file
@@ -44,8 +45,8 @@ def rxe_links_present(links: list[tuple[str, str]]):
     if not links:
         host.noop("no SoftRoCE links declared")
         return
-    missing_netdevs([netdev for _, netdev in links], host.get_fact(NetDevices))
-    existing = host.get_fact(RdmaLinks)
+    missing_netdevs([netdev for _, netdev in links], fact(NetDevices))
+    existing = fact(RdmaLinks)
     have = {(link.device, link.netdev) for link in existing}
     by_netdev = {link.netdev for link in existing if link.device.startswith("rxe")}
     todo = [(device, netdev) for device, netdev in links if (device, netdev) not in have and netdev not in by_netdev]

@@ -15,6 +15,8 @@ from pyinfra.api import FactBase, State
 from pyinfra.api.facts import get_fact
 from pyinfra.context import ctx_host, ctx_state
 
+from rdmaprov.engine.factcache import FactNeeded, cache_of
+
 
 class ClusterFacts:
     """The per-run cache: one entry per (fact, arguments), hosts that answered by name."""
@@ -26,23 +28,38 @@ class ClusterFacts:
     def get(self, state: State, cls: type[FactBase], **kwargs: Any) -> dict[str, Any]:
         key = (cls, tuple(sorted(kwargs.items())))
         with self._lock:
-            if key not in self._cache:
-                self._cache[key] = _read_everywhere(state, cls, kwargs)
-            return self._cache[key]
+            if key in self._cache:
+                return self._cache[key]
+            found = _read_everywhere(state, cls, kwargs)
+            facts = cache_of(state)
+            if facts is None or not facts.discovering:  # a discovery pass may still lack facts
+                self._cache[key] = found
+            return found
 
 
 def _read_everywhere(state: State, cls: type[FactBase], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The fact from every active host (from the run's batch where read); while discovering,
+    FactNeeded once every host's missing read has been noted."""
     found: dict[str, Any] = {}
+    needed: list[str] = []
+    facts = cache_of(state)
 
     def read(target) -> None:
         with ctx_host.use(target):
             try:
-                found[target.name] = get_fact(state, target, cls, kwargs=kwargs, apply_failed_hosts=False)
+                if facts is not None:
+                    found[target.name] = facts.get(target, cls, kwargs)
+                else:
+                    found[target.name] = get_fact(state, target, cls, kwargs=kwargs, apply_failed_hosts=False)
+            except FactNeeded:
+                needed.append(target.name)
             except Exception:  # a host that cannot answer is simply not known this run
                 pass
 
     hosts = [h for h in state.inventory if h in state.active_hosts]
     gevent.joinall([gevent.spawn(read, h) for h in hosts])
+    if needed:
+        raise FactNeeded(f"{cls.__name__} on {', '.join(needed)}")
     return found
 
 

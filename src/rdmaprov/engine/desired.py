@@ -17,6 +17,7 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import operation as pyinfra_operation
 
+from rdmaprov.engine.factcache import mark_current_host_changed
 from rdmaprov.engine.notes import current_notes
 
 
@@ -35,7 +36,12 @@ def operation(**options: Any) -> Callable:
             notes = current_notes()
             if notes is not None and host.current_op_hash:
                 notes.desired[(host.name, host.current_op_hash)] = fingerprint(args, kwargs)
-            yield from func(*args, **kwargs)
+            changing = False
+            for command in func(*args, **kwargs):
+                if not changing:
+                    changing = True
+                    mark_current_host_changed()
+                yield command
 
         return pyinfra_operation(**options)(recorded)
 

@@ -48,6 +48,7 @@ class HostResult:
     reboot_required: list[str] = field(default_factory=list)
     last_applied: str | None = None  # from the node's applied-state record
     batch: int = 1  # which --serial batch applied this host (1 without --serial)
+    round_trips: int = 0  # commands and file transfers over this host's connection (connecting not counted)
     # check only: deploys whose inventory settings differ from what was last applied here.
     inputs_changed: list[str] = field(default_factory=list)
 

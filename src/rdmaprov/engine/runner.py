@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from io import BytesIO
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol
 
 import gevent
-from pyinfra.api import State
+from pyinfra.api import FileUploadCommand, State
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.api.connect import disconnect_all
 from pyinfra.api.exceptions import PyinfraError
@@ -24,6 +25,7 @@ from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.applied import RECORD_PATH, AppliedRecord, AppliedRecordFact, classify, merged_record, write_record
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.factcache import cache_of, prefetch
 from rdmaprov.engine.notes import RunNotes
 from rdmaprov.engine.pyinfra_state import build_state, connect
 from rdmaprov.engine.results import HostResult, OpResult, RunResult
@@ -87,6 +89,17 @@ class _Callbacks(BaseStateCallback):
         self.observer.op_done(host.name, self.op_name(op_hash), "failed")
 
 
+def describe(command) -> str:
+    """A command as results show it; an upload by destination, size and content hash."""
+    if isinstance(command, FileUploadCommand):
+        source = command.src
+        if isinstance(source, BytesIO):
+            data = source.getvalue()
+            return f"upload {command.dest} ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]})"
+        return f"upload {command.dest} from {source}"
+    return str(command)
+
+
 def _op_name(state: State, op_hash: str) -> str:
     return " / ".join(sorted(state.op_meta[op_hash].names))
 
@@ -109,8 +122,6 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
         ctx = NodeContext(host=inventory.hosts[host.name], inventory=inventory, selected=options.hosts)
         try:
             with ctx_host.use(host):
-                plan.records[host.name] = get_fact(state, host, AppliedRecordFact, apply_failed_hosts=False)
-                results[host.name].last_applied = plan.records[host.name].applied_at
                 for deploy in options.deploys_for(host.name):
                     first = len(host.op_hash_order)
                     try:
@@ -133,7 +144,32 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
         if results[host.name].status == "failed":
             state.active_hosts.discard(host)
             state.failed_hosts.add(host)
+    hosts = list(state.inventory.get_active_hosts())
+    prefetch(state, hosts, lambda host: _discover(state, host), seed={h.name: [(AppliedRecordFact, {})] for h in hosts})
+
+    def read_record(host) -> None:
+        with ctx_host.use(host):
+            try:
+                record = cache.get(host, AppliedRecordFact, {}) if cache else get_fact(state, host, AppliedRecordFact, apply_failed_hosts=False)
+            except Exception:
+                record = AppliedRecord()  # unreadable: everything counts as new, nothing fails
+        plan.records[host.name] = record
+        results[host.name].last_applied = record.applied_at
+
+    cache = cache_of(state)
+    _each_host(state, hosts, read_record)
     return plan
+
+
+def _discover(state: State, host) -> None:
+    """Evaluate each planned operation until it asks for a fact not read yet (see factcache)."""
+    with ctx_host.use(host):
+        for op_hash in host.op_hash_order:
+            try:
+                for _ in state.get_op_data_for_host(host, op_hash).command_generator():
+                    pass
+            except Exception:  # FactNeeded, or an error the real evaluation will report
+                continue
 
 
 def _name_ops(state: State, host, deploy: str, op_hashes: list[str], plan: _Plan) -> None:
@@ -165,7 +201,7 @@ def _check_ops(state: State, plan: _Plan, results: dict[str, HostResult], observ
                 name = _op_name(state, op_hash)
                 op_data = state.get_op_data_for_host(host, op_hash)
                 try:
-                    commands = [str(c) for c in op_data.command_generator()]
+                    commands = [describe(c) for c in op_data.command_generator()]
                 except Exception as exc:
                     result.ops.append(OpResult(name=name, status="failed", stderr=[_reason(exc)]))
                     observer.op_done(host.name, name, "failed")
@@ -241,7 +277,7 @@ def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) 
                     continue
                 result.ops.append(OpResult(name=name, status="skipped", deploy=_deploy_of(plan, host.name, op_hash)))
                 continue
-            commands = [str(c) for c in (meta._commands or [])]
+            commands = [describe(c) for c in (meta._commands or [])]
             status = "failed" if meta.did_error() else ("changed" if meta.did_change() else "unchanged")
             diff = state.rdmaprov_notes.diffs.get((host.name, op_hash))  # type: ignore[attr-defined]
             op = OpResult(name=name, status=status, commands=commands, stdout=list(meta.stdout_lines), stderr=list(meta.stderr_lines),
@@ -309,6 +345,7 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
             if warning not in result.warnings:
                 result.warnings.append(warning)
         result.reboot_required = notes.reboots.get(result.name, [])
+        result.round_trips = state.rdmaprov_round_trips.get(result.name, 0)  # type: ignore[attr-defined]
         result.settle()
     run_result.hosts = [results[name] for name in options.hosts]
     run_result.duration_s = time.monotonic() - started

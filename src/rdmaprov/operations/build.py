@@ -6,6 +6,7 @@ from pyinfra import host
 from pyinfra.api import StringCommand
 
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.files import BuiltFrom
 
 
@@ -15,7 +16,7 @@ def built(binary: str, source: str, build: str | None):
     if build is None:
         host.noop("nothing to build")
         return
-    if host.get_fact(BuiltFrom, binary=binary, source=source):
+    if fact(BuiltFrom, binary=binary, source=source):
         host.noop(f"{binary} is up to date")
         return
     yield StringCommand(build)

@@ -15,6 +15,7 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand
 
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.engine.notes import record_diff
 from rdmaprov.facts.files import FileState, ManagedFile
 from rdmaprov.parsers.blocks import replace_block
@@ -67,7 +68,7 @@ def managed_file(path: str, content: str | None, mode: str = "644", user: str = 
     interrupted apply never leaves a half-written config. `after_change` runs once when the
     file changed (e.g. `systemctl daemon-reload`).
     """
-    current = host.get_fact(ManagedFile, path=path)
+    current = fact(ManagedFile, path=path)
     yield from file_commands(path, current, content, mode, user, group, after_change)
 
 
@@ -83,5 +84,5 @@ def block_commands(path: str, marker: str, lines: list[str], current: FileState,
 @operation()
 def managed_block(path: str, marker: str, lines: list[str], mode: str = "644", user: str = "root", group: str = "root"):
     """Keep exactly `lines` between rdmaprov's BEGIN/END markers in `path`; other lines stay."""
-    current = host.get_fact(ManagedFile, path=path)
+    current = fact(ManagedFile, path=path)
     yield from block_commands(path, marker, lines, current, mode, user, group)

@@ -12,22 +12,30 @@ from pyinfra import host
 from pyinfra.api import StringCommand
 
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import InstalledPackages, Os
 from rdmaprov.parsers.system import OsInfo
+
+
+# An apply killed during an install leaves dpkg half-configured ("dpkg was interrupted") and
+# perhaps a dpkg still holding the lock: finish that first (retrying while locked), then wait
+# for apt's lock instead of failing on it.
+DPKG_RECOVER = "for _ in $(seq 60); do DEBIAN_FRONTEND=noninteractive dpkg --configure -a && break; sleep 5; done"
+APT = "apt-get -o DPkg::Lock::Timeout=300"
 
 
 def install_command(family: str, missing: list[str], os_major: str = "") -> str:
     """The exact command that installs `missing` on a node of this package family."""
     names = " ".join(shlex.quote(p) for p in missing)
     if family == "debian":
-        return f"apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends {names}"
+        return f"{DPKG_RECOVER}; {APT} update -q && DEBIAN_FRONTEND=noninteractive {APT} install -y -q --no-install-recommends {names}"
     tool = "yum" if os_major in ("6", "7") else "dnf"
     return f"{tool} install -y {names}"
 
 
 def known_os() -> OsInfo:
     """The node's distro (one fact read), or a clear error for a distro rdmaprov does not know."""
-    os_info = host.get_fact(Os)
+    os_info = fact(Os)
     if os_info.family is None:
         raise ValueError(f"unknown distro {os_info.pretty_name!r} (ID={os_info.id}): rdmaprov supports Debian/Ubuntu and RHEL-family nodes (RHEL, Rocky, Alma, Alibaba Cloud Linux)")
     return os_info
@@ -39,7 +47,7 @@ def packages(by_family: dict[str, list[str]]):
     os_info = known_os()
     family = os_info.family
     names = by_family.get(family, [])
-    installed = host.get_fact(InstalledPackages)
+    installed = fact(InstalledPackages)
     missing = [name for name in names if name not in installed]
     if not missing:
         host.noop(f"{len(names)} packages already installed")

@@ -9,6 +9,7 @@ from pyinfra import host
 from pyinfra.api import StringCommand
 
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import UnitActive, UnitEnabled
 
 
@@ -23,10 +24,10 @@ def _converge(unit: str, state: str, on_state: str, wanted: bool, on: str, off: 
 @operation()
 def unit_enabled(unit: str, enabled: bool = True):
     """Enable a unit at boot; with enabled=False, disable it if it is enabled."""
-    yield from _converge(unit, host.get_fact(UnitEnabled, unit=unit), "enabled", enabled, "enable", "disable")
+    yield from _converge(unit, fact(UnitEnabled, unit=unit), "enabled", enabled, "enable", "disable")
 
 
 @operation()
 def unit_running(unit: str, running: bool = True):
     """A long-running service: started when it should run, stopped when it should not."""
-    yield from _converge(unit, host.get_fact(UnitActive, unit=unit), "active", running, "start", "stop")
+    yield from _converge(unit, fact(UnitActive, unit=unit), "active", running, "start", "stop")

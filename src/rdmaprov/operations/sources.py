@@ -8,6 +8,7 @@ from pyinfra import host
 from pyinfra.api import StringCommand
 
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.files import FilesIn
 
 DISABLED_SUFFIX = ".rdmaprov-disabled"
@@ -21,7 +22,7 @@ def _is_source(path: str) -> bool:
 @operation()
 def only_sources(keep: list[str], exclusive: bool):
     """With exclusive, rename every other apt/yum source aside; without, rename them back."""
-    files = host.get_fact(FilesIn, paths=SOURCE_FILES)
+    files = fact(FilesIn, paths=SOURCE_FILES)
     moves = []
     if exclusive:
         moves = [(p, p + DISABLED_SUFFIX) for p in files if _is_source(p) and p not in keep]

@@ -13,6 +13,7 @@ from pyinfra.api import StringCommand
 
 from rdmaprov.engine.cluster import cluster_fact
 from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
 from rdmaprov.engine.notes import warn
 from rdmaprov.facts.files import ManagedFile
 from rdmaprov.facts.ssh import SshIdentityFact
@@ -26,7 +27,7 @@ KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 @operation()
 def key_pair(user: str, key_type: str):
     """Generate the user's key pair on the node when it has none (an existing one is kept)."""
-    identity = host.get_fact(SshIdentityFact, user=user, key_type=key_type)
+    identity = fact(SshIdentityFact, user=user, key_type=key_type)
     if not identity.home:
         raise ValueError(f"user {user} does not exist on {host.name}; create it or fix cluster.ssh_trust.user")
     if identity.user_key:
@@ -67,14 +68,14 @@ def wanted_lines(cluster: list[str], identities: dict[str, SshIdentity], current
 def trusted_keys(user: str, key_type: str, cluster: list[str], marker: str):
     """Every cluster node's public key in the user's authorized_keys, inside rdmaprov's block."""
     identities = cluster_fact(SshIdentityFact, user=user, key_type=key_type)
-    mine = identities.get(host.name) or host.get_fact(SshIdentityFact, user=user, key_type=key_type)
+    mine = identities.get(host.name) or fact(SshIdentityFact, user=user, key_type=key_type)
     if not mine.home:
         if cluster:
             raise ValueError(f"user {user} does not exist on {host.name}; create it or fix cluster.ssh_trust.user")
         host.noop(f"SSH trust is off and {user} does not exist")
         return
     path = f"{mine.home}/.ssh/authorized_keys"
-    current = host.get_fact(ManagedFile, path=path)
+    current = fact(ManagedFile, path=path)
     existing = block_lines(current.text, marker)
     missing = [name for name in cluster if name in identities and not identities[name].user_key]
     if missing:
@@ -92,7 +93,7 @@ def known_hosts(user: str, key_type: str, cluster: list[str], addresses: dict[st
     `user`/`key_type` only select the shared cluster fact (the same read as trusted_keys).
     """
     identities = cluster_fact(SshIdentityFact, user=user, key_type=key_type)
-    current = host.get_fact(ManagedFile, path=KNOWN_HOSTS)
+    current = fact(ManagedFile, path=KNOWN_HOSTS)
     existing = block_lines(current.text, marker)
 
     def render(name: str, identity: SshIdentity) -> list[str]:
@@ -110,11 +111,11 @@ def known_hosts(user: str, key_type: str, cluster: list[str], addresses: dict[st
 def login_key(user: str, public_key: str, marker: str):
     """The operator's public key in the login user's authorized_keys (bootstrap by password:
     later runs log in with the key). Lines outside rdmaprov's block stay."""
-    identity = host.get_fact(SshIdentityFact, user=user, key_type="ed25519")
+    identity = fact(SshIdentityFact, user=user, key_type="ed25519")
     if not identity.home:
         raise ValueError(f"login user {user} does not exist on {host.name}; fix ssh.user in the inventory")
     path = f"{identity.home}/.ssh/authorized_keys"
-    current = host.get_fact(ManagedFile, path=path)
+    current = fact(ManagedFile, path=path)
     group = "root" if user == "root" else user
     changes = list(block_commands(path, marker, [public_key.strip()], current, "600", user, group))
     if changes:

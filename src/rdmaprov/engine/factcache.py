@@ -1,0 +1,184 @@
+"""Facts read in batches: one SSH round trip per host for all the facts a plan needs.
+
+pyinfra reads every fact with its own command, one round trip each, and keeps no cache: a
+converged node stack costs dozens of round trips per host. Before the operations are evaluated,
+the runner *discovers* which facts they ask for (each operation's generator runs until it asks
+for a fact not read yet), reads all of them per host in one combined command, and repeats
+until no operation asks for anything new (two or three passes: some facts depend on others,
+e.g. authorized_keys lives in the home that SshIdentityFact reports).
+
+Correctness is kept by two rules. A fact whose combined read failed (non-zero exit, a process
+error) is read again the ordinary way when it is asked for, so pyinfra's own error handling
+applies. And during apply, once an operation has run commands on a host, every later fact on
+that host is read live: what was read before the change may no longer be true.
+Set RDMAPROV_FACT_BATCH=0 to read every fact the ordinary way (the check's answers are the same).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import gevent
+from pyinfra import host as current_host
+from pyinfra.api import FactBase, State, StringCommand
+from pyinfra.context import ctx_host, ctx_state
+
+from rdmaprov.engine.pyinfra_state import privileges
+
+Key = tuple[type[FactBase], tuple[tuple[str, Any], ...]]
+
+
+class FactNeeded(Exception):
+    """Raised while discovering: an operation asked for a fact that has not been read yet."""
+
+
+def enabled() -> bool:
+    return os.environ.get("RDMAPROV_FACT_BATCH", "1") != "0"
+
+
+def _key(cls: type[FactBase], kwargs: dict[str, Any]) -> Key:
+    return cls, tuple(sorted(kwargs.items()))
+
+
+class FactCache:
+    """Per-run fact values by host, the facts discovery found missing, and hosts changed since."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[Key, Any]] = {}
+        self.wanted: dict[str, dict[Key, dict[str, Any]]] = {}
+        self.changed_hosts: set[str] = set()
+        self.discovering = False
+
+    def get(self, target, cls: type[FactBase], kwargs: dict[str, Any]) -> Any:
+        key = _key(cls, kwargs)
+        if target.name not in self.changed_hosts:
+            known = self.values.get(target.name, {})
+            if key in known:
+                return known[key]
+            if self.discovering:
+                self.wanted.setdefault(target.name, {})[key] = kwargs
+                raise FactNeeded(f"{cls.__name__} on {target.name}")
+        return target.get_fact(cls, **kwargs)
+
+    def mark_changed(self, name: str) -> None:
+        self.changed_hosts.add(name)
+
+    def take_wanted(self) -> dict[str, dict[Key, dict[str, Any]]]:
+        wanted, self.wanted = self.wanted, {}
+        return wanted
+
+
+def cache_of(state: State | None) -> FactCache | None:
+    return getattr(state, "rdmaprov_facts", None) if state is not None else None
+
+
+def fact(cls: type[FactBase], **kwargs: Any) -> Any:
+    """What operations call instead of host.get_fact: served from this run's batch when it can be."""
+    cache = cache_of(ctx_state.get() if ctx_state.isset() else None)
+    if cache is None:
+        return current_host.get_fact(cls, **kwargs)
+    return cache.get(ctx_host.get(), cls, kwargs)
+
+
+def mark_current_host_changed() -> None:
+    """An operation is about to run commands on the current host (apply only)."""
+    state = ctx_state.get() if ctx_state.isset() else None
+    cache = cache_of(state)
+    if cache is not None and state.is_executing:
+        cache.mark_changed(ctx_host.get().name)
+
+
+def _batch_command(facts: list[tuple[Key, str]], nonce: str) -> str:
+    """One shell script printing each fact's output between markers, with its exit status."""
+    parts = []
+    for index, (_, command) in enumerate(facts):
+        parts.append(f"echo '@@{nonce} {index}'; ( {command}\n) 2>/dev/null; echo \"@@{nonce} rc $?\"")
+    return "; ".join(parts)
+
+
+def parse_batch(lines: Iterable[str], count: int, nonce: str) -> dict[int, tuple[int, list[str]]]:
+    """{fact index: (exit status, stdout lines)} from a batch's output; a cut-off fact is absent."""
+    found: dict[int, tuple[int, list[str]]] = {}
+    index: int | None = None
+    body: list[str] = []
+    for line in lines:
+        if line.startswith(f"@@{nonce} "):
+            tag = line[len(nonce) + 3:].strip()
+            if tag.startswith("rc "):
+                if index is not None and 0 <= index < count:
+                    found[index] = (int(tag[3:]), body)
+                index, body = None, []
+            else:
+                index, body = int(tag), []
+        elif index is not None:
+            body.append(line)
+    return found
+
+
+def _batchable(cls: type[FactBase], kwargs: dict[str, Any]) -> str | None:
+    """The fact's shell command when it can share a batch (plain shell, no required binary)."""
+    fact_obj = cls()
+    if fact_obj.shell_executable or fact_obj.requires_command(**kwargs):
+        return None
+    command = fact_obj.command(**kwargs) if callable(fact_obj.command) else fact_obj.command
+    return command if isinstance(command, str) else None
+
+
+def read_batch(state: State, target, wanted: dict[Key, dict[str, Any]], cache: FactCache) -> None:
+    """Read `wanted` facts on `target` in one command; store those that read cleanly."""
+    facts: list[tuple[Key, str]] = []
+    for key, kwargs in wanted.items():
+        command = _batchable(key[0], kwargs)
+        if command is None:
+            cache.values.setdefault(target.name, {})[key] = target.get_fact(key[0], **kwargs)
+        else:
+            facts.append((key, command))
+    if not facts:
+        return
+    nonce = secrets.token_hex(6)
+    with ctx_host.use(target):
+        ok, output = target.run_shell_command(StringCommand(_batch_command(facts, nonce)), **privileges(target))
+    results = parse_batch(output.stdout_lines, len(facts), nonce)
+    store = cache.values.setdefault(target.name, {})
+    for index, (key, _) in enumerate(facts):
+        status, lines = results.get(index, (1, []))
+        if status != 0:
+            continue  # read again the ordinary way when asked, with pyinfra's error handling
+        fact_obj = key[0]()
+        try:
+            store[key] = fact_obj.process(lines) if lines else fact_obj.default()
+        except Exception:
+            continue
+
+
+def prefetch(state: State, hosts: list, evaluate: Callable[[Any], None], seed: dict[str, list[tuple[type[FactBase], dict]]], passes: int = 4) -> None:
+    """Discover and batch-read the facts `evaluate(host)` asks for, pass by pass, all hosts at once."""
+    cache = cache_of(state)
+    if cache is None:
+        return
+    for name, items in seed.items():
+        for cls, kwargs in items:
+            cache.wanted.setdefault(name, {})[_key(cls, kwargs)] = kwargs
+    by_name = {h.name: h for h in hosts}
+    for _ in range(passes):
+        cache.discovering = True
+        try:
+            with ctx_state.use(state):
+                gevent.joinall([gevent.spawn(evaluate, h) for h in hosts])
+        finally:
+            cache.discovering = False
+        wanted = {name: items for name, items in cache.take_wanted().items() if name in by_name}
+        if not wanted:
+            return
+
+        def read(name: str) -> None:
+            try:
+                read_batch(state, by_name[name], wanted[name], cache)
+            except Exception:
+                pass  # unread facts are read the ordinary way later, where errors are reported
+
+        with ctx_state.use(state):
+            gevent.joinall([gevent.spawn(read, name) for name in wanted])
