@@ -292,3 +292,34 @@ def test_batched_facts_give_the_same_check_in_fewer_round_trips(ssh_farm, tmp_pa
     trips = {h["name"]: h["round_trips"] for h in batched["hosts"]}
     assert trips["node1"] <= 3, trips  # converged: every fact in at most three combined reads
     assert all(b["round_trips"] < s["round_trips"] for b, s in zip(batched["hosts"], single["hosts"])), (batched["hosts"], single["hosts"])
+
+
+def test_existing_nodes_run_only_ssh_trust_and_learn_the_new_node(ssh_farm, tmp_path):
+    """What bootstrap relies on: in one run, node3 gets every deploy and node1/node2 only ssh_trust,
+    executed in the same order (pyinfra matches operations across hosts by position, so the old
+    nodes' trust must not run before node3 has made its key)."""
+    from rdmaprov.deploys import STACK
+    from rdmaprov.engine import RunOptions, run as run_engine
+    from rdmaprov.inventory import load_inventory
+
+    node1, node2, node3 = ssh_farm.hosts
+    for host in ssh_farm.hosts:
+        ssh_farm.ssh(host, "rm -f /root/.ssh/id_ed25519 /root/.ssh/id_ed25519.pub /root/.ssh/authorized_keys.rdmaprov-tmp")
+    inv = _inventory(ssh_farm, tmp_path)
+    two = tmp_path / "two.yaml"
+    two.write_text(Path(inv).read_text().replace(f"      {node3.name}:\n        address: {node3.address}\n", ""))
+    first = run_engine(load_inventory(str(two)), RunOptions("apply", ["node1", "node2"], [STACK["ssh_trust"]]))
+    assert [h.status for h in first.hosts] == ["changed", "changed"]
+
+    stack = [STACK["limits"], STACK["nccl_env"], STACK["ssh_trust"]]
+    result = run_engine(load_inventory(inv), RunOptions("apply", ["node1", "node2", "node3"], stack,
+                                                        host_deploys={"node1": {"ssh_trust"}, "node2": {"ssh_trust"}}))
+    hosts = {h.name: h for h in result.hosts}
+    for old in ("node1", "node2"):
+        assert {op.deploy for op in hosts[old].ops} == {"ssh_trust"}
+        assert "ssh_trust | SSH trust: authorized_keys" in [op.name for op in hosts[old].ops if op.status == "changed"]
+        assert hosts[old].warnings == []
+    assert {op.deploy for op in hosts["node3"].ops} == {"limits", "nccl_env", "ssh_trust"}
+    key3 = ssh_farm.ssh(node3, "cat /root/.ssh/id_ed25519.pub").stdout.split()[1]
+    assert key3 in ssh_farm.ssh(node1, "cat /root/.ssh/authorized_keys").stdout
+    assert ssh_farm.ssh(node2, f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes {node3.address} hostname").stdout.strip() == node3.name

@@ -13,7 +13,7 @@ from pathlib import Path
 from pyinfra.api import deploy
 
 from rdmaprov.day2.converge import ConvergeSettings, converge
-from rdmaprov.deploys import STACK, select_deploys
+from rdmaprov.deploys import select_deploys
 from rdmaprov.engine import NodeContext, RunOptions, RunResult
 from rdmaprov.errors import UserError
 from rdmaprov.inventory.model import Inventory
@@ -51,7 +51,7 @@ def bootstrap(inventory: Inventory, newcomers: list[str], settings: ConvergeSett
     stack = select_deploys(None)
     if by_password:
         stack = [operator_key_deploy(inventory), *stack]
-    options = RunOptions("apply", existing + newcomers, stack, host_deploys={name: [STACK["ssh_trust"]] for name in existing})
+    options = RunOptions("apply", existing + newcomers, stack, host_deploys={name: {"ssh_trust"} for name in existing})
     settings = replace(settings, verify_hosts=newcomers, newcomers=newcomers)
     result = converge(inventory, options, settings, log, observer)
     result.command = "bootstrap"

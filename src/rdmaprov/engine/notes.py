@@ -22,6 +22,11 @@ class RunNotes:
     warnings: dict[str, list[str]] = field(default_factory=dict)
     reboots: dict[str, list[str]] = field(default_factory=dict)
 
+    def clear(self) -> None:
+        """Forget what fact discovery's trial evaluations noted: the real evaluation notes it again."""
+        for table in (self.diffs, self.desired, self.warnings, self.reboots):
+            table.clear()
+
 
 def current_notes() -> RunNotes | None:
     return getattr(ctx_state.get(), "rdmaprov_notes", None)

@@ -58,11 +58,23 @@ class RunOptions:
     command: str  # "apply" or "check"
     hosts: list[str]
     deploys: list[Deploy]
-    # Hosts that run other deploys than `deploys` (bootstrap: existing nodes only renew SSH trust).
-    host_deploys: dict[str, list[Deploy]] = field(default_factory=dict)
+    # Hosts that run only some of `deploys`, by name (bootstrap: existing nodes only renew SSH
+    # trust). The others are still planned there, skipped: pyinfra's API matches operations
+    # across hosts by position, so every host must plan the same sequence.
+    host_deploys: dict[str, set[str]] = field(default_factory=dict)
 
-    def deploys_for(self, host: str) -> list[Deploy]:
-        return self.host_deploys.get(host, self.deploys)
+    def runs(self, host: str, deploy: Deploy) -> bool:
+        return host not in self.host_deploys or deploy.__name__ in self.host_deploys[host]
+
+
+def _never() -> bool:
+    """The `_if` of a deploy planned on a host but not run there."""
+    return False
+
+
+def _skipped(state: State, host, op_hash: str) -> bool:
+    condition = state.get_op_data_for_host(host, op_hash).global_arguments.get("_if")
+    return condition is _never or (isinstance(condition, list) and _never in condition)
 
 
 @dataclass
@@ -122,10 +134,13 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
         ctx = NodeContext(host=inventory.hosts[host.name], inventory=inventory, selected=options.hosts)
         try:
             with ctx_host.use(host):
-                for deploy in options.deploys_for(host.name):
+                for deploy in options.deploys:
                     first = len(host.op_hash_order)
                     try:
-                        deploy(ctx)
+                        if options.runs(host.name, deploy):
+                            deploy(ctx)
+                        else:
+                            deploy(ctx, _if=_never)
                     finally:
                         _name_ops(state, host, deploy.__name__, host.op_hash_order[first:], plan)
         except Exception as exc:  # a fact or deploy error fails this host only
@@ -146,6 +161,7 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
             state.failed_hosts.add(host)
     hosts = list(state.inventory.get_active_hosts())
     prefetch(state, hosts, lambda host: _discover(state, host), seed={h.name: [(AppliedRecordFact, {})] for h in hosts})
+    state.rdmaprov_notes.clear()  # type: ignore[attr-defined]
 
     def read_record(host) -> None:
         with ctx_host.use(host):
@@ -165,6 +181,8 @@ def _discover(state: State, host) -> None:
     """Evaluate each planned operation until it asks for a fact not read yet (see factcache)."""
     with ctx_host.use(host):
         for op_hash in host.op_hash_order:
+            if _skipped(state, host, op_hash):
+                continue
             try:
                 for _ in state.get_op_data_for_host(host, op_hash).command_generator():
                     pass
@@ -198,6 +216,8 @@ def _check_ops(state: State, plan: _Plan, results: dict[str, HostResult], observ
         result = results[host.name]
         with ctx_host.use(host):
             for op_hash in host.op_hash_order:
+                if _skipped(state, host, op_hash):
+                    continue
                 name = _op_name(state, op_hash)
                 op_data = state.get_op_data_for_host(host, op_hash)
                 try:
@@ -262,7 +282,7 @@ def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) 
         blamed = False
         for op_hash in host.op_hash_order:
             op_data = state.ops[host].get(op_hash)
-            if op_data is None:
+            if op_data is None or _skipped(state, host, op_hash):
                 continue
             meta = op_data.operation_meta
             name = _op_name(state, op_hash)
