@@ -184,6 +184,19 @@ def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_add
     lab.inventory.write_text("\n".join(lines) + "\n")
 
 
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def _room_for_containers(nodes: int, log) -> None:
+    """Each container's systemd takes several inotify instances, all counted against root: at
+    Debian's default of 128, containers beyond about 27 never finish booting. Raise the limit."""
+    wanted = 128 + 8 * nodes
+    current = int(INOTIFY_INSTANCES.read_text())
+    if current < wanted:
+        INOTIFY_INSTANCES.write_text(f"{wanted}\n")
+        log(f"lab: raised fs.inotify.max_user_instances from {current} to {wanted} for {nodes} containers")
+
+
 def up(lab: Lab, settings: LabSettings, log=print) -> dict:
     """Build (or reuse) the image and mirror, then boot the nodes in parallel and pin their keys."""
     subnet = _validate(settings)
@@ -195,6 +208,8 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
     if os.geteuid() != 0:
         raise UserError("the lab creates bridges, taps and namespaces: run it as root")
     check_subnet_free(subnet, settings.bridge)
+    if settings.kind == "container":
+        _room_for_containers(settings.nodes, log)
     timings: dict[str, float] = {}
 
     started = time.monotonic()
