@@ -15,7 +15,6 @@ from pyinfra.api import deploy
 from rdmaprov.day2.converge import ConvergeSettings, converge
 from rdmaprov.deploys import select_deploys
 from rdmaprov.engine import NodeContext, RunOptions, RunResult
-from rdmaprov.errors import UserError
 from rdmaprov.inventory.model import Inventory
 from rdmaprov.operations.ssh import login_key
 
@@ -46,8 +45,6 @@ def operator_key_deploy(inventory: Inventory):
 
 def bootstrap(inventory: Inventory, newcomers: list[str], settings: ConvergeSettings, log, observer=None, by_password: bool = False) -> RunResult:
     existing = [name for name in inventory.host_names() if name not in newcomers]
-    if not newcomers:
-        raise UserError("bootstrap: --limit selects no host; name the new nodes (e.g. --limit gpu-new-01)")
     stack = select_deploys(None)
     if by_password:
         stack = [operator_key_deploy(inventory), *stack]

@@ -59,9 +59,9 @@ def converge(inventory: Inventory, options: RunOptions, settings: ConvergeSettin
     result = rolling_apply(inventory, options, size, settings.max_fail, Hooks(after_batch, log), observer)
     if settings.verify and settings.gates:
         passed = {v.name for v in result.verify or [] if v.status == "ok"}
-        failed = {h.name for h in result.hosts if h.status in ("failed", "unreachable", "skipped")}
-        gate_hosts = [name for name in inventory.host_names() if name in {h.name for h in result.hosts} and name not in failed
-                      and (name in passed or scope is not None and name not in scope)]
+        applied = {h.name for h in result.hosts if h.status not in ("failed", "unreachable", "skipped")}
+        # in inventory order; hosts outside the verify scope (bootstrap's old nodes) need not have been verified
+        gate_hosts = [name for name in inventory.host_names() if name in applied and (name in passed or scope is not None and name not in scope)]
         if len(gate_hosts) > 1:
             log(f"gates over {len(gate_hosts)} hosts…")
             _, result.gates = post_deploy(inventory, gate_hosts, gates=True, verify=False, newcomers=settings.newcomers or None)

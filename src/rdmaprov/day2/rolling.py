@@ -65,8 +65,7 @@ def rolling_apply(inventory: Inventory, options: RunOptions, size: int, max_fail
             host.batch = number
         hooks.after_batch(result, batch)
         merged = result if merged is None else _merge(merged, result)
-        failed = [h for h in result.hosts if h.status in ("failed", "unreachable")]
-        failed += [v for v in result.verify or [] if v.status != "ok" and v.name not in {h.name for h in failed}]
+        failed = {h.name for h in result.hosts if h.status in ("failed", "unreachable")} | {v.name for v in result.verify or [] if v.status != "ok"}
         if max_fail is not None and len(failed) / len(batch) > max_fail and number < len(groups):
             reason = f"not run: {len(failed)} of {len(batch)} hosts in batch {number} failed, over --max-fail {max_fail:.0%}"
             hooks.log(reason)

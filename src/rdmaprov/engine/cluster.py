@@ -12,10 +12,9 @@ from typing import Any
 import gevent
 from gevent.lock import Semaphore
 from pyinfra.api import FactBase, State
-from pyinfra.api.facts import get_fact
 from pyinfra.context import ctx_host, ctx_state
 
-from rdmaprov.engine.factcache import FactNeeded, cache_of
+from rdmaprov.engine.factcache import FactNeeded, cache_of, read_fact
 
 
 class ClusterFacts:
@@ -42,15 +41,11 @@ def _read_everywhere(state: State, cls: type[FactBase], kwargs: dict[str, Any]) 
     FactNeeded once every host's missing read has been noted."""
     found: dict[str, Any] = {}
     needed: list[str] = []
-    facts = cache_of(state)
 
     def read(target) -> None:
         with ctx_host.use(target):
             try:
-                if facts is not None:
-                    found[target.name] = facts.get(target, cls, kwargs)
-                else:
-                    found[target.name] = get_fact(state, target, cls, kwargs=kwargs, apply_failed_hosts=False)
+                found[target.name] = read_fact(state, target, cls, kwargs)
             except FactNeeded:
                 needed.append(target.name)
             except Exception:  # a host that cannot answer is simply not known this run

@@ -24,6 +24,7 @@ from typing import Any
 import gevent
 from pyinfra import host as current_host
 from pyinfra.api import FactBase, State, StringCommand
+from pyinfra.api.facts import get_fact
 from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.pyinfra_state import privileges
@@ -75,12 +76,21 @@ def cache_of(state: State | None) -> FactCache | None:
     return getattr(state, "rdmaprov_facts", None) if state is not None else None
 
 
+def read_fact(state: State, target, cls: type[FactBase], kwargs: dict[str, Any]) -> Any:
+    """`cls` on `target`: from this run's batch when it can be, else read by pyinfra (a failure
+    raises for this host only, without failing it in pyinfra's state)."""
+    cache = cache_of(state)
+    if cache is None:
+        return get_fact(state, target, cls, kwargs=kwargs, apply_failed_hosts=False)
+    return cache.get(target, cls, kwargs)
+
+
 def fact(cls: type[FactBase], **kwargs: Any) -> Any:
     """What operations call instead of host.get_fact: served from this run's batch when it can be."""
-    cache = cache_of(ctx_state.get() if ctx_state.isset() else None)
-    if cache is None:
+    state = ctx_state.get() if ctx_state.isset() else None
+    if cache_of(state) is None:
         return current_host.get_fact(cls, **kwargs)
-    return cache.get(ctx_host.get(), cls, kwargs)
+    return read_fact(state, ctx_host.get(), cls, kwargs)
 
 
 def mark_current_host_changed() -> None:

@@ -63,10 +63,6 @@ def build_state(inventory: Inventory, selected: list[str]) -> State:
     )
     # Operations decide lazily at execution time; `check` iterates each generator itself once.
     state = State(pyinfra_inventory, config, check_for_changes=False)
-    from rdmaprov.engine.factcache import FactCache, enabled
-
-    if enabled():
-        state.rdmaprov_facts = FactCache()  # type: ignore[attr-defined]
     state.rdmaprov_round_trips = Counter()  # type: ignore[attr-defined]
     return state
 

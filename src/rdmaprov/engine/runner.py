@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import time
-from io import BytesIO
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from io import BytesIO
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -19,13 +19,12 @@ from pyinfra.api import FileUploadCommand, State
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.api.connect import disconnect_all
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.api.facts import get_fact
 from pyinfra.api.operations import run_ops
 from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.applied import RECORD_PATH, AppliedRecord, AppliedRecordFact, classify, merged_record, write_record
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.engine.factcache import cache_of, prefetch
+from rdmaprov.engine.factcache import FactCache, enabled, prefetch, read_fact
 from rdmaprov.engine.notes import RunNotes
 from rdmaprov.engine.pyinfra_state import build_state, connect
 from rdmaprov.engine.results import HostResult, OpResult, RunResult
@@ -166,13 +165,12 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
     def read_record(host) -> None:
         with ctx_host.use(host):
             try:
-                record = cache.get(host, AppliedRecordFact, {}) if cache else get_fact(state, host, AppliedRecordFact, apply_failed_hosts=False)
+                record = read_fact(state, host, AppliedRecordFact, {})
             except Exception:
                 record = AppliedRecord()  # unreadable: everything counts as new, nothing fails
         plan.records[host.name] = record
         results[host.name].last_applied = record.applied_at
 
-    cache = cache_of(state)
     _each_host(state, hosts, read_record)
     return plan
 
@@ -214,6 +212,7 @@ def _check_ops(state: State, plan: _Plan, results: dict[str, HostResult], observ
 
     def check_host(host) -> None:
         result = results[host.name]
+        record = plan.records.get(host.name, AppliedRecord())
         with ctx_host.use(host):
             for op_hash in host.op_hash_order:
                 if _skipped(state, host, op_hash):
@@ -231,7 +230,7 @@ def _check_ops(state: State, plan: _Plan, results: dict[str, HostResult], observ
                 status = "would_change" if commands else "unchanged"
                 diff = notes.diffs.get((host.name, op_hash))
                 deploy = _deploy_of(plan, host.name, op_hash)
-                recorded = plan.records.get(host.name, AppliedRecord()).ops.get(plan.keys[(host.name, op_hash)])
+                recorded = record.ops.get(plan.keys[(host.name, op_hash)])
                 desired = notes.desired.get((host.name, op_hash))
                 if recorded is not None and recorded != desired and deploy not in result.inputs_changed:
                     result.inputs_changed.append(deploy)
@@ -325,6 +324,8 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
     results = {name: HostResult(name=name, address=inventory.hosts[name].address) for name in options.hosts}
     state = build_state(inventory, options.hosts)
     state.rdmaprov_notes = notes = RunNotes()  # type: ignore[attr-defined]
+    if enabled():
+        state.rdmaprov_facts = FactCache()  # type: ignore[attr-defined]
     callbacks = _Callbacks(observer, lambda op_hash: _op_name(state, op_hash))
     state.add_callback_handler(callbacks)
 

@@ -70,32 +70,33 @@ class NetDevices(FactBase):
         return {}
 
 
-class UnitEnabled(FactBase):
-    """`systemctl is-enabled UNIT`: 'enabled', 'disabled', 'not-found'... ('' without systemd)."""
+class _UnitQuery(FactBase):
+    """`systemctl QUERY UNIT`'s one-word answer; `absent` when it says nothing."""
+
+    query = ""
+    absent = ""
 
     def command(self, unit: str) -> str:
-        return f"systemctl is-enabled {shlex.quote(unit)} 2>/dev/null || true"
+        return f"systemctl {self.query} {shlex.quote(unit)} 2>/dev/null || true"
 
     def process(self, output: list[str]) -> str:
-        return output[0].strip() if output else "not-found"
+        return output[0].strip() if output else self.absent
 
-    @staticmethod
-    def default() -> str:
-        return "not-found"
+    @classmethod
+    def default(cls) -> str:
+        return cls.absent
 
 
-class UnitActive(FactBase):
+class UnitEnabled(_UnitQuery):
+    """`systemctl is-enabled UNIT`: 'enabled', 'disabled', 'not-found'..."""
+
+    query, absent = "is-enabled", "not-found"
+
+
+class UnitActive(_UnitQuery):
     """`systemctl is-active UNIT`: 'active', 'inactive', 'failed'..."""
 
-    def command(self, unit: str) -> str:
-        return f"systemctl is-active {shlex.quote(unit)} 2>/dev/null || true"
-
-    def process(self, output: list[str]) -> str:
-        return output[0].strip() if output else "inactive"
-
-    @staticmethod
-    def default() -> str:
-        return "inactive"
+    query, absent = "is-active", "inactive"
 
 
 class NetNamespaceCount(FactBase):
