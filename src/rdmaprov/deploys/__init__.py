@@ -6,6 +6,7 @@ applies there, so all hosts share one operation sequence (pyinfra matches ops by
 
 from __future__ import annotations
 
+from rdmaprov.deploys.builds import builds
 from rdmaprov.deploys.exporter import exporter
 from rdmaprov.deploys.gate_tools import gate_tools
 from rdmaprov.deploys.limits import limits
@@ -31,6 +32,7 @@ STACK: dict[str, Deploy] = {
     "limits": limits,
     "nccl_env": nccl_env,
     "gate_tools": gate_tools,
+    "builds": builds,
     "exporter": exporter,
 }
 

@@ -1,4 +1,5 @@
-"""What the gates run on the nodes: the CPU allreduce probe, compiled with the node's own mpicc."""
+"""What the gates run on the nodes: the CPU allreduce probe, built once with the nodes' own mpicc
+and shipped to the others (the same build-once mechanism as NCCL)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ from typing import Any
 
 from pyinfra.api import deploy
 
+from rdmaprov.builds.spec import BuildSpec, Source
+from rdmaprov.deploys.builds import build_and_ship, platform
 from rdmaprov.deploys.openmpi import mpi_prefix
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.operations.build import built
-from rdmaprov.operations.files import managed_file
+from rdmaprov.operations.builds import recipe
+from rdmaprov.parsers.node import Gpu
+from rdmaprov.parsers.system import OsInfo
 
-PROBE_DIR = "/opt/rdmaprov/probe"
-PROBE_SOURCE = f"{PROBE_DIR}/allreduce_probe.c"
-PROBE_BINARY = f"{PROBE_DIR}/allreduce_probe"
+PROBE_PREFIX = "/opt/rdmaprov/probe"
+PROBE_BINARY = f"{PROBE_PREFIX}/current/bin/allreduce_probe"
+PROBE_VERSION = "1"
 
 
 def probe_source() -> str:
@@ -26,8 +30,18 @@ def mpicc(node: dict[str, Any]) -> str:
     return f"{prefix}/bin/mpicc" if prefix else "mpicc"
 
 
+@recipe("allreduce_probe")
+def probe_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
+    return BuildSpec(
+        name="allreduce-probe",
+        version=PROBE_VERSION,
+        source=Source(kind="inline", files=(("allreduce_probe.c", probe_source()),)),
+        script=f'mkdir -p "$STAGE/bin" && {settings["mpicc"]} -O2 -o "$STAGE/bin/allreduce_probe" allreduce_probe.c',
+        prefix=PROBE_PREFIX,
+        inputs=(platform(os_info), ("mpi", settings["mpicc"])),
+    )
+
+
 @deploy("gate_tools")
 def gate_tools(ctx: NodeContext) -> None:
-    managed_file(name="allreduce probe source", path=PROBE_SOURCE, content=probe_source())
-    build = f"{mpicc(ctx.node)} -O2 -o {PROBE_BINARY} {PROBE_SOURCE}"
-    built(name="allreduce probe built", binary=PROBE_BINARY, source=PROBE_SOURCE, build=build)
+    build_and_ship(ctx, "allreduce_probe", "allreduce probe", {"mpicc": mpicc(ctx.node)})

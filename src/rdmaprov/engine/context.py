@@ -16,6 +16,9 @@ class NodeContext:
     inventory: Inventory
     selected: list[str]
     warnings: list[str] = field(default_factory=list)
+    # True while a deploy is planned here only to keep the operation sequence (bootstrap's
+    # existing nodes): it must not claim work such as building an artifact.
+    planned_only: bool = False
 
     @property
     def node(self) -> dict[str, Any]:

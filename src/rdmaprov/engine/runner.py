@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 import gevent
-from pyinfra.api import FileUploadCommand, State
+from pyinfra.api import FileDownloadCommand, FileUploadCommand, FunctionCommand, State
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.api.connect import disconnect_all
 from pyinfra.api.exceptions import PyinfraError
@@ -102,6 +102,10 @@ class _Callbacks(BaseStateCallback):
 
 def describe(command) -> str:
     """A command as results show it; an upload by destination, size and content hash."""
+    if isinstance(command, FileDownloadCommand):
+        return f"download {command.src} to {command.dest} (control machine)"
+    if isinstance(command, FunctionCommand):
+        return f"{command.function.__name__.strip('_')} {' '.join(map(str, command.args))} (control machine)"
     if isinstance(command, FileUploadCommand):
         source = command.src
         if isinstance(source, BytesIO):
@@ -135,11 +139,12 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
             with ctx_host.use(host):
                 for deploy in options.deploys:
                     first = len(host.op_hash_order)
+                    ctx.planned_only = not options.runs(host.name, deploy)
                     try:
-                        if options.runs(host.name, deploy):
-                            deploy(ctx)
-                        else:
+                        if ctx.planned_only:
                             deploy(ctx, _if=_never)
+                        else:
+                            deploy(ctx)
                     finally:
                         _name_ops(state, host, deploy.__name__, host.op_hash_order[first:], plan)
         except Exception as exc:  # a fact or deploy error fails this host only

@@ -72,9 +72,3 @@ class PathExists(YesNoFact):
     def command(self, path: str) -> str:
         return yes_if(f"[ -e {shlex.quote(path)} ]")
 
-
-class BuiltFrom(YesNoFact):
-    """Whether `binary` exists and is newer than `source` (a build that failed leaves it stale)."""
-
-    def command(self, binary: str, source: str) -> str:
-        return yes_if(f"[ {shlex.quote(binary)} -nt {shlex.quote(source)} ]")

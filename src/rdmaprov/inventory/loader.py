@@ -20,6 +20,7 @@ from rdmaprov.inventory.model import (
     ssh_settings,
 )
 from rdmaprov.inventory.source import SourceMap, format_path, load_yaml
+from rdmaprov.inventory.semantics import node_issues
 from rdmaprov.inventory.validate import schema_problems
 
 
@@ -114,6 +115,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
 
     hosts: dict[str, HostSpec] = {}
     addresses: dict[str, str] = {}
+    misfits: dict[tuple[tuple, str, str], list[str]] = {}
     for name, groups in memberships.items():
         where, body = bodies.get(name, ((), {}))
         host_vars = body.get("vars") or {}
@@ -135,7 +137,12 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
             problems.append(smap.problem(where + ("address",), f"host {name!r} has the same address and port as {addresses[endpoint]!r} ({endpoint})", "give each host its own address (a host listed twice is a duplicated host)"))
         addresses[endpoint] = name
         hosts[name] = HostSpec(name=name, address=address, ssh=ssh, groups=tuple(groups), node=node)
+        for issue in node_issues(node):
+            origin = _node_origin(issue.key, where, groups, body, data)
+            misfits.setdefault((origin, issue.message, issue.fix), []).append(name)
 
+    for (origin, message, fix), names in misfits.items():
+        problems.append(smap.problem(origin, f"{message} (host{'s' if len(names) > 1 else ''} {', '.join(names)})", fix))
     if not hosts:
         problems.append(smap.problem((), "the inventory declares no hosts", "add hosts under `hosts:` or under a group's `hosts:`"))
     if problems:
@@ -164,3 +171,26 @@ def _ssh_origin(field_name: str, host_where: tuple, groups: list[str], body: dic
         if field_name in ((data["groups"][group] or {}).get("ssh") or {}):
             return ("groups", group, "ssh", field_name)
     return ("cluster", "ssh", field_name)
+
+
+def _has(mapping: Any, key: tuple) -> bool:
+    for part in key:
+        if isinstance(mapping, dict) and part in mapping:
+            mapping = mapping[part]
+        elif isinstance(mapping, list) and isinstance(part, int) and part < len(mapping):
+            mapping = mapping[part]
+        else:
+            return False
+    return True
+
+
+def _node_origin(key: tuple, host_where: tuple, groups: list[str], body: dict[str, Any], data: dict[str, Any]) -> tuple:
+    """Document path of the layer (host vars > group vars > defaults) that set a node key last."""
+    layers = [(host_where + ("vars",), body.get("vars") or {})]
+    layers += [(("groups", g, "vars"), (data["groups"][g] or {}).get("vars") or {}) for g in reversed(groups)]
+    layers.append((("defaults",), data.get("defaults") or {}))
+    for depth in range(len(key), 0, -1):
+        for where, layer in layers:
+            if _has(layer, key[:depth]):
+                return where + tuple(key[:depth])
+    return ("defaults",)

@@ -1,0 +1,101 @@
+"""The shell scripts that build an artifact on the builder and install it on every node.
+
+Pure functions of the BuildSpec, so the exact commands are testable and shown by `check`.
+Both scripts work in temporary places and rename at the end: an interrupted build leaves no
+archive, an interrupted install leaves the previous version current.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from rdmaprov.builds.spec import ARTIFACT_DIR, MARKER, BuildSpec
+
+SOURCE_TARBALL = "source.tar"
+
+
+def _fail(what: str, fix: str) -> str:
+    message = f"rdmaprov: {what} on $(hostname): {fix}"
+    return f'{{ echo "{message}" >&2; exit 1; }}'
+
+
+def _checksum(spec: BuildSpec) -> list[str]:
+    if not spec.source.sha256:
+        return []
+    setting = spec.source.setting or "the source"
+    return [f"echo {shlex.quote(spec.source.sha256 + '  ' + SOURCE_TARBALL)} | sha256sum -c --quiet - || "
+            + _fail(f"{SOURCE_TARBALL} does not match the sha256 in {setting}", "fix the sha256 or the tarball")]
+
+
+def fetch_lines(spec: BuildSpec) -> list[str]:
+    """Bring the source into ./src (the working directory is the build's workdir)."""
+    source = spec.source
+    setting = source.setting or "the build's source"
+    if source.kind == "git":
+        url, ref = shlex.quote(source.url), shlex.quote(source.ref)
+        return [
+            "git init -q src",
+            f"git -C src fetch -q --depth 1 {url} {ref} || "
+            + _fail(f"cannot fetch {source.ref} from {source.url}", f"fix {setting} (url, ref), point it at a reachable mirror, or use a local tarball (kind file)"),
+            "git -C src checkout -q FETCH_HEAD",
+        ]
+    lines = []
+    if source.kind == "url":
+        url = shlex.quote(source.url)
+        lines.append(f"curl -fsSL --retry 3 -o {SOURCE_TARBALL} {url} || "
+                     + _fail(f"cannot download {source.url}", f"fix {setting}, point it at a reachable mirror, or use a local tarball (kind file)"))
+    if source.kind in ("url", "file"):
+        lines += _checksum(spec)
+        lines += ["mkdir -p src", f"tar -xf {SOURCE_TARBALL} -C src"]
+    return lines
+
+
+def build_script(spec: BuildSpec) -> str:
+    """Fetch, build into $STAGE, pack and checksum; the archive appears only when all succeeded."""
+    work = shlex.quote(spec.workdir)
+    archive = shlex.quote(spec.archive)
+    lines = [
+        "set -e",
+        f"mkdir -p {work} {ARTIFACT_DIR}",
+        f"cd {work}",
+        "rm -rf stage && mkdir -p stage",
+        *fetch_lines(spec),
+        "cd src",
+        # A tarball usually holds one top directory (nccl-2.18.3-1/): build inside it.
+        'set -- *; if [ $# -eq 1 ] && [ -d "$1" ]; then cd "$1"; fi',
+        f'export STAGE={work}/stage JOBS="$(nproc)"',
+        spec.script,
+        f"tar -C {work}/stage -czf {ARTIFACT_DIR}/{archive}.tmp .",
+        f"cd {ARTIFACT_DIR} && mv -f {archive}.tmp {archive} && sha256sum {archive} > {archive}.sha256.tmp && mv -f {archive}.sha256.tmp {archive}.sha256",
+        f"rm -rf {work}",
+    ]
+    return "\n".join(lines)
+
+
+def install_script(spec: BuildSpec, keep_archive: bool) -> str:
+    """Verify the archive's checksum, unpack it beside the others, switch `current` atomically."""
+    prefix = shlex.quote(spec.prefix.rstrip("/"))
+    name = shlex.quote(spec.dirname)
+    archive = shlex.quote(spec.archive)
+    temp = f"{prefix}/.{spec.dirname}.tmp"
+    lines = [
+        "set -e",
+        f"cd {ARTIFACT_DIR}",
+        f"sha256sum -c --quiet {archive}.sha256 || " + _fail(f"{spec.archive} does not match its sha256", "rerun the apply (the archive is fetched again)"),
+        f"rm -rf {temp} && mkdir -p {temp}",
+        f"tar -xzf {archive} -C {temp}",
+        f"echo \"{spec.key} $(cut -d' ' -f1 {archive}.sha256)\" > {temp}/{MARKER}",
+        f"rm -rf {prefix}/{name} && mv {temp} {prefix}/{name}",
+        switch_current(spec),
+    ]
+    if not keep_archive:
+        lines.append(f"rm -f {archive} {archive}.sha256")
+    if spec.after_install:
+        lines.append(spec.after_install)
+    return "\n".join(lines)
+
+
+def switch_current(spec: BuildSpec) -> str:
+    """Point <prefix>/current at this version in one rename (never a moment without it)."""
+    prefix = shlex.quote(spec.prefix.rstrip("/"))
+    return f"ln -sfn {shlex.quote(spec.dirname)} {prefix}/.current.tmp && mv -Tf {prefix}/.current.tmp {prefix}/current"

@@ -1,0 +1,93 @@
+"""What one build is: its source, its script, where it installs, and the identity that decides
+whether an existing result can be reused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+ARTIFACT_DIR = "/var/cache/rdmaprov/artifacts"
+WORK_ROOT = "/var/cache/rdmaprov/build"
+MARKER = ".rdmaprov-build"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a build's source comes from.
+
+    kind `git` (url + ref) and `url` (a tarball) are fetched on the building node; `file` is a
+    tarball on the control machine, uploaded (air-gapped clusters); `inline` is a few files
+    shipped with rdmaprov itself.
+    """
+
+    kind: str
+    url: str = ""
+    ref: str = ""
+    path: str = ""
+    sha256: str = ""
+    files: tuple[tuple[str, str], ...] = ()
+    setting: str = ""  # the inventory key that declares it, for error messages
+
+    def identity(self) -> dict[str, str]:
+        """What makes two sources the same: a local file counts by its content."""
+        if self.kind == "inline":
+            return {"kind": "inline", "files": hashlib.sha256(json.dumps(self.files).encode()).hexdigest()}
+        if self.kind == "file":
+            try:
+                return {"kind": "file", "sha256": self.sha256 or file_sha256(self.path)}
+            except OSError as exc:
+                raise ValueError(f"cannot read {self.path} ({self.setting or 'source'}): {exc.strerror}; give an existing local tarball") from None
+        return {"kind": self.kind, "url": self.url, "ref": self.ref, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """One build as a node needs it; `inputs` are the platform facts its output depends on."""
+
+    name: str
+    version: str
+    source: Source
+    script: str
+    prefix: str
+    inputs: tuple[tuple[str, str], ...] = ()
+    after_install: str = ""
+
+    @property
+    def key(self) -> str:
+        text = json.dumps([self.name, self.version, self.source.identity(), self.script, sorted(self.inputs)], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @property
+    def dirname(self) -> str:
+        """The versioned install directory under the prefix."""
+        return f"{self.version}-{self.key[:8]}"
+
+    @property
+    def archive(self) -> str:
+        return f"{self.name}-{self.version}-{self.key}.tar.gz"
+
+    @property
+    def remote_archive(self) -> str:
+        return f"{ARTIFACT_DIR}/{self.archive}"
+
+    @property
+    def workdir(self) -> str:
+        return f"{WORK_ROOT}/{self.name}-{self.key}"
+
+
+_FILE_SHA: dict[tuple[str, int, float], str] = {}
+
+
+def file_sha256(path: str) -> str:
+    """sha256 of a local file, remembered while it is unchanged (a source tarball is read once a run)."""
+    stat = Path(path).stat()
+    memo = (path, stat.st_size, stat.st_mtime)
+    if memo not in _FILE_SHA:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        _FILE_SHA[memo] = digest.hexdigest()
+    return _FILE_SHA[memo]

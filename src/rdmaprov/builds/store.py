@@ -1,0 +1,55 @@
+"""The control machine's cache of built archives: what nodes receive, and what spares a rebuild.
+
+An archive is in the cache only with its checksum file beside it, and only after its content
+was checked against that checksum on arrival (the download goes to .part files first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from rdmaprov.lab.paths import cache_root
+
+PART = ".part"
+
+
+def store_dir() -> Path:
+    return Path(os.environ.get("RDMAPROV_ARTIFACTS") or cache_root() / "artifacts")
+
+
+def local_path(archive: str) -> Path:
+    return store_dir() / archive
+
+
+def cached(archive: str) -> bool:
+    """Whether the archive and its checksum file are in the cache."""
+    path = local_path(archive)
+    return path.is_file() and Path(f"{path}.sha256").is_file()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def commit(archive: str) -> str | None:
+    """Move a fetched archive into the cache if it matches its checksum; else why not."""
+    path = local_path(archive)
+    part, sums = Path(f"{path}{PART}"), Path(f"{path}.sha256{PART}")
+    try:
+        expected = sums.read_text().split()[0]
+    except (OSError, IndexError):
+        return f"no checksum came with {archive}"
+    actual = _sha256(part)
+    if actual != expected:
+        part.unlink(missing_ok=True)
+        sums.unlink(missing_ok=True)
+        return f"{archive} arrived damaged (sha256 {actual[:16]}…, expected {expected[:16]}…)"
+    os.replace(part, path)
+    os.replace(sums, f"{path}.sha256")
+    return None

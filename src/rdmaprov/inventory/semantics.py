@@ -1,0 +1,86 @@
+"""Checks the schema cannot express: settings that are each well-formed but do not fit together.
+
+Each check looks at one host's merged node settings and returns the key that is wrong, what is
+wrong and the fix; the loader points the problem at the line that set the key and names the hosts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rdmaprov.nvidia import arch_problem, driver_problem, parse_version
+
+# AIACC NCCL plugin version → the NCCL versions it supports (first, last minor of NCCL 2).
+AIACC_NCCL = {"1.0.2": ((2, 8), (2, 16))}
+
+
+@dataclass(frozen=True)
+class NodeIssue:
+    key: tuple[str, ...]
+    message: str
+    fix: str
+
+
+def _gpu_issues(node: dict[str, Any]) -> list[NodeIssue]:
+    gpu = node.get("gpu") or {}
+    issues = []
+    cuda = gpu.get("cuda_version")
+    if gpu.get("arch"):
+        why = arch_problem(gpu["arch"], cuda)
+        if why:
+            issues.append(NodeIssue(("gpu", "arch"), why, "set gpu.arch to the GPUs' compute capability (A100 sm_80, H100 sm_90), or a CUDA version that builds for it"))
+    if gpu.get("driver_version") and cuda:
+        why = driver_problem(gpu["driver_version"], cuda)
+        if why:
+            issues.append(NodeIssue(("gpu", "driver_version"), why, "raise gpu.driver_version or lower gpu.cuda_version"))
+    return issues
+
+
+def _nccl_issues(node: dict[str, Any]) -> list[NodeIssue]:
+    nccl = node.get("nccl") or {}
+    source = nccl.get("source") or {}
+    kind = source.get("kind", "git")
+    issues = []
+    if kind == "file" and not source.get("path"):
+        issues.append(NodeIssue(("nccl", "source", "kind"), "NCCL source kind `file` needs nccl.source.path", "give the local NCCL source tarball as nccl.source.path"))
+    if kind == "tarball" and not source.get("url"):
+        issues.append(NodeIssue(("nccl", "source", "kind"), "NCCL source kind `tarball` needs nccl.source.url", "give the tarball's URL (e.g. an internal mirror) as nccl.source.url"))
+    if (node.get("gpu") or {}).get("count", 0) > 0 and kind != "packages" and not nccl.get("version"):
+        issues.append(NodeIssue(("nccl",), "NCCL is built on GPU nodes but nccl.version is not set", "set nccl.version, e.g. 2.18.3-1"))
+    return issues
+
+
+def _aiacc_issues(node: dict[str, Any]) -> list[NodeIssue]:
+    erdma = node.get("erdma") or {}
+    version = (node.get("nccl") or {}).get("version")
+    if node.get("fabric") != "erdma" or not erdma.get("aiacc_plugin") or not version:
+        return []
+    supported = AIACC_NCCL.get(erdma.get("aiacc_version", ""))
+    if supported is None:
+        return [NodeIssue(("erdma", "aiacc_version"), f"AIACC NCCL plugin {erdma.get('aiacc_version')} is not one rdmaprov knows (known: {', '.join(AIACC_NCCL)})", "use a known aiacc_version")]
+    low, high = supported
+    nccl = parse_version(version)[:2]
+    if low <= nccl <= high:
+        return []
+    return [NodeIssue(("nccl", "version"), f"NCCL {version} is outside what the AIACC NCCL plugin {erdma['aiacc_version']} supports ({low[0]}.{low[1]}–{high[0]}.{high[1]})",
+                      f"use NCCL {low[0]}.{low[1]}.x to {high[0]}.{high[1]}.x on eRDMA nodes (e.g. 2.16.5-1), or remove erdma.aiacc_plugin")]
+
+
+def _build_issues(node: dict[str, Any]) -> list[NodeIssue]:
+    issues = []
+    seen: set[str] = set()
+    for index, build in enumerate(node.get("builds") or []):
+        source = build.get("source") or {}
+        need = {"git": "url", "url": "url", "file": "path"}[source.get("kind", "file")]
+        if not source.get(need):
+            issues.append(NodeIssue(("builds", index, "source"), f"build {build['name']!r}: source kind {source.get('kind', 'file')} needs `{need}`", f"add `{need}:` to the build's source"))
+        if build["name"] in seen:
+            issues.append(NodeIssue(("builds", index, "name"), f"build {build['name']!r} is declared twice", "give each build its own name"))
+        seen.add(build["name"])
+    return issues
+
+
+def node_issues(node: dict[str, Any]) -> list[NodeIssue]:
+    """Everything that does not fit together in one host's merged settings."""
+    return _gpu_issues(node) + _nccl_issues(node) + _aiacc_issues(node) + _build_issues(node)

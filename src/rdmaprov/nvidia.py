@@ -1,0 +1,117 @@
+"""What rdmaprov knows about NVIDIA's stack: GPU architectures, CUDA/driver pairing, repositories.
+
+Pure tables and functions (no I/O), shared by inventory validation, the GPU and NCCL deploys and
+their tests. Figures are from NVIDIA's CUDA release notes and compatibility guide.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rdmaprov.parsers.system import OsInfo
+
+# Architecture → (first CUDA that compiles for it, first CUDA major that no longer does).
+ARCHS: dict[str, tuple[tuple[int, int], int | None]] = {
+    "sm_35": ((5, 0), 12), "sm_37": ((6, 5), 12),
+    "sm_50": ((6, 0), 13), "sm_52": ((6, 5), 13), "sm_53": ((6, 5), 13),
+    "sm_60": ((8, 0), 13), "sm_61": ((8, 0), 13), "sm_62": ((8, 0), 13),
+    "sm_70": ((9, 0), 13), "sm_72": ((10, 0), 13), "sm_75": ((10, 0), None),
+    "sm_80": ((11, 0), None), "sm_86": ((11, 1), None), "sm_87": ((11, 4), None), "sm_89": ((11, 8), None),
+    "sm_90": ((11, 8), None), "sm_90a": ((12, 0), None),
+    "sm_100": ((12, 8), None), "sm_100a": ((12, 8), None), "sm_103": ((12, 9), None),
+    "sm_120": ((12, 8), None), "sm_121": ((12, 9), None),
+}
+
+# Minor-version compatibility: the oldest driver that runs anything built with a CUDA major.
+MIN_DRIVER = {11: (450, 80, 2), 12: (525, 60, 13), 13: (580, 65, 6)}
+
+CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos"
+# Signing keys of NVIDIA's CUDA repositories (rotated in 2022).
+REPO_KEY = {"debian": "3bf863cc.pub", "rhel": "D42D0685.pub"}
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'535.129.03' → (535, 129, 3); '12.2' → (12, 2)."""
+    return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+def arch_from_compute_cap(cap: str) -> str:
+    """nvidia-smi's compute_cap ('8.0', '9.0') → 'sm_80'."""
+    major, _, minor = cap.strip().partition(".")
+    return f"sm_{int(major)}{int(minor or 0)}"
+
+
+def gencode(arch: str) -> str:
+    """NVCC_GENCODE for one architecture: SASS for it (sm_90a keeps its suffix)."""
+    number = arch[len("sm_"):]
+    return f"-gencode=arch=compute_{number},code=sm_{number}"
+
+
+def arch_problem(arch: str, cuda: str | None) -> str | None:
+    """Why `arch` cannot be built with CUDA `cuda` (None: it can, or nothing to judge)."""
+    if arch not in ARCHS:
+        return f"unknown GPU architecture {arch} (known: {', '.join(ARCHS)})"
+    if not cuda:
+        return None
+    first, dropped = ARCHS[arch]
+    version = parse_version(cuda)[:2]
+    if version < first:
+        return f"{arch} needs CUDA {first[0]}.{first[1]} or newer, not {cuda}"
+    if dropped is not None and version[0] >= dropped:
+        return f"CUDA {dropped}.0 and newer no longer build for {arch}; use CUDA {dropped - 1}.x"
+    return None
+
+
+def driver_problem(driver: str, cuda: str) -> str | None:
+    """Why driver `driver` (branch '535' or exact '535.129.03') cannot run CUDA `cuda`."""
+    major = parse_version(cuda)[0]
+    floor = MIN_DRIVER.get(major)
+    if floor is None:
+        return f"CUDA {cuda} is not a CUDA rdmaprov knows (11.x, 12.x, 13.x)"
+    version = parse_version(driver)
+    # A branch ('525') is judged by its newest releases: any 525.x at or above the floor will do.
+    fits = version[0] > floor[0] or (version[0] == floor[0] and (len(version) == 1 or version >= floor))
+    if fits:
+        return None
+    return f"driver {driver} cannot run CUDA {cuda}: CUDA {major}.x needs driver {'.'.join(str(p) for p in floor)} or newer"
+
+
+def driver_matches(wanted: str, installed: str) -> bool:
+    """Whether an installed driver version satisfies the declared branch or exact version."""
+    if not installed:
+        return False
+    return installed == wanted or ("." not in wanted and installed.split(".")[0] == wanted)
+
+
+@dataclass(frozen=True)
+class CudaRepo:
+    """NVIDIA's CUDA repository for one distro release: where it is and how the node names it."""
+
+    distro: str  # ubuntu2204, rhel9, debian12…
+    url: str
+    key_url: str
+
+
+def cuda_repo(os_info: OsInfo, base: str | None = None) -> CudaRepo:
+    """The CUDA repository for this node's distro (Alibaba Cloud Linux 3 uses RHEL 8's)."""
+    if os_info.id == "ubuntu":
+        distro = "ubuntu" + os_info.version_id.replace(".", "")
+    elif os_info.id == "debian":
+        distro = f"debian{os_info.major}"
+    elif os_info.family == "rhel":
+        distro = "rhel8" if os_info.id == "alinux" and os_info.major == "3" else f"rhel{os_info.major}"
+    else:
+        raise ValueError(f"no NVIDIA CUDA repository for {os_info.pretty_name}: set gpu.repo to a mirror that has one, or install the driver yourself and leave gpu.driver_version unset")
+    url = f"{(base or CUDA_REPO).rstrip('/')}/{distro}/x86_64"
+    return CudaRepo(distro, url, f"{url}/{REPO_KEY[os_info.family]}")
+
+
+def toolkit_package(cuda: str) -> str:
+    """'12.2' → 'cuda-toolkit-12-2' (the same name in the apt and yum repositories)."""
+    return "cuda-toolkit-" + cuda.replace(".", "-")
+
+
+def cuda_home(cuda: str) -> str:
+    return f"/usr/local/cuda-{cuda}"
+

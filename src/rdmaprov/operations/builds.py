@@ -1,0 +1,211 @@
+"""Operations that build an artifact on one node, bring it to the control machine, install it everywhere.
+
+pyinfra runs each operation on every host before the next one starts, so three operations are
+three steps across the cluster: `artifact_built` (only the builder of each distinct build does
+anything), `artifact_fetched` (the builder's archive comes to the control machine's cache, when
+other nodes need it), `artifact_installed` (every node: checksum, unpack, switch `current`).
+
+A node's build is described by a *recipe*: a function of its settings (from the inventory, the
+operations' arguments) and its facts (distro, GPUs). The builder of a build is the first host,
+in inventory order, of those that declared the same build id in this run, so every node, and a
+check, agrees on who builds without talking to the others.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from io import BytesIO
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import FileDownloadCommand, FileUploadCommand, FunctionCommand, StringCommand
+from pyinfra.context import ctx_state
+
+from rdmaprov.builds import store
+from rdmaprov.builds.scripts import SOURCE_TARBALL, build_script, install_script, switch_current
+from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec
+from rdmaprov.engine.cluster import cluster_fact
+from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
+from rdmaprov.facts.builds import BuildInstalled, CommandWorks, KeptArchive
+from rdmaprov.facts.gpu import Gpus
+from rdmaprov.facts.system import Os
+from rdmaprov.parsers.node import Gpu
+from rdmaprov.parsers.system import OsInfo
+
+Settings = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How settings and facts make a node's BuildSpec (None: nothing to build on that node)."""
+
+    name: str
+    make: Callable[[Settings, OsInfo, list[Gpu]], BuildSpec | None]
+    uses_gpus: bool = False
+
+
+RECIPES: dict[str, Recipe] = {}
+
+
+def recipe(name: str, uses_gpus: bool = False) -> Callable:
+    """Register a recipe under `name` (operations receive the name: it hashes stably)."""
+
+    def register(make: Callable[[Settings, OsInfo, list[Gpu]], BuildSpec | None]) -> Callable:
+        RECIPES[name] = Recipe(name, make, uses_gpus)
+        return make
+
+    return register
+
+
+def declare(slot: str, settings: Settings | None) -> None:
+    """Tell the run that the current host wants the build in `slot` with these settings (while planning)."""
+    state = ctx_state.get()
+    table: dict[str, dict[str, Settings]] = getattr(state, "rdmaprov_builds", None) or {}
+    state.rdmaprov_builds = table  # type: ignore[attr-defined]
+    if settings is not None:
+        table.setdefault(slot, {})[host.name] = settings
+
+
+@dataclass(frozen=True)
+class Placement:
+    """This host's build, the builder of that build, and the hosts that do not have it yet."""
+
+    spec: BuildSpec | None
+    builder: str = ""
+    needing: tuple[str, ...] = ()
+
+
+def placement(name: str, slot: str, settings: Settings | None) -> Placement:
+    """Work out, from every node's settings and facts, who builds this host's build and who needs it."""
+    rec = RECIPES[name]
+    if settings is None:
+        return Placement(None)
+    own = rec.make(settings, fact(Os), fact(Gpus) if rec.uses_gpus else [])
+    if own is None:
+        return Placement(None)
+    declared = getattr(ctx_state.get(), "rdmaprov_builds", {}).get(slot, {})
+    oses = cluster_fact(Os)
+    gpus = cluster_fact(Gpus) if rec.uses_gpus else {}
+    installed = cluster_fact(BuildInstalled, prefix=own.prefix, dirname=own.dirname)
+    group = []
+    for peer in (h.name for h in ctx_state.get().inventory):
+        if peer == host.name:
+            group.append(peer)
+            continue
+        if peer not in declared or peer not in oses:
+            continue
+        try:
+            spec = rec.make(declared[peer], oses[peer], gpus.get(peer, []))
+        except ValueError:
+            continue  # that node's own operation reports its error
+        if spec is not None and spec.key == own.key:
+            group.append(peer)
+    needing = tuple(peer for peer in group if peer not in installed or installed[peer].key != own.key)
+    return Placement(own, group[0], needing)
+
+
+def _check_source(spec: BuildSpec) -> None:
+    """Fail before building when the builder cannot reach the source (a clear error, not a build log)."""
+    source = spec.source
+    probes = {"git": f"git ls-remote --exit-code {shlex.quote(source.url)} {shlex.quote(source.ref)} >/dev/null || git ls-remote {shlex.quote(source.url)} >/dev/null",
+              "url": f"curl -fsSIL --max-time 30 -o /dev/null {shlex.quote(source.url)}"}
+    if source.kind not in probes:
+        return
+    ok, why = fact(CommandWorks, probe=probes[source.kind])
+    if not ok:
+        raise ValueError(f"{host.name} cannot fetch {source.url}{' ' + source.ref if source.ref else ''} ({why}): "
+                         f"fix {source.setting or 'the source'}, point it at a mirror the nodes reach, or use a local tarball (kind file) for air-gapped clusters")
+
+
+def _source_uploads(spec: BuildSpec) -> Iterator:
+    source = spec.source
+    if source.kind == "file":
+        yield FileUploadCommand(source.path, f"{spec.workdir}/{SOURCE_TARBALL}")
+    for name, text in source.files:
+        yield FileUploadCommand(BytesIO(text.encode("utf-8")), f"{spec.workdir}/src/{name}")
+
+
+@operation()
+def artifact_built(recipe: str, slot: str, settings: Settings | None):
+    """On the builder of each distinct build that some node still needs: fetch, build, pack, checksum."""
+    place = placement(recipe, slot, settings)
+    spec = place.spec
+    if spec is None:
+        host.noop("nothing to build on this node")
+        return
+    if host.name != place.builder:
+        host.noop(f"{spec.name} {spec.version} is built on {place.builder}")
+        return
+    if not place.needing:
+        host.noop(f"{spec.name} {spec.version} is installed on every node that needs it")
+        return
+    if store.cached(spec.archive):
+        host.noop(f"{spec.archive} is in the control machine's cache")
+        return
+    if fact(KeptArchive, archive=spec.archive):
+        host.noop(f"{spec.archive} was built here before")
+        return
+    _check_source(spec)
+    work = shlex.quote(spec.workdir)
+    yield StringCommand(f"rm -rf {work}/src && mkdir -p {work}/src")
+    yield from _source_uploads(spec)
+    yield StringCommand(build_script(spec))
+
+
+def _commit(state, host, archive: str) -> bool:
+    """Runs on the control machine after the download: keep the archive only if its checksum holds."""
+    problem = store.commit(archive)
+    if problem:
+        state.rdmaprov_notes.warnings.setdefault(host.name, []).append(problem)  # type: ignore[attr-defined]
+    return problem is None
+
+
+@operation()
+def artifact_fetched(recipe: str, slot: str, settings: Settings | None):
+    """On the builder: bring the archive into the control machine's cache when other nodes need it."""
+    place = placement(recipe, slot, settings)
+    spec = place.spec
+    if spec is None or host.name != place.builder:
+        host.noop("nothing to fetch from this node")
+        return
+    if not [peer for peer in place.needing if peer != host.name]:
+        host.noop(f"no other node needs {spec.archive}")
+        return
+    if store.cached(spec.archive):
+        host.noop(f"{spec.archive} is in the control machine's cache")
+        return
+    local = store.local_path(spec.archive)
+    local.parent.mkdir(parents=True, exist_ok=True)
+    yield FileDownloadCommand(spec.remote_archive, f"{local}{store.PART}")
+    yield FileDownloadCommand(f"{spec.remote_archive}.sha256", f"{local}.sha256{store.PART}")
+    yield FunctionCommand(_commit, (spec.archive,), {})
+
+
+@operation()
+def artifact_installed(recipe: str, slot: str, settings: Settings | None):
+    """On every node: unpack its build under <prefix>/<version>-<id>, checksum first, and make it current."""
+    place = placement(recipe, slot, settings)
+    spec = place.spec
+    if spec is None:
+        host.noop("nothing to install on this node")
+        return
+    found = fact(BuildInstalled, prefix=spec.prefix, dirname=spec.dirname)
+    if found.key == spec.key:
+        if found.current == spec.dirname:
+            host.noop(f"{spec.name} {spec.version} installed and current")
+            return
+        yield StringCommand(switch_current(spec))
+        return
+    # The builder keeps its archive; in a check, one it has yet to build counts as kept too.
+    kept = bool(fact(KeptArchive, archive=spec.archive)) or (host.name == place.builder and not store.cached(spec.archive))
+    if not kept:
+        if ctx_state.get().is_executing and not store.cached(spec.archive):
+            raise ValueError(f"{spec.name} {spec.version} is not available to install: its build on {place.builder} failed or did not run (see {place.builder}'s result)")
+        local = str(store.local_path(spec.archive))
+        yield StringCommand(f"mkdir -p {ARTIFACT_DIR}")
+        yield FileUploadCommand(local, spec.remote_archive)
+        yield FileUploadCommand(f"{local}.sha256", f"{spec.remote_archive}.sha256")
+    yield StringCommand(install_script(spec, keep_archive=host.name == place.builder))
