@@ -7,10 +7,13 @@ applies there, so all hosts share one operation sequence (pyinfra matches ops by
 from __future__ import annotations
 
 from rdmaprov.deploys.builds import builds
+from rdmaprov.deploys.erdma import erdma
 from rdmaprov.deploys.exporter import exporter
 from rdmaprov.deploys.gate_tools import gate_tools
+from rdmaprov.deploys.gpu_driver import gpu_driver
 from rdmaprov.deploys.limits import limits
 from rdmaprov.deploys.mtu import mtu
+from rdmaprov.deploys.nccl import nccl
 from rdmaprov.deploys.nccl_env import nccl_env
 from rdmaprov.deploys.netns_mode import netns_mode
 from rdmaprov.deploys.openmpi import openmpi
@@ -23,7 +26,9 @@ from rdmaprov.errors import UserError
 
 STACK: dict[str, Deploy] = {
     "package_sources": package_sources,
+    "erdma": erdma,
     "rdma_userspace": rdma_userspace,
+    "gpu_driver": gpu_driver,
     "openmpi": openmpi,
     "mtu": mtu,
     "softroce": softroce,
@@ -31,6 +36,7 @@ STACK: dict[str, Deploy] = {
     "ssh_trust": ssh_trust,
     "limits": limits,
     "nccl_env": nccl_env,
+    "nccl": nccl,
     "gate_tools": gate_tools,
     "builds": builds,
     "exporter": exporter,

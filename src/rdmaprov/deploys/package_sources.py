@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-import requests
 from pyinfra.api import deploy
 
+from rdmaprov.deploys.repository import read_key
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import Os
@@ -17,23 +16,6 @@ from rdmaprov.operations.sources import only_sources
 APT_KEY = "/etc/apt/keyrings/rdmaprov-mirror.asc"
 APT_LIST = "/etc/apt/sources.list.d/rdmaprov-mirror.list"
 YUM_REPO = "/etc/yum.repos.d/rdmaprov-mirror.repo"
-
-
-def read_key(source: str, inventory_dir: str) -> str:
-    """A signing key from a URL (fetched here, on the control machine) or a local file."""
-    if source.startswith(("http://", "https://")):
-        try:
-            response = requests.get(source, timeout=30)
-            response.raise_for_status()
-        except requests.RequestException as exc:
-            raise ValueError(f"cannot fetch mirror key {source}: {exc}; check the URL or use a local file") from exc
-        return response.text
-    path = os.path.join(inventory_dir, os.path.expanduser(source))
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise ValueError(f"cannot read mirror key {path}: {exc.strerror}; run `rdmaprov lab up` for the lab, or fix mirror.*.key") from exc
 
 
 def apt_source_line(apt: dict[str, Any], codename: str, signed: bool) -> str:
@@ -55,7 +37,7 @@ def package_sources(ctx: NodeContext) -> None:
     apt = mirror.get("apt") if family == "debian" else None
     yum = mirror.get("yum") if family == "rhel" else None
     inventory_dir = str(ctx.inventory.path.resolve().parent)
-    key = read_key(apt["key"], inventory_dir) if apt and apt.get("key") else None
+    key = read_key(apt["key"], inventory_dir, "mirror.apt.key") if apt and apt.get("key") else None
     codename = os_info.codename
     managed_file(name="mirror signing key", path=APT_KEY, content=key)
     managed_file(name="apt mirror source", path=APT_LIST, content=apt_source_line(apt, codename, key is not None) if apt else None)

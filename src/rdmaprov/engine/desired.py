@@ -11,13 +11,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import shlex
 from collections.abc import Callable
 from typing import Any
 
 from pyinfra import host
+from pyinfra.api import StringCommand
 from pyinfra.api import operation as pyinfra_operation
+from pyinfra.context import ctx_state
 
-from rdmaprov.engine.factcache import mark_current_host_changed
+from rdmaprov.engine.factcache import FactNeeded, mark_current_host_changed
 from rdmaprov.engine.notes import current_notes
 
 
@@ -25,6 +28,10 @@ def fingerprint(args: tuple, kwargs: dict[str, Any]) -> str:
     """A stable hash of an operation's arguments (order of keyword arguments does not matter)."""
     text = json.dumps([list(args), kwargs], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def executing() -> bool:
+    return ctx_state.isset() and bool(getattr(ctx_state.get(), "is_executing", False))
 
 
 def operation(**options: Any) -> Callable:
@@ -37,11 +44,20 @@ def operation(**options: Any) -> Callable:
             if notes is not None and host.current_op_hash:
                 notes.desired[(host.name, host.current_op_hash)] = fingerprint(args, kwargs)
             changing = False
-            for command in func(*args, **kwargs):
-                if not changing:
-                    changing = True
-                    mark_current_host_changed()
-                yield command
+            try:
+                for command in func(*args, **kwargs):
+                    if not changing:
+                        changing = True
+                        mark_current_host_changed()
+                    yield command
+            except FactNeeded:
+                raise
+            except Exception as exc:
+                if not executing():
+                    raise  # planning and checks report it as this host's failure
+                # pyinfra lets an exception from a running operation end the whole run: fail
+                # this host's operation instead, with the reason as its error output.
+                yield StringCommand(f"echo {shlex.quote('rdmaprov: ' + (str(exc) or type(exc).__name__))} >&2; exit 1")
 
         return pyinfra_operation(**options)(recorded)
 

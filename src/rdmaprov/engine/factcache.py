@@ -62,6 +62,10 @@ class FactCache:
             if self.discovering:
                 self.wanted.setdefault(target.name, {})[key] = kwargs
                 raise FactNeeded(f"{cls.__name__} on {target.name}")
+            # Read live before anything changed here (a deploy's own planning): keep it for the run.
+            value = target.get_fact(cls, **kwargs)
+            self.values.setdefault(target.name, {})[key] = value
+            return value
         return target.get_fact(cls, **kwargs)
 
     def mark_changed(self, name: str) -> None:

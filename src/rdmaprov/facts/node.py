@@ -19,7 +19,7 @@ grep -H . $p/gid_attrs/types/* 2>/dev/null | sed "s|^[^:]*/\([0-9]*\):|port $d $
 grep -H . $p/gid_attrs/ndevs/* 2>/dev/null | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid_ndev \1 |"; done"""
 
 # Where distro packages, source builds (rdmaprov's versioned prefix) and the AIACC plugin put NCCL.
-_NCCL_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/local/nccl*/lib", "/opt/rdmaprov/nccl/*/lib", "/usr/local/lib/aiacc*")
+_NCCL_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/local/nccl*/lib", "/opt/nccl*/current/lib", "/usr/local/lib/aiacc*")
 
 
 class NodeFacts(FactBase):

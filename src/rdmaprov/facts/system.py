@@ -7,7 +7,7 @@ import shlex
 from pyinfra.api import FactBase
 
 from rdmaprov.facts.shell import YesNoFact, yes_if
-from rdmaprov.parsers.system import OsInfo, parse_installed_packages, parse_os_release
+from rdmaprov.parsers.system import OsInfo, parse_installed_packages, parse_os_release, parse_package_versions
 
 
 class Os(FactBase):
@@ -35,6 +35,24 @@ class InstalledPackages(FactBase):
     @staticmethod
     def default() -> set[str]:
         return set()
+
+
+class PackageVersions(FactBase):
+    """Installed versions of the named packages: {name: version} (dpkg's Version, rpm's VERSION-RELEASE)."""
+
+    def command(self, names: tuple[str, ...]) -> str:
+        quoted = " ".join(shlex.quote(n) for n in names)
+        return (
+            f"if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${{db:Status-Abbrev}} ${{Package}} ${{Version}}\\n' {quoted} 2>/dev/null; "
+            f"elif command -v rpm >/dev/null; then rpm -q --qf 'ii %{{NAME}} %{{VERSION}}-%{{RELEASE}}\\n' {quoted} 2>/dev/null | grep '^ii '; fi; true"
+        )
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        return parse_package_versions("\n".join(output))
+
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
 
 
 class LoadedModules(FactBase):

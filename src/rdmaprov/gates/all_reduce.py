@@ -14,6 +14,7 @@ import shlex
 from typing import Any
 
 from rdmaprov.deploys.gate_tools import PROBE_BINARY
+from rdmaprov.deploys.nccl import nccl_tests_binary
 from rdmaprov.deploys.nccl_env import nccl_environment
 from rdmaprov.deploys.openmpi import mpi_prefix
 from rdmaprov.engine.session import Session
@@ -24,7 +25,6 @@ from rdmaprov.parsers.node import NodeReport
 from rdmaprov.verify.checks import expected_devices
 
 HOSTFILE = "/tmp/rdmaprov-allreduce-hosts"
-NCCL_TESTS = "/opt/rdmaprov/nccl-tests/current/build/all_reduce_perf"
 
 
 def parse_probe_output(text: str) -> CollectiveRun:
@@ -75,7 +75,7 @@ def mpirun_command(hosts: list[str], session: Session, per_node: int, use_gpus: 
     parts += ["-x", "PATH", "-x", "LD_LIBRARY_PATH"]
     low, high = settings.get("min_bytes", "1M"), settings.get("max_bytes", "512M")
     if use_gpus:
-        parts += [NCCL_TESTS, "-b", low, "-e", high, "-f", "2", "-g", "1", "-c", "1", "-o", "sum"]
+        parts += [nccl_tests_binary(first), "-b", low, "-e", high, "-f", "2", "-g", "1", "-c", "1", "-o", "sum"]
     else:
         parts += [PROBE_BINARY, str(parse_size(low)), str(parse_size(high))]
     return " ".join(shlex.quote(p) for p in parts), ranks

@@ -13,7 +13,7 @@ from pyinfra.api import StringCommand
 
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
-from rdmaprov.facts.system import InstalledPackages, Os
+from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
 from rdmaprov.parsers.system import OsInfo
 
 
@@ -41,15 +41,27 @@ def known_os() -> OsInfo:
     return os_info
 
 
+def pinned(name: str, version: str, family: str) -> str:
+    """A package at an exact version, as apt (`name=version`) or dnf (`name-version`) takes it."""
+    return f"{name}={version}" if family == "debian" else f"{name}-{version}"
+
+
 @operation()
-def packages(by_family: dict[str, list[str]]):
-    """Install the family's packages that are not installed yet (never upgrades or removes)."""
+def packages(by_family: dict[str, list[str]], versions: dict[str, str] | None = None):
+    """Install the family's packages that are not installed yet (never removes). A package given
+    a version in `versions` is installed at exactly that version when another one is installed."""
     os_info = known_os()
     family = os_info.family
     names = by_family.get(family, [])
+    versions = versions or {}
     installed = fact(InstalledPackages)
     missing = [name for name in names if name not in installed]
+    pins = [name for name in names if name in versions]
+    if pins:
+        have = fact(PackageVersions, names=tuple(pins))
+        missing += [name for name in pins if name in installed and have.get(name) != versions[name]]
     if not missing:
         host.noop(f"{len(names)} packages already installed")
         return
-    yield StringCommand(install_command(family, missing, os_info.major))
+    wanted = [pinned(name, versions[name], family) if name in versions else name for name in names if name in missing]
+    yield StringCommand(install_command(family, wanted, os_info.major))

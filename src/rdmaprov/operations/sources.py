@@ -25,7 +25,8 @@ def only_sources(keep: list[str], exclusive: bool):
     files = fact(FilesIn, paths=SOURCE_FILES)
     moves = []
     if exclusive:
-        moves = [(p, p + DISABLED_SUFFIX) for p in files if _is_source(p) and p not in keep]
+        # rdmaprov's own repositories (CUDA, eRDMA: rdmaprov-*) are declared, so they stay.
+        moves = [(p, p + DISABLED_SUFFIX) for p in files if _is_source(p) and p not in keep and not p.rsplit("/", 1)[-1].startswith("rdmaprov-")]
     else:
         moves = [(p, p[: -len(DISABLED_SUFFIX)]) for p in files if p.endswith(DISABLED_SUFFIX)]
     if not moves:

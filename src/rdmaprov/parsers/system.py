@@ -56,3 +56,13 @@ def parse_installed_packages(text: str) -> set[str]:
         elif len(parts) == 1:
             names.add(parts[0])
     return names
+
+
+def parse_package_versions(text: str) -> dict[str, str]:
+    """{name: version} of installed packages from `STATUS NAME VERSION` lines (only 'ii' counts)."""
+    versions: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0].startswith("ii"):
+            versions[parts[1].split(":")[0]] = parts[2]
+    return versions

@@ -1,0 +1,157 @@
+"""NCCL and nccl-tests on GPU nodes: built from source once per distinct build and shipped, or
+NCCL from NVIDIA's packages (`nccl.source.kind: packages`).
+
+A build's identity is its source, NCCL_GENCODE (from gpu.arch, nccl.gencode or the GPUs that
+nvidia-smi reports), the CUDA version and the distro release: nodes that agree on all of these
+share one build. nccl-tests is built with MPI=1 against that NCCL and the node's OpenMPI, and
+its identity includes NCCL's, so a new NCCL rebuilds it too.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pyinfra.api import deploy
+
+from rdmaprov.builds.spec import BuildSpec, Source
+from rdmaprov.deploys.builds import build_and_ship, platform
+from rdmaprov.deploys.gpu_driver import gpu_settings
+from rdmaprov.deploys.openmpi import mpi_prefix
+from rdmaprov.engine.context import NodeContext
+from rdmaprov.nvidia import arch_from_compute_cap, arch_problem, cuda_home, gencode
+from rdmaprov.operations.builds import recipe
+from rdmaprov.operations.files import managed_file
+from rdmaprov.operations.packages import packages
+from rdmaprov.packages import BUILD_TOOLS
+from rdmaprov.parsers.node import Gpu
+from rdmaprov.parsers.system import OsInfo
+
+NCCL_GIT = "https://github.com/NVIDIA/nccl.git"
+NCCL_TESTS_GIT = "https://github.com/NVIDIA/nccl-tests.git"
+NCCL_TESTS_REF = "v2.13.12"
+LDCONFIG = "/etc/ld.so.conf.d/rdmaprov-nccl.conf"
+FETCH_TOOLS = {"debian": ["git", "curl", "ca-certificates"], "rhel": ["git", "curl", "ca-certificates"]}
+
+
+def node_gencode(settings: dict[str, Any], gpus: list[Gpu]) -> str:
+    """NVCC_GENCODE: the inventory's, else for gpu.arch, else for the GPUs nvidia-smi reports."""
+    if settings.get("gencode"):
+        return settings["gencode"]
+    archs = [settings["arch"]] if settings.get("arch") else sorted({arch_from_compute_cap(g.compute_cap) for g in gpus})
+    if not archs:
+        raise ValueError("cannot tell the GPUs' architecture: nvidia-smi reports no GPU (is the driver loaded? a reboot may be owed); set gpu.arch (e.g. sm_80) or nccl.gencode")
+    for arch in archs:
+        why = arch_problem(arch, settings.get("cuda"))
+        if why:
+            models = ", ".join(sorted({g.name for g in gpus})) or "declared in gpu.arch"
+            raise ValueError(f"{why} (GPUs: {models}); set gpu.arch to a known architecture or nccl.gencode explicitly")
+    return " ".join(gencode(arch) for arch in archs)
+
+
+def nccl_source(settings: dict[str, Any]) -> Source:
+    source = settings.get("source") or {}
+    kind = source.get("kind", "git")
+    if kind == "file":
+        return Source("file", path=source["path"], sha256=source.get("sha256", ""), setting="nccl.source.path")
+    if kind == "tarball":
+        return Source("url", url=source["url"], sha256=source.get("sha256", ""), setting="nccl.source.url")
+    return Source("git", url=source.get("url") or NCCL_GIT, ref=source.get("ref") or f"v{settings['version']}", setting="nccl.source")
+
+
+def _cuda(settings: dict[str, Any]) -> str:
+    if not settings.get("cuda"):
+        raise ValueError("NCCL is compiled with CUDA: set gpu.cuda_version (e.g. 12.2)")
+    return settings["cuda"]
+
+
+@recipe("nccl", uses_gpus=True)
+def nccl_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
+    cuda = _cuda(settings)
+    code = node_gencode(settings, gpus)
+    script = (f'make -j"$JOBS" src.build CUDA_HOME={cuda_home(cuda)} NVCC_GENCODE="{code}"\n'
+              'mkdir -p "$STAGE" && cp -a build/lib build/include "$STAGE"/')
+    return BuildSpec(name="nccl", version=settings["version"], source=nccl_source(settings), script=script, prefix=settings["prefix"],
+                     inputs=(platform(os_info), ("cuda", cuda), ("gencode", code)), after_install="ldconfig")
+
+
+def mpi_home_lines(settings: dict[str, Any], os_info: OsInfo) -> tuple[str, str]:
+    """(MPI_HOME, commands preparing it): RHEL's OpenMPI keeps headers outside its prefix."""
+    if settings.get("mpi_prefix"):
+        return settings["mpi_prefix"], ""
+    if os_info.family == "rhel":
+        return "$PWD/.mpi", "mkdir -p .mpi && ln -sfn /usr/include/openmpi-x86_64 .mpi/include && ln -sfn /usr/lib64/openmpi/lib .mpi/lib\n"
+    return "/usr/lib/x86_64-linux-gnu/openmpi", ""
+
+
+@recipe("nccl_tests", uses_gpus=True)
+def nccl_tests_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
+    nccl = settings["nccl"]
+    cuda = _cuda(nccl)
+    code = node_gencode(nccl, gpus)
+    built = nccl_build(nccl, os_info, gpus) if nccl.get("source", {}).get("kind") != "packages" else None
+    nccl_home = f"{nccl['prefix'].rstrip('/')}/current" if built else "/usr"
+    mpi_home, prepare = mpi_home_lines(settings, os_info)
+    tests = settings["tests"]
+    if tests.get("path"):
+        source = Source("file", path=tests["path"], sha256=tests.get("sha256", ""), setting="nccl.tests.path")
+    else:
+        source = Source("git", url=tests.get("url") or NCCL_TESTS_GIT, ref=tests.get("ref") or NCCL_TESTS_REF, setting="nccl.tests")
+    version = (tests.get("ref") or NCCL_TESTS_REF).lstrip("v") if not tests.get("path") else "local"
+    script = (f'{prepare}make -j"$JOBS" MPI=1 MPI_HOME={mpi_home} NCCL_HOME={nccl_home} CUDA_HOME={cuda_home(cuda)} NVCC_GENCODE="{code}"\n'
+              'mkdir -p "$STAGE/bin" && cp build/*_perf "$STAGE/bin/"')
+    identity = built.key if built else f"packages {nccl['version']}"
+    return BuildSpec(name="nccl-tests", version=version, source=source, script=script, prefix=tests["prefix"],
+                     inputs=(platform(os_info), ("cuda", cuda), ("gencode", code), ("nccl", identity), ("mpi", mpi_home)))
+
+
+def nccl_settings(ctx: NodeContext) -> dict[str, Any] | None:
+    """What the NCCL recipe needs from this node's inventory (None: NCCL is not wanted here)."""
+    gpu = gpu_settings(ctx.node)
+    nccl = ctx.node.get("nccl") or {}
+    if not gpu or not nccl.get("version"):
+        return None
+    source = dict(nccl.get("source") or {})
+    if source.get("path"):
+        source["path"] = os.path.join(os.path.dirname(os.path.abspath(ctx.inventory.path)), os.path.expanduser(source["path"]))
+    return {"version": nccl["version"], "source": source, "gencode": nccl.get("gencode"), "arch": gpu.get("arch"),
+            "cuda": gpu.get("cuda_version"), "prefix": nccl.get("prefix", "/opt/nccl")}
+
+
+def nccl_tests_settings(ctx: NodeContext, nccl: dict[str, Any] | None) -> dict[str, Any] | None:
+    tests = dict((ctx.node.get("nccl") or {}).get("tests") or {})
+    if nccl is None or not tests.get("enabled", True):
+        return None
+    if tests.get("path"):
+        tests["path"] = os.path.join(os.path.dirname(os.path.abspath(ctx.inventory.path)), os.path.expanduser(tests["path"]))
+    tests.setdefault("prefix", "/opt/nccl-tests")
+    return {"nccl": nccl, "tests": tests, "mpi_prefix": mpi_prefix(ctx.node)}
+
+
+def nccl_packages(nccl: dict[str, Any] | None) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """NVIDIA's NCCL packages at the declared version (built for the declared CUDA), with their pins."""
+    if nccl is None or (nccl.get("source") or {}).get("kind") != "packages":
+        return {}, {}
+    version = f"{nccl['version']}+cuda{_cuda(nccl)}"
+    names = {"debian": ["libnccl2", "libnccl-dev"], "rhel": ["libnccl", "libnccl-devel"]}
+    return names, {name: version for family in names.values() for name in family}
+
+
+def nccl_tests_binary(node: dict[str, Any]) -> str:
+    """Where the gate finds all_reduce_perf on a node."""
+    prefix = ((node.get("nccl") or {}).get("tests") or {}).get("prefix", "/opt/nccl-tests")
+    return f"{prefix.rstrip('/')}/current/bin/all_reduce_perf"
+
+
+@deploy("nccl")
+def nccl(ctx: NodeContext) -> None:
+    settings = nccl_settings(ctx)
+    from_source = settings is not None and (settings.get("source") or {}).get("kind") != "packages"
+    names, pins = nccl_packages(settings)
+    packages(name="NCCL packages", by_family=names, versions=pins)
+    tools = {family: BUILD_TOOLS[family] + FETCH_TOOLS[family] for family in BUILD_TOOLS}
+    packages(name="NCCL build tools", by_family=tools if settings is not None else {})
+    build_and_ship(ctx, "nccl", "NCCL", settings if from_source else None)
+    managed_file(name="NCCL on the library path", path=LDCONFIG, after_change="ldconfig",
+                 content=f"# Managed by rdmaprov: the current NCCL build.\n{settings['prefix'].rstrip('/')}/current/lib\n" if from_source else None)
+    build_and_ship(ctx, "nccl_tests", "nccl-tests", nccl_tests_settings(ctx, settings))
