@@ -28,6 +28,14 @@ def rdmaprov_json(*args: str, timeout: int = 600) -> tuple[int, dict]:
         raise AssertionError(f"no JSON on stdout (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def artifact_store(tmp_path_factory) -> Path:
+    """A control-machine artifact cache of this test session's own: builds start from nothing."""
+    path = tmp_path_factory.mktemp("artifacts")
+    os.environ["RDMAPROV_ARTIFACTS"] = str(path)
+    return path
+
+
 def _need_root() -> None:
     if os.geteuid() != 0:
         pytest.skip("real SSH hosts need root (network and mount namespaces)")

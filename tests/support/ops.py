@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyinfra.api import FileUploadCommand
+from pyinfra.api import FileDownloadCommand, FileUploadCommand, FunctionCommand
 from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.notes import RunNotes
@@ -59,22 +59,41 @@ class FactCluster:
         return self.values.get(cls, {})
 
 
+class Named:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
 class FactState:
-    def __init__(self, cluster: dict[Any, dict[str, Any]] | None = None) -> None:
+    """The parts of a pyinfra State operations read: notes, cluster facts, the inventory's hosts in
+    order, the builds each host declared, and whether the run is executing (apply) or planning."""
+
+    def __init__(self, cluster: dict[Any, dict[str, Any]] | None = None, hosts: list[str] | None = None,
+                 builds: dict[str, dict[str, Any]] | None = None, executing: bool = False) -> None:
         self.rdmaprov_notes = RunNotes()
         self.rdmaprov_cluster = FactCluster(cluster or {})
+        self.inventory = [Named(n) for n in (hosts or ["node1"])]
+        self.rdmaprov_builds = builds or {}
+        self.is_executing = executing
 
 
 def render(command) -> str:
     if isinstance(command, FileUploadCommand):
+        if isinstance(command.src, str):
+            return f"upload {command.dest} from {command.src}"
         return f"upload {command.dest}:\n{command.src.getvalue().decode()}"
+    if isinstance(command, FileDownloadCommand):
+        return f"download {command.src} to {command.dest}"
+    if isinstance(command, FunctionCommand):
+        return f"call {command.function.__name__}{command.args}"
     return str(command)
 
 
-def run_notes(op: Callable, facts: dict[Any, Any], cluster_facts: dict | None = None, **kwargs) -> tuple[list[str], RunNotes]:
-    """The commands `op(**kwargs)` yields on host node1 with these facts, and the notes it left."""
-    fake = FactHost("node1", facts)
-    state = FactState(cluster_facts)
+def run_notes(op: Callable, facts: dict[Any, Any], cluster_facts: dict | None = None, host: str = "node1", state: FactState | None = None,
+              **kwargs) -> tuple[list[str], RunNotes]:
+    """The commands `op(**kwargs)` yields on `host` with these facts, and the notes it left."""
+    fake = FactHost(host, facts)
+    state = state or FactState(cluster_facts)
     with ctx_state.use(state), ctx_host.use(fake):
         out = [render(c) for c in op._inner(**kwargs)]
     return out, state.rdmaprov_notes
@@ -85,4 +104,4 @@ def commands(op: Callable, facts: dict[Any, Any], cluster_facts: dict | None = N
     return run_notes(op, facts, cluster_facts, **kwargs)[0]
 
 
-__all__ = ["APT_INSTALL", "commands", "run_notes", "os_fact", "Os"]
+__all__ = ["APT_INSTALL", "FactState", "commands", "run_notes", "os_fact", "Os"]
