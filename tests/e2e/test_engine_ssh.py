@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import jsonschema
@@ -323,3 +324,98 @@ def test_existing_nodes_run_only_ssh_trust_and_learn_the_new_node(ssh_farm, tmp_
     key3 = ssh_farm.ssh(node3, "cat /root/.ssh/id_ed25519.pub").stdout.split()[1]
     assert key3 in ssh_farm.ssh(node1, "cat /root/.ssh/authorized_keys").stdout
     assert ssh_farm.ssh(node2, f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes {node3.address} hostname").stdout.strip() == node3.name
+
+
+BUILD = """defaults:
+  builds:
+    - name: greet
+      version: "{version}"
+      source: {{kind: file, path: {tarball}}}
+      build: 'mkdir -p "$STAGE/bin" && cc -O2 -o "$STAGE/bin/greet" greet.c'
+"""
+
+
+def _greet_tarball(tmp_path: Path, version: str) -> Path:
+    """A real C program's source tarball, as a site would keep it for an air-gapped cluster."""
+    src = tmp_path / f"greet-{version}"
+    src.mkdir()
+    (src / "greet.c").write_text(f'#include <stdio.h>\nint main(void) {{ puts("greet {version}"); return 0; }}\n')
+    tarball = tmp_path / f"greet-{version}.tar.gz"
+    subprocess.run(["tar", "-C", str(tmp_path), "-czf", str(tarball), src.name], check=True)
+    return tarball
+
+
+def _build_ops(result: dict, name: str) -> dict[str, dict[str, str]]:
+    """{host: {step: status}} of one build's three operations."""
+    return {h["name"]: {op["name"].split(f"build {name} ")[1]: op["status"] for op in h["ops"] if f"build {name} " in op["name"]} for h in result["hosts"]}
+
+
+def test_a_build_is_compiled_once_shipped_verified_and_rebuilt_once_per_version(ssh_farm, tmp_path, artifact_store):
+    inv = tmp_path / "builds.yaml"
+
+    def apply(version: str) -> tuple[int, dict]:
+        tarball = tmp_path / f"greet-{version}.tar.gz"
+        ssh_farm.inventory(inv, BUILD.format(version=version, tarball=tarball if tarball.exists() else _greet_tarball(tmp_path, version)))
+        return rdmaprov_json("apply", str(inv), "--tags", "builds", "--skip-verify", "--skip-gates")
+
+    code, first = apply("1.0")
+    assert code == 2, first
+    steps = _build_ops(first, "greet")
+    # compiled on node1 only; its archive came to the control machine and went to node2 and node3
+    assert steps["node1"] == {"built": "changed", "fetched to the control machine": "changed", "installed": "changed"}
+    assert steps["node2"] == steps["node3"] == {"built": "unchanged", "fetched to the control machine": "unchanged", "installed": "changed"}
+    for node in ("node2", "node3"):
+        install = next(op for h in first["hosts"] if h["name"] == node for op in h["ops"] if op["name"] == "builds | build greet installed")
+        assert any(c.startswith("upload /var/cache/rdmaprov/artifacts/greet-1.0-") for c in install["commands"])
+        assert "sha256sum -c --quiet" in install["commands"][-1]
+    cached = sorted(p.name for p in artifact_store.glob("greet-1.0-*"))
+    assert len(cached) == 2 and cached[1] == cached[0] + ".sha256"
+    sha = (artifact_store / cached[1]).read_text().split()[0]
+    for host in ssh_farm.hosts:
+        assert ssh_farm.ssh(host, "/opt/greet/current/bin/greet").stdout.strip() == "greet 1.0"
+        assert ssh_farm.ssh(host, "cat /opt/greet/current/.rdmaprov-build").stdout.split()[1] == sha
+    # only the builder compiled: nobody else has a build directory, and only it keeps the archive
+    assert ssh_farm.ssh(ssh_farm.hosts[0], "ls /var/cache/rdmaprov/artifacts").stdout.split() == cached
+    for other in ssh_farm.hosts[1:]:
+        assert ssh_farm.ssh(other, "ls -A /var/cache/rdmaprov/artifacts; test -e /var/cache/rdmaprov/build || echo never-built").stdout.split() == ["never-built"]
+
+    code, again = apply("1.0")
+    assert code == 0 and all(h["changed"] == 0 for h in again["hosts"]), again
+
+    code, bumped = apply("1.1")
+    assert code == 2
+    steps = _build_ops(bumped, "greet")
+    assert [h for h, s in steps.items() if s["built"] == "changed"] == ["node1"]
+    assert all(s["installed"] == "changed" for s in steps.values())
+    for host in ssh_farm.hosts:
+        assert ssh_farm.ssh(host, "/opt/greet/current/bin/greet").stdout.strip() == "greet 1.1"
+        assert len(ssh_farm.ssh(host, "ls -d /opt/greet/1.0-* /opt/greet/1.1-*").stdout.split()) == 2  # the old version stays beside
+    assert apply("1.1")[0] == 0
+
+    # A damaged archive in the control machine's cache is refused by the node's checksum check.
+    node3 = ssh_farm.hosts[2]
+    ssh_farm.ssh(node3, "rm -rf /opt/greet/1.1-*")
+    archive = next(p for p in artifact_store.glob("greet-1.1-*.tar.gz"))
+    archive.write_bytes(archive.read_bytes()[:-10] + b"0123456789")
+    code, damaged = apply("1.1")
+    hosts = {h["name"]: h for h in damaged["hosts"]}
+    assert code == 4 and hosts["node3"]["status"] == "failed"
+    assert "does not match its sha256" in hosts["node3"]["error"], hosts["node3"]
+    left = ssh_farm.ssh(node3, "ls -A /opt/greet").stdout.split()  # nothing half-installed: no 1.1 directory, no temp
+    assert len(left) == 2 and left[0].startswith("1.0-") and left[1] == "current", left
+
+
+def test_an_unreachable_build_source_fails_the_builder_and_the_others_say_why(ssh_farm, tmp_path):
+    inv = ssh_farm.inventory(tmp_path / "bad.yaml", """defaults:
+  builds:
+    - name: unreachable
+      version: "1"
+      source: {kind: url, url: "http://127.0.0.1:9/unreachable-1.tar.gz"}
+      build: make
+""")
+    code, result = rdmaprov_json("apply", str(inv), "--tags", "builds", "--skip-verify", "--skip-gates")
+    hosts = {h["name"]: h for h in result["hosts"]}
+    assert code == 4 and {h["status"] for h in result["hosts"]} == {"failed"}
+    assert hosts["node1"]["error"].startswith("builds | build unreachable built failed: rdmaprov: node1 cannot fetch http://127.0.0.1:9/unreachable-1.tar.gz (curl: (7)")
+    assert "point it at a mirror the nodes reach, or use a local tarball (kind file)" in hosts["node1"]["error"]
+    assert "its build on node1 failed or did not run" in hosts["node2"]["error"]
