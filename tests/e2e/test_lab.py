@@ -8,6 +8,7 @@ import re
 import subprocess
 
 import pytest
+import yaml
 
 from tests.conftest import rdmaprov, rdmaprov_json
 
@@ -39,6 +40,16 @@ def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
         conf = vm_lab.ssh(node, "cat /etc/nccl.conf").stdout
         assert {"NCCL_IB_HCA=rxe", "NCCL_IB_GID_INDEX=1", "NCCL_SOCKET_IFNAME=eth0", "NCCL_DEBUG=WARN"} <= set(conf.splitlines())
 
+    # the gate's probe was compiled on node1 only, then shipped to node2 and checked against its sha256
+    ops = {h["name"]: {op["name"]: op for op in h["ops"] if op["deploy"] == "gate_tools"} for h in first["hosts"]}
+    assert ops["node1"]["gate_tools | allreduce probe built"]["status"] == "changed"
+    assert ops["node2"]["gate_tools | allreduce probe built"]["status"] == "unchanged"
+    shipped = ops["node2"]["gate_tools | allreduce probe installed"]
+    assert shipped["status"] == "changed" and any(c.startswith("upload /var/cache/rdmaprov/artifacts/allreduce-probe-1-") for c in shipped["commands"])
+    assert vm_lab.ssh("node2", "test -e /var/cache/rdmaprov/build || echo never-built").stdout.strip() == "never-built"
+    sums = {node: vm_lab.ssh(node, "cat /opt/rdmaprov/probe/current/.rdmaprov-build").stdout.split()[1] for node in ("node1", "node2")}
+    assert sums["node1"] == sums["node2"] == vm_lab.ssh("node1", "cat /var/cache/rdmaprov/artifacts/allreduce-probe-1-*.sha256").stdout.split()[0]
+
     # passwordless, pinned SSH between the nodes: mpirun across both VMs with no prompt
     mpirun = vm_lab.ssh("node1", "mpirun --allow-run-as-root -np 2 -H node1,node2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 hostname < /dev/null", timeout=300)
     assert mpirun.returncode == 0, mpirun.stderr
@@ -47,6 +58,43 @@ def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     code, second = rdmaprov_json("apply", vm_lab.inventory, "--skip-gates", timeout=600)
     assert code == 0, [(h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in second["hosts"]]
     assert sum(h["changed"] for h in second["hosts"]) == 0
+
+
+def _with_build(vm_lab, tmp_path, version: str) -> str:
+    """The lab inventory plus a declared build of the probe's C source, packed as a site would keep it."""
+    from rdmaprov.deploys.gate_tools import probe_source
+
+    tarball = tmp_path / f"site-probe-{version}.tar.gz"
+    if not tarball.exists():
+        src = tmp_path / f"site-probe-{version}"
+        src.mkdir()
+        (src / "allreduce_probe.c").write_text(probe_source())
+        subprocess.run(["tar", "-C", str(tmp_path), "-czf", str(tarball), src.name], check=True)
+    data = yaml.safe_load(open(vm_lab.inventory))
+    data.setdefault("defaults", {})["builds"] = [{"name": "site-probe", "version": version, "source": {"kind": "file", "path": str(tarball)},
+                                                 "build": 'mkdir -p "$STAGE/bin" && mpicc -O2 -o "$STAGE/bin/allreduce_probe" allreduce_probe.c'}]
+    path = tmp_path / f"with-build-{version}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def test_a_declared_build_is_compiled_on_one_vm_shipped_and_rebuilt_once_per_version(vm_lab, tmp_path):
+    builders = []
+    for version in ("1.0", "1.0", "1.1"):
+        code, result = rdmaprov_json("apply", _with_build(vm_lab, tmp_path, version), "--tags", "builds", "--skip-verify", "--skip-gates", timeout=900)
+        steps = {h["name"]: {op["name"]: op["status"] for op in h["ops"]} for h in result["hosts"]}
+        builders.append([h for h, s in steps.items() if s["builds | build site-probe built"] == "changed"])
+        installed = [h for h, s in steps.items() if s["builds | build site-probe installed"] == "changed"]
+        assert code == (0 if builders[-1] == [] else 2), result
+        assert installed == ([] if code == 0 else ["node1", "node2"])
+        # the shipped binary is the one mpirun starts on both VMs: a real MPI allreduce across them
+        run = vm_lab.ssh("node1", "mpirun --allow-run-as-root -np 2 -H node1,node2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 "
+                                  "--mca oob_tcp_if_include eth0 /opt/site-probe/current/bin/allreduce_probe 1024 4096 < /dev/null", timeout=300)
+        assert run.returncode == 0 and '"wrong": 0' in run.stdout, run.stderr
+    assert builders == [["node1"], [], ["node1"]]  # built once, nothing rebuilt, rebuilt once for the new version
+    versions = vm_lab.ssh("node2", "ls /opt/site-probe; readlink /opt/site-probe/current").stdout.split()
+    assert len(versions) == 4 and versions[-1].startswith("1.1-") and versions[0].startswith("1.0-")
+    assert vm_lab.ssh("node2", "test -e /var/cache/rdmaprov/build || echo never-built").stdout.strip() == "never-built"
 
 
 def test_verify_names_a_deleted_rxe_link_and_apply_restores_it(vm_lab):

@@ -169,3 +169,19 @@ def test_junit_has_a_case_per_check_and_gate():
     verification = HostVerification("node1", "10.77.0.11", findings=verify_node(_lab_host(), report))
     xml = junit_xml("lab", [verification], [])
     assert xml.count("<testcase") == len(verification.findings) and "failures=\"0\"" in xml
+
+
+def test_verify_gpu_nodes_count_driver_and_nccl():
+    from rdmaprov.parsers.node import Gpu
+
+    report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
+    host = _lab_host(gpu={"count": 8, "driver_version": "535"}, nccl={"version": "2.18.3-1"})
+    report.gpus = [Gpu("NVIDIA A100-SXM4-80GB", "8.0", "525.147.05")] * 7
+    failed = {f.check: f for f in verify_node(host, report) if not f.ok and f.subject in ("gpus", "nccl")}
+    assert (failed["count"].expected, failed["count"].found) == ("8", "7")
+    assert (failed["driver version"].expected, failed["driver version"].found) == ("535", "525.147.05") and "--allow-reboot" in failed["driver version"].hint
+    assert failed["library present"].found == "none found"
+    report.gpus = [Gpu("NVIDIA A100-SXM4-80GB", "8.0", "535.129.03")] * 8
+    report.nccl_libraries = ["/opt/nccl/current/lib/libnccl.so.2"]
+    assert [f for f in verify_node(host, report) if not f.ok and f.subject in ("gpus", "nccl")] == []
+    assert not [f for f in verify_node(_lab_host(), report) if f.subject == "gpus"]  # no GPUs declared: not checked

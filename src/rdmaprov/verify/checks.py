@@ -12,6 +12,7 @@ from typing import Any
 from rdmaprov.deploys.mtu import wanted_mtus
 from rdmaprov.deploys.nccl_env import gid_index, hca_specs, spec_matches
 from rdmaprov.inventory.model import HostSpec
+from rdmaprov.nvidia import driver_matches
 from rdmaprov.parsers.node import NodeReport, SysfsPort
 
 ETHERNET_FABRICS = {"roce", "erdma", "softroce"}
@@ -117,12 +118,30 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
                 "run `rdmaprov apply` (it switches live when no other network namespace exists, otherwise the host needs a reboot)")
 
     _check_nccl_hca(c, node, report)
+    _check_gpus(c, node, report)
     c.check("memlock", "login limit", report.memlock_login == "unlimited", "unlimited", report.memlock_login or "unknown",
             "RDMA pins memory: run `rdmaprov apply` (limits deploy), then log in again")
     if report.memlock_services:
         c.check("memlock", "service limit", report.memlock_services == "infinity", "infinity", report.memlock_services,
                 "run `rdmaprov apply` (limits deploy); systemd applies it to services started afterwards")
     return c.findings
+
+
+def _check_gpus(c: _Checker, node: dict[str, Any], report: NodeReport) -> None:
+    """GPU nodes: every declared GPU visible, on the declared driver, with an NCCL to use them."""
+    gpu = node.get("gpu") or {}
+    if gpu.get("count", 0) <= 0:
+        return
+    c.check("gpus", "count", len(report.gpus) == gpu["count"], str(gpu["count"]), str(len(report.gpus)),
+            "nvidia-smi sees fewer GPUs: check the driver is loaded (a reboot may be owed after a driver change) and `nvidia-smi -q` for fallen-off GPUs")
+    wanted = gpu.get("driver_version")
+    if wanted and report.gpus:
+        loaded = report.gpus[0].driver_version
+        c.check("gpus", "driver version", driver_matches(wanted, loaded), wanted, loaded,
+                "run `rdmaprov apply --allow-reboot` (a new driver loads at the next boot)")
+    if (node.get("nccl") or {}).get("version"):
+        c.check("nccl", "library present", bool(report.nccl_libraries), "libnccl", "none found",
+                "run `rdmaprov apply` (the nccl deploy builds and installs it)")
 
 
 def _check_nccl_hca(c: _Checker, node: dict[str, Any], report: NodeReport) -> None:
