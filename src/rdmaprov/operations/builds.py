@@ -28,7 +28,7 @@ from rdmaprov.builds.scripts import SOURCE_TARBALL, build_script, install_script
 from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec
 from rdmaprov.engine.cluster import cluster_fact
 from rdmaprov.engine.desired import operation
-from rdmaprov.engine.factcache import fact
+from rdmaprov.engine.factcache import cache_of, fact
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, KeptArchive
 from rdmaprov.facts.gpu import Gpus
 from rdmaprov.facts.system import Os
@@ -78,6 +78,33 @@ class Placement:
     needing: tuple[str, ...] = ()
 
 
+def _peer_keys(rec: Recipe, slot: str) -> dict[str, str]:
+    """Build id of every host that declared `slot`, from the cluster's facts; worked out once per
+    run (each host's three operations ask for it: recomputing per host would be quadratic)."""
+    state = ctx_state.get()
+    memo: dict[str, dict[str, str]] = getattr(state, "rdmaprov_build_keys", None) or {}
+    state.rdmaprov_build_keys = memo  # type: ignore[attr-defined]
+    if slot in memo:
+        return memo[slot]
+    declared = getattr(state, "rdmaprov_builds", {}).get(slot, {})
+    oses = cluster_fact(Os)
+    gpus = cluster_fact(Gpus) if rec.uses_gpus else {}
+    keys = {}
+    for peer, settings in declared.items():
+        if peer not in oses:
+            continue  # not reached this run
+        try:
+            spec = rec.make(settings, oses[peer], gpus.get(peer, []))
+        except ValueError:
+            continue  # that node's own operation reports its error
+        if spec is not None:
+            keys[peer] = spec.key
+    facts = cache_of(state)
+    if facts is None or not facts.discovering:  # a discovery pass may not have every fact yet
+        memo[slot] = keys
+    return keys
+
+
 def placement(name: str, slot: str, settings: Settings | None) -> Placement:
     """Work out, from every node's settings and facts, who builds this host's build and who needs it."""
     rec = RECIPES[name]
@@ -86,23 +113,9 @@ def placement(name: str, slot: str, settings: Settings | None) -> Placement:
     own = rec.make(settings, fact(Os), fact(Gpus) if rec.uses_gpus else [])
     if own is None:
         return Placement(None)
-    declared = getattr(ctx_state.get(), "rdmaprov_builds", {}).get(slot, {})
-    oses = cluster_fact(Os)
-    gpus = cluster_fact(Gpus) if rec.uses_gpus else {}
+    keys = _peer_keys(rec, slot)
     installed = cluster_fact(BuildInstalled, prefix=own.prefix, dirname=own.dirname)
-    group = []
-    for peer in (h.name for h in ctx_state.get().inventory):
-        if peer == host.name:
-            group.append(peer)
-            continue
-        if peer not in declared or peer not in oses:
-            continue
-        try:
-            spec = rec.make(declared[peer], oses[peer], gpus.get(peer, []))
-        except ValueError:
-            continue  # that node's own operation reports its error
-        if spec is not None and spec.key == own.key:
-            group.append(peer)
+    group = [h.name for h in ctx_state.get().inventory if h.name == host.name or keys.get(h.name) == own.key]
     needing = tuple(peer for peer in group if peer not in installed or installed[peer].key != own.key)
     return Placement(own, group[0], needing)
 
