@@ -344,3 +344,26 @@ def test_inventory_that_does_not_fit_together_is_refused_naming_place_hosts_and_
     with pytest.raises(UserError) as error:
         load_inventory(path, require_files=False)
     assert str(error.value).startswith(str(path) + expected)
+
+
+def test_vendor_repository_files_for_cuda_and_erdma():
+    from rdmaprov.deploys.repository import repository_files
+    from rdmaprov.nvidia import cuda_repo
+
+    cuda = cuda_repo(os_fact("ubuntu-22.04"))
+    files = repository_files("rdmaprov-cuda", "CUDA repository", "debian", f"{cuda.url}/ /", None, cuda.key_url, "KEY")
+    assert files == {"/etc/apt/keyrings/rdmaprov-cuda.asc": "KEY",
+                     "/etc/apt/sources.list.d/rdmaprov-cuda.list": "deb [signed-by=/etc/apt/keyrings/rdmaprov-cuda.asc] https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/ /\n",
+                     "/etc/yum.repos.d/rdmaprov-cuda.repo": None}
+    rhel = cuda_repo(os_fact("rocky-9.3"))
+    files = repository_files("rdmaprov-cuda", "CUDA repository", "rhel", None, rhel.url, rhel.key_url, None)
+    assert files["/etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaprov-cuda"] is None  # dnf fetches a key URL itself
+    assert "gpgkey=https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub" in files["/etc/yum.repos.d/rdmaprov-cuda.repo"]
+    mirror = repository_files("rdmaprov-cuda", "CUDA repository", "rhel", None, "http://mirror/cuda/rhel9/x86_64", "keys/cuda.pub", "KEY")
+    assert mirror["/etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaprov-cuda"] == "KEY" and "gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaprov-cuda" in mirror["/etc/yum.repos.d/rdmaprov-cuda.repo"]
+    focal = repository_files("rdmaprov-erdma", "eRDMA repository", "debian", "https://mirrors.aliyun.com/erdma/apt/ubuntu focal/erdma main", None,
+                             "https://mirrors.aliyun.com/erdma/GPGKEY", "KEY", apt_arch="amd64")
+    assert focal["/etc/apt/sources.list.d/rdmaprov-erdma.list"] == (
+        "deb [arch=amd64 signed-by=/etc/apt/keyrings/rdmaprov-erdma.asc] https://mirrors.aliyun.com/erdma/apt/ubuntu focal/erdma main\n")
+    nothing = repository_files("rdmaprov-erdma", "eRDMA repository", "debian", None, None, None, None)
+    assert set(nothing.values()) == {None}

@@ -42,23 +42,39 @@ def yum_section(slug: str, title: str, baseurl: str, gpgkey: str) -> str:
     return "\n".join([f"[{slug}]", f"name={title}", f"baseurl={baseurl}", "enabled=1", "gpgcheck=1", f"gpgkey={gpgkey}"]) + "\n"
 
 
-def vendor_repository(ctx: NodeContext, label: str, slug: str, os_info: OsInfo, apt_source: str | None, yum_baseurl: str | None,
-                      key: str | None, key_setting: str, apt_arch: str | None = None) -> None:
-    """Plan the key, apt source and yum repository of one vendor repository (None: not wanted).
+def repository_files(slug: str, title: str, family: str | None, apt_source: str | None, yum_baseurl: str | None,
+                     key: str | None, key_text: str | None, apt_arch: str | None = None) -> dict[str, str | None]:
+    """{path: content or None (absent)} of one vendor repository: its key file, apt source and yum repo.
 
-    `apt_source` is the line after `deb [OPTIONS] ` (URL, suite, components). On RHEL a key URL is handed to dnf as
-    is; a local key file is uploaded and referenced with file://.
+    `apt_source` is what follows `deb [OPTIONS] ` (URL, suite, components). On RHEL a key URL is
+    handed to dnf as is; a local key file is uploaded and referenced with file://.
     """
-    family = os_info.family
-    inventory_dir = str(ctx.inventory.path.resolve().parent)
     keyfile = key_path(slug, family)
     wanted_apt = apt_source is not None and family == "debian"
-    wanted_yum = yum_baseurl is not None and family == "rhel"
+    wanted_yum = yum_baseurl is not None and family == "rhel" and key is not None
     remote_key = bool(key and key.startswith(("http://", "https://")))
     upload_key = key is not None and (wanted_apt or (wanted_yum and not remote_key))
-    managed_file(name=f"{label} signing key", path=keyfile, content=read_key(key, inventory_dir, key_setting) if upload_key else None)
-    managed_file(name=f"{label} apt source", path=f"/etc/apt/sources.list.d/{slug}.list",
-                 content=f"deb [{f'arch={apt_arch} ' if apt_arch else ''}signed-by={keyfile}] {apt_source}\n" if wanted_apt else None)
-    gpgkey = key if remote_key else f"file://{keyfile}"
-    managed_file(name=f"{label} yum repository", path=f"/etc/yum.repos.d/{slug}.repo",
-                 content=yum_section(slug, label, yum_baseurl, gpgkey) if wanted_yum and key else None)
+    options = (f"arch={apt_arch} " if apt_arch else "") + f"signed-by={keyfile}"
+    return {
+        keyfile: key_text if upload_key else None,
+        f"/etc/apt/sources.list.d/{slug}.list": f"deb [{options}] {apt_source}\n" if wanted_apt else None,
+        f"/etc/yum.repos.d/{slug}.repo": yum_section(slug, title, yum_baseurl, key if remote_key else f"file://{keyfile}") if wanted_yum else None,
+    }
+
+
+def needs_key_text(family: str | None, apt_source: str | None, yum_baseurl: str | None, key: str | None) -> bool:
+    """Whether the key's content must be read (apt always; dnf only for a local key file)."""
+    if key is None:
+        return False
+    remote = key.startswith(("http://", "https://"))
+    return (family == "debian" and apt_source is not None) or (family == "rhel" and yum_baseurl is not None and not remote)
+
+
+def vendor_repository(ctx: NodeContext, label: str, slug: str, os_info: OsInfo, apt_source: str | None, yum_baseurl: str | None,
+                      key: str | None, key_setting: str, apt_arch: str | None = None) -> None:
+    """Plan the key, apt source and yum repository of one vendor repository (None: not wanted)."""
+    family = os_info.family
+    text = read_key(key, str(ctx.inventory.path.resolve().parent), key_setting) if needs_key_text(family, apt_source, yum_baseurl, key) else None
+    files = repository_files(slug, label, family, apt_source, yum_baseurl, key, text, apt_arch)
+    for what, (path, content) in zip(("signing key", "apt source", "yum repository"), files.items()):
+        managed_file(name=f"{label} {what}", path=path, content=content)
