@@ -25,7 +25,7 @@ def apt_source_line(apt: dict[str, Any], codename: str, signed: bool) -> str:
 
 def yum_repo(yum: dict[str, Any]) -> str:
     lines = ["[rdmaprov-mirror]", "name=rdmaprov internal mirror", f"baseurl={yum['baseurl']}", "enabled=1"]
-    lines += [f"gpgcheck=1", f"gpgkey={yum['gpgkey']}"] if yum.get("gpgkey") else ["gpgcheck=0"]
+    lines += ["gpgcheck=1", f"gpgkey={yum['gpgkey']}"] if yum.get("gpgkey") else ["gpgcheck=0"]
     return "\n".join(lines) + "\n"
 
 

@@ -54,7 +54,7 @@ def judge(measured: float, unit: str, *, minimum: float | None, fraction: float,
         threshold = fraction * reference
         basis = f"{fraction:.0%} of {what} {reference:g} {unit}"
     else:
-        return Verdict(False, measured, 0.0, unit, f"no threshold: declare rdma.rate_gbps for the nodes or an absolute minimum in cluster.gates")
+        return Verdict(False, measured, 0.0, unit, "no threshold: declare rdma.rate_gbps for the nodes or an absolute minimum in cluster.gates")
     passed = measured >= threshold
     share = f" ({measured / reference:.1%} of {what})" if reference else ""
     reason = f"{measured:.4g} {unit}{share} {'>=' if passed else '<'} {threshold:.4g} {unit} ({basis})"
