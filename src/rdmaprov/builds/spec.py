@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 ARTIFACT_DIR = "/var/cache/rdmaprov/artifacts"
@@ -54,8 +55,9 @@ class BuildSpec:
     inputs: tuple[tuple[str, str], ...] = ()
     after_install: str = ""
 
-    @property
+    @cached_property
     def key(self) -> str:
+        """Computed once per spec: placement asks for it on every host for every peer."""
         text = json.dumps([self.name, self.version, self.source.identity(), self.script, sorted(self.inputs)], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -85,9 +87,14 @@ def file_sha256(path: str) -> str:
     stat = Path(path).stat()
     memo = (path, stat.st_size, stat.st_mtime)
     if memo not in _FILE_SHA:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        _FILE_SHA[memo] = digest.hexdigest()
+        _FILE_SHA[memo] = sha256_of(path)
     return _FILE_SHA[memo]
+
+
+def sha256_of(path: str | Path) -> str:
+    """sha256 of a file, read in blocks (archives can be hundreds of MiB)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

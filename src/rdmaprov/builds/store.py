@@ -6,10 +6,10 @@ was checked against that checksum on arrival (the download goes to .part files f
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
+from rdmaprov.builds.spec import sha256_of
 from rdmaprov.lab.paths import cache_root
 
 PART = ".part"
@@ -29,14 +29,6 @@ def cached(archive: str) -> bool:
     return path.is_file() and Path(f"{path}.sha256").is_file()
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def commit(archive: str) -> str | None:
     """Move a fetched archive into the cache if it matches its checksum; else why not."""
     path = local_path(archive)
@@ -45,7 +37,7 @@ def commit(archive: str) -> str | None:
         expected = sums.read_text().split()[0]
     except (OSError, IndexError):
         return f"no checksum came with {archive}"
-    actual = _sha256(part)
+    actual = sha256_of(part)
     if actual != expected:
         part.unlink(missing_ok=True)
         sums.unlink(missing_ok=True)

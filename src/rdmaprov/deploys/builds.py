@@ -6,7 +6,6 @@ source, the version and the build commands.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pyinfra.api import deploy
@@ -54,12 +53,11 @@ def declared_builds(ctx: NodeContext) -> list[str]:
 
 
 def build_settings(ctx: NodeContext, name: str) -> dict[str, Any] | None:
-    base = os.path.dirname(os.path.abspath(ctx.inventory.path))
     for index, build in enumerate(ctx.node.get("builds") or []):
         if build["name"] == name:
             source = dict(build["source"])
             if source.get("path"):
-                source["path"] = os.path.join(base, os.path.expanduser(source["path"]))
+                source["path"] = ctx.local_path(source["path"])
             return {**build, "source": source, "index": index}
     return None
 

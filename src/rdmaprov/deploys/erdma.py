@@ -93,7 +93,7 @@ def plugin_source(ctx: NodeContext, settings: dict[str, Any]) -> str | None:
     source = settings.get("aiacc_plugin")
     if not source or source.startswith(("http://", "https://")):
         return source
-    path = os.path.join(os.path.dirname(os.path.abspath(ctx.inventory.path)), os.path.expanduser(source))
+    path = ctx.local_path(source)
     if not os.path.isfile(path):
         raise ValueError(f"erdma.aiacc_plugin {path} does not exist: give the .deb/.rpm you downloaded, or its URL")
     return path

@@ -9,7 +9,6 @@ its identity includes NCCL's, so a new NCCL rebuilds it too.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pyinfra.api import deploy
@@ -113,7 +112,7 @@ def nccl_settings(ctx: NodeContext) -> dict[str, Any] | None:
         return None
     source = dict(nccl.get("source") or {})
     if source.get("path"):
-        source["path"] = os.path.join(os.path.dirname(os.path.abspath(ctx.inventory.path)), os.path.expanduser(source["path"]))
+        source["path"] = ctx.local_path(source["path"])
     return {"version": nccl["version"], "source": source, "gencode": nccl.get("gencode"), "arch": gpu.get("arch"),
             "cuda": gpu.get("cuda_version"), "prefix": nccl.get("prefix", "/opt/nccl")}
 
@@ -123,7 +122,7 @@ def nccl_tests_settings(ctx: NodeContext, nccl: dict[str, Any] | None) -> dict[s
     if nccl is None or not tests.get("enabled", True):
         return None
     if tests.get("path"):
-        tests["path"] = os.path.join(os.path.dirname(os.path.abspath(ctx.inventory.path)), os.path.expanduser(tests["path"]))
+        tests["path"] = ctx.local_path(tests["path"])
     tests.setdefault("prefix", "/opt/nccl-tests")
     return {"nccl": nccl, "tests": tests, "mpi_prefix": mpi_prefix(ctx.node)}
 

@@ -7,11 +7,12 @@ it does not want) are kept absent. Files are named rdmaprov-* so an exclusive mi
 from __future__ import annotations
 
 import functools
-import os
+from pathlib import Path
 
 import requests
 
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.inventory.model import resolve_path
 from rdmaprov.operations.files import managed_file
 from rdmaprov.parsers.system import OsInfo
 
@@ -26,7 +27,7 @@ def read_key(source: str, inventory_dir: str, setting: str) -> str:
         except requests.RequestException as exc:
             raise ValueError(f"cannot fetch the signing key {source} ({setting}): {exc}; fix the URL, or give a local file (air-gapped)") from exc
         return response.text
-    path = os.path.join(inventory_dir, os.path.expanduser(source))
+    path = resolve_path(source, Path(inventory_dir))
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read()

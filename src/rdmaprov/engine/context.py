@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdmaprov.inventory.model import HostSpec, Inventory
+from rdmaprov.inventory.model import HostSpec, Inventory, resolve_path
 
 
 @dataclass
@@ -23,6 +23,10 @@ class NodeContext:
     @property
     def node(self) -> dict[str, Any]:
         return self.host.node
+
+    def local_path(self, path: str) -> str:
+        """A file on this machine named in the inventory: ~ expanded, relative to the inventory file."""
+        return resolve_path(path, self.inventory.path.resolve().parent)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

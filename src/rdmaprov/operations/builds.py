@@ -27,7 +27,7 @@ from rdmaprov.builds import store
 from rdmaprov.builds.scripts import SOURCE_TARBALL, build_script, install_script, switch_current
 from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec
 from rdmaprov.engine.cluster import cluster_fact
-from rdmaprov.engine.desired import operation
+from rdmaprov.engine.desired import executing, operation
 from rdmaprov.engine.factcache import cache_of, fact
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, KeptArchive
 from rdmaprov.facts.gpu import Gpus
@@ -215,7 +215,7 @@ def artifact_installed(recipe: str, slot: str, settings: Settings | None):
     # The builder keeps its archive; in a check, one it has yet to build counts as kept too.
     kept = bool(fact(KeptArchive, archive=spec.archive)) or (host.name == place.builder and not store.cached(spec.archive))
     if not kept:
-        if ctx_state.get().is_executing and not store.cached(spec.archive):
+        if executing() and not store.cached(spec.archive):
             raise ValueError(f"{spec.name} {spec.version} is not available to install: its build on {place.builder} failed or did not run (see {place.builder}'s result)")
         local = str(store.local_path(spec.archive))
         yield StringCommand(f"mkdir -p {ARTIFACT_DIR}")
