@@ -20,7 +20,7 @@ from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.shell import YesNoFact, yes_if
 from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
-from rdmaprov.operations.packages import install_command, known_os
+from rdmaprov.operations.packages import install_command, known_os, rhel_tool
 
 ERDMA_REPO = "https://mirrors.aliyun.com/erdma"
 ERDMA_KEY = "https://mirrors.aliyun.com/erdma/GPGKEY"
@@ -44,7 +44,7 @@ def upgrade_command(family: str, names: list[str], os_major: str) -> str:
     if family == "debian":
         return install_command(family, names, os_major)
     quoted = " ".join(shlex.quote(n) for n in names)
-    return f"{install_command(family, names, os_major)} && dnf -y upgrade {quoted}"
+    return f"{install_command(family, names, os_major)} && {rhel_tool(os_major)} -y upgrade {quoted}"
 
 
 @operation()

@@ -58,6 +58,11 @@ def nccl_source(settings: dict[str, Any]) -> Source:
     return Source("git", url=source.get("url") or NCCL_GIT, ref=source.get("ref") or f"v{settings['version']}", setting="nccl.source")
 
 
+def from_packages(nccl: dict[str, Any]) -> bool:
+    """Whether NCCL comes from NVIDIA's packages rather than a build."""
+    return (nccl.get("source") or {}).get("kind") == "packages"
+
+
 def _cuda(settings: dict[str, Any]) -> str:
     if not settings.get("cuda"):
         raise ValueError("NCCL is compiled with CUDA: set gpu.cuda_version (e.g. 12.2)")
@@ -88,7 +93,7 @@ def nccl_tests_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu])
     nccl = settings["nccl"]
     cuda = _cuda(nccl)
     code = node_gencode(nccl, gpus)
-    built = nccl_build(nccl, os_info, gpus) if nccl.get("source", {}).get("kind") != "packages" else None
+    built = None if from_packages(nccl) else nccl_build(nccl, os_info, gpus)
     nccl_home = f"{nccl['prefix'].rstrip('/')}/current" if built else "/usr"
     mpi_home, prepare = mpi_home_lines(settings, os_info)
     tests = settings["tests"]
@@ -129,7 +134,7 @@ def nccl_tests_settings(ctx: NodeContext, nccl: dict[str, Any] | None) -> dict[s
 
 def nccl_packages(nccl: dict[str, Any] | None) -> tuple[dict[str, list[str]], dict[str, str]]:
     """NVIDIA's NCCL packages at the declared version (built for the declared CUDA), with their pins."""
-    if nccl is None or (nccl.get("source") or {}).get("kind") != "packages":
+    if nccl is None or not from_packages(nccl):
         return {}, {}
     version = f"{nccl['version']}+cuda{_cuda(nccl)}"
     names = {"debian": ["libnccl2", "libnccl-dev"], "rhel": ["libnccl", "libnccl-devel"]}
@@ -145,7 +150,7 @@ def nccl_tests_binary(node: dict[str, Any]) -> str:
 @deploy("nccl")
 def nccl(ctx: NodeContext) -> None:
     settings = nccl_settings(ctx)
-    from_source = settings is not None and (settings.get("source") or {}).get("kind") != "packages"
+    from_source = settings is not None and not from_packages(settings)
     names, pins = nccl_packages(settings)
     packages(name="NCCL packages", by_family=names, versions=pins)
     tools = {family: BUILD_TOOLS[family] + FETCH_TOOLS[family] for family in BUILD_TOOLS}

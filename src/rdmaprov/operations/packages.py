@@ -29,8 +29,12 @@ def install_command(family: str, missing: list[str], os_major: str = "") -> str:
     names = " ".join(shlex.quote(p) for p in missing)
     if family == "debian":
         return f"{DPKG_RECOVER}; {APT} update -q && DEBIAN_FRONTEND=noninteractive {APT} install -y -q --no-install-recommends {names}"
-    tool = "yum" if os_major in ("6", "7") else "dnf"
-    return f"{tool} install -y {names}"
+    return f"{rhel_tool(os_major)} install -y {names}"
+
+
+def rhel_tool(os_major: str) -> str:
+    """The RHEL family's package tool: yum before RHEL 8, dnf since."""
+    return "yum" if os_major in ("6", "7") else "dnf"
 
 
 def known_os() -> OsInfo:
