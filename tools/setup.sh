@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine (as root) for rdmaprov: the system tools the lab and the
-# end-to-end tests use, and a virtualenv in .venv with rdmaprov installed from this checkout.
+# end-to-end tests use (the test hosts share this machine's root: the build tests compile with its
+# gcc and probe sources with its curl), and a virtualenv in .venv with rdmaprov installed from this checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +9,7 @@ APT_PACKAGES=(
   openssh-client openssh-server iproute2 procps psmisc
   qemu-system-x86 qemu-utils debootstrap systemd-container e2fsprogs
   dpkg-dev apt-utils gnupg python3-venv ca-certificates
+  gcc libc6-dev curl
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
