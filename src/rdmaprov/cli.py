@@ -8,13 +8,26 @@ monkey.patch_all()
 import argparse  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
+from typing import NoReturn  # noqa: E402
 
 from rich.console import Console  # noqa: E402
 
 from rdmaprov import __version__  # noqa: E402
 from rdmaprov.errors import UserError  # noqa: E402
 
-EXIT_USAGE = 1
+# Exit codes (README, "Commands"): 0/2/4/6 are a run's outcome; 1 means the input (inventory,
+# options' values) is wrong and nothing was done; 64 (sysexits' EX_USAGE) means the command line
+# itself is wrong. Neither may look like "changes made" (2) to a cron job or a systemd unit.
+EXIT_INVALID = 1
+EXIT_USAGE = 64
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage-error exit code that never collides with a run's outcome."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (exit {EXIT_USAGE}: usage error)\n")
 
 
 def _cmd_validate(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -32,7 +45,7 @@ def _cmd_validate(args: argparse.Namespace, out: Console, err: Console) -> int:
         for warning in inventory.warnings:
             err.print(f"warning: {warning.format()}", markup=False, highlight=False)
         out.print(f"{path}: ok ({len(inventory.hosts)} hosts, {len(inventory.groups)} groups)", highlight=False)
-    return EXIT_USAGE if failed else 0
+    return EXIT_INVALID if failed else 0
 
 
 def _selection(args: argparse.Namespace):
@@ -215,7 +228,7 @@ def _cmd_exporter(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rdmaprov", description="Provision and check RDMA GPU training clusters.")
+    parser = _Parser(prog="rdmaprov", description="Provision and check RDMA GPU training clusters.")
     parser.add_argument("--version", action="version", version=f"rdmaprov {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -7,23 +7,18 @@ archive, an interrupted install leaves the previous version current.
 
 from __future__ import annotations
 
-import shlex
-
 from rdmaprov.builds.spec import ARTIFACT_DIR, MARKER, BuildSpec
+from rdmaprov.quoting import fail_command as _fail
+from rdmaprov.quoting import sh
 
 SOURCE_TARBALL = "source.tar"
-
-
-def _fail(what: str, fix: str) -> str:
-    message = f"rdmaprov: {what} on $(hostname): {fix}"
-    return f'{{ echo "{message}" >&2; exit 1; }}'
 
 
 def _checksum(spec: BuildSpec) -> list[str]:
     if not spec.source.sha256:
         return []
     setting = spec.source.setting or "the source"
-    return [f"echo {shlex.quote(spec.source.sha256 + '  ' + SOURCE_TARBALL)} | sha256sum -c --quiet - || "
+    return [f"echo {sh(spec.source.sha256 + '  ' + SOURCE_TARBALL)} | sha256sum -c --quiet - || "
             + _fail(f"{SOURCE_TARBALL} does not match the sha256 in {setting}", "fix the sha256 or the tarball")]
 
 
@@ -32,7 +27,7 @@ def fetch_lines(spec: BuildSpec) -> list[str]:
     source = spec.source
     setting = source.setting or "the build's source"
     if source.kind == "git":
-        url, ref = shlex.quote(source.url), shlex.quote(source.ref)
+        url, ref = sh(source.url), sh(source.ref)
         return [
             "git init -q src",
             f"git -C src fetch -q --depth 1 {url} {ref} || "
@@ -41,7 +36,7 @@ def fetch_lines(spec: BuildSpec) -> list[str]:
         ]
     lines = []
     if source.kind == "url":
-        url = shlex.quote(source.url)
+        url = sh(source.url)
         lines.append(f"curl -fsSL --retry 3 -o {SOURCE_TARBALL} {url} || "
                      + _fail(f"cannot download {source.url}", f"fix {setting}, point it at a reachable mirror, or use a local tarball (kind file)"))
     if source.kind in ("url", "file"):
@@ -52,8 +47,8 @@ def fetch_lines(spec: BuildSpec) -> list[str]:
 
 def build_script(spec: BuildSpec) -> str:
     """Fetch, build into $STAGE, pack and checksum; the archive appears only when all succeeded."""
-    work = shlex.quote(spec.workdir)
-    archive = shlex.quote(spec.archive)
+    work = sh(spec.workdir)
+    archive = sh(spec.archive)
     lines = [
         "set -e",
         f"mkdir -p {work} {ARTIFACT_DIR}",
@@ -74,10 +69,10 @@ def build_script(spec: BuildSpec) -> str:
 
 def install_script(spec: BuildSpec, keep_archive: bool) -> str:
     """Verify the archive's checksum, unpack it beside the others, switch `current` atomically."""
-    prefix = shlex.quote(spec.prefix.rstrip("/"))
-    name = shlex.quote(spec.dirname)
-    archive = shlex.quote(spec.archive)
-    temp = f"{prefix}/.{spec.dirname}.tmp"
+    prefix = sh(spec.prefix.rstrip("/"))
+    name = sh(spec.dirname)
+    archive = sh(spec.archive)
+    temp = sh(f"{spec.prefix.rstrip('/')}/.{spec.dirname}.tmp")
     lines = [
         "set -e",
         f"cd {ARTIFACT_DIR}",
@@ -97,5 +92,5 @@ def install_script(spec: BuildSpec, keep_archive: bool) -> str:
 
 def switch_current(spec: BuildSpec) -> str:
     """Point <prefix>/current at this version in one rename (never a moment without it)."""
-    prefix = shlex.quote(spec.prefix.rstrip("/"))
-    return f"ln -sfn {shlex.quote(spec.dirname)} {prefix}/.current.tmp && mv -Tf {prefix}/.current.tmp {prefix}/current"
+    prefix = sh(spec.prefix.rstrip("/"))
+    return f"ln -sfn {sh(spec.dirname)} {prefix}/.current.tmp && mv -Tf {prefix}/.current.tmp {prefix}/current"

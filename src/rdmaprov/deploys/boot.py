@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.services import unit_enabled
+from rdmaprov.quoting import device_unit
 
 
 def render_unit(description: str, script: str, netdevs: list[str], before: str = "") -> str:
-    devices = " ".join(f"sys-subsystem-net-devices-{n}.device" for n in netdevs)
+    devices = " ".join(device_unit(n) for n in netdevs)
     order = f"Before={before}\n" if before else ""
     return (
         f"[Unit]\nDescription={description}\n"

@@ -8,7 +8,6 @@ provider. Distro rdma-core without it is upgraded from the eRDMA repository.
 from __future__ import annotations
 
 import os
-import shlex
 from typing import Any
 
 from pyinfra import host
@@ -21,6 +20,7 @@ from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.shell import YesNoFact, yes_if
 from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
 from rdmaprov.operations.packages import install_command, known_os, rhel_tool
+from rdmaprov.quoting import fail_command, sh, sh_join
 
 ERDMA_REPO = "https://mirrors.aliyun.com/erdma"
 ERDMA_KEY = "https://mirrors.aliyun.com/erdma/GPGKEY"
@@ -43,8 +43,7 @@ def upgrade_command(family: str, names: list[str], os_major: str) -> str:
     """Install or upgrade `names` to the repositories' newest (apt's install upgrades, dnf's does not)."""
     if family == "debian":
         return install_command(family, names, os_major)
-    quoted = " ".join(shlex.quote(n) for n in names)
-    return f"{install_command(family, names, os_major)} && {rhel_tool(os_major)} -y upgrade {quoted}"
+    return f"{install_command(family, names, os_major)} && {rhel_tool(os_major)} -y upgrade {sh_join(names)}"
 
 
 @operation()
@@ -81,8 +80,7 @@ def aiacc_plugin(source: str | None, version: str):
     yield StringCommand("mkdir -p /var/cache/rdmaprov")
     if source.startswith(("http://", "https://")):
         fix = "fix erdma.aiacc_plugin, or download the package where you can and give its local path"
-        yield StringCommand(f"curl -fsSL --retry 3 -o {target} {shlex.quote(source)} || "
-                            f"{{ echo \"rdmaprov: cannot download {source} on $(hostname): {fix}\" >&2; exit 1; }}")
+        yield StringCommand(f"curl -fsSL --retry 3 -o {sh(target)} {sh(source)} || {fail_command(f'cannot download {source}', fix)}")
     else:
         yield FileUploadCommand(source, target)
     install = f"dpkg -i {target}" if os_info.family == "debian" else f"rpm -Uvh --replacepkgs {target}"

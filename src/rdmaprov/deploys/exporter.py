@@ -20,6 +20,7 @@ from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.services import unit_enabled, unit_running
 from rdmaprov.packages import EXPORTER
+from rdmaprov.quoting import sh, systemd_arg
 
 USER = "rdmaprov-exporter"
 SCRIPT = "/usr/local/lib/rdmaprov/rdma_exporter.py"
@@ -31,9 +32,9 @@ def system_user(user: str, present: bool):
     """A system account with no login and no home, for a service to run as."""
     exists = fact(UserExists, user=user)
     if present and not exists:
-        yield StringCommand(f"useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin {user}")
+        yield StringCommand(f"useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin {sh(user)}")
     elif not present and exists:
-        yield StringCommand(f"userdel {user}")
+        yield StringCommand(f"userdel {sh(user)}")
     else:
         host.noop(f"user {user} {'exists' if exists else 'absent'}")
 
@@ -45,7 +46,7 @@ def exporter_source() -> str:
 def render_unit(listen: str) -> str:
     return (
         "[Unit]\nDescription=rdmaprov RDMA exporter for Prometheus\nAfter=network-online.target\nWants=network-online.target\n\n"
-        f"[Service]\nUser={USER}\nGroup={USER}\nExecStart=/usr/bin/python3 {SCRIPT} --listen {listen}\n"
+        f"[Service]\nUser={USER}\nGroup={USER}\nExecStart=/usr/bin/python3 {SCRIPT} --listen {systemd_arg(listen)}\n"
         "Restart=on-failure\nRestartSec=5\nNoNewPrivileges=yes\nProtectSystem=strict\nProtectHome=yes\nPrivateTmp=yes\n"
         "CapabilityBoundingSet=\nRestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX\n\n"
         "[Install]\nWantedBy=multi-user.target\n"

@@ -15,6 +15,7 @@ from rdmaprov.engine.context import NodeContext
 from rdmaprov.operations.builds import recipe
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
+from rdmaprov.quoting import sh
 
 PROBE_PREFIX = "/opt/rdmaprov/probe"
 PROBE_BINARY = f"{PROBE_PREFIX}/current/bin/allreduce_probe"
@@ -36,7 +37,7 @@ def probe_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> B
         name="allreduce-probe",
         version=PROBE_VERSION,
         source=Source(kind="inline", files=(("allreduce_probe.c", probe_source()),)),
-        script=f'mkdir -p "$STAGE/bin" && {settings["mpicc"]} -O2 -o "$STAGE/bin/allreduce_probe" allreduce_probe.c',
+        script=f'mkdir -p "$STAGE/bin" && {sh(settings["mpicc"])} -O2 -o "$STAGE/bin/allreduce_probe" allreduce_probe.c',
         prefix=PROBE_PREFIX,
         inputs=(platform(os_info), ("mpi", settings["mpicc"])),
     )

@@ -24,6 +24,7 @@ from rdmaprov.nvidia import cuda_home, cuda_repo, driver_matches, toolkit_packag
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import install_command, known_os, packages
 from rdmaprov.parsers.system import OsInfo
+from rdmaprov.quoting import sh, sh_single
 
 PROFILE = "/etc/profile.d/rdmaprov-cuda.sh"
 
@@ -41,9 +42,9 @@ def driver_command(os_info: OsInfo, driver: str) -> str:
         return install_command("debian", [f"cuda-drivers-{branch}" + (f"={driver}-1" if "." in driver else "")])
     if os_info.major in ("6", "7"):
         raise ValueError(f"rdmaprov installs NVIDIA drivers on RHEL 8 and newer, not {os_info.pretty_name}: install it yourself and leave gpu.driver_version unset")
-    stream = f"nvidia-driver:{branch}-dkms"
+    stream = sh(f"nvidia-driver:{branch}-dkms")
     if "." in driver:
-        return f"dnf -y module enable {stream} && dnf -y install cuda-drivers-{driver}"
+        return f"dnf -y module enable {stream} && dnf -y install {sh('cuda-drivers-' + driver)}"
     return f"dnf -y module install {stream}"
 
 
@@ -69,8 +70,8 @@ def render_profile(cuda: str) -> str:
     home = cuda_home(cuda)
     return (
         f"# Managed by rdmaprov: CUDA {cuda}.\n"
-        f"export CUDA_HOME='{home}'\n"
-        f"export PATH='{home}/bin':\"$PATH\"\n"
+        f"export CUDA_HOME={sh_single(home)}\n"
+        f"export PATH={sh_single(home + '/bin')}:\"$PATH\"\n"
     )
 
 

@@ -6,7 +6,6 @@ carries jumbo frames, 1400 when it does not. Declared MTUs that break the rule a
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from pyinfra import host
@@ -18,6 +17,7 @@ from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import NetDevices
+from rdmaprov.quoting import sh_join
 
 NAME = "rdmaprov-mtu"
 
@@ -44,7 +44,7 @@ def wanted_mtus(node: dict[str, Any]) -> dict[str, int]:
 
 def render_script(mtus: dict[str, int]) -> str:
     lines = ["#!/bin/sh", "# Managed by rdmaprov: NIC MTUs from the inventory."]
-    lines += [f"ip link set dev {netdev} mtu {mtu}" for netdev, mtu in mtus.items()]
+    lines += [sh_join(["ip", "link", "set", "dev", netdev, "mtu", int(mtu)]) for netdev, mtu in mtus.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -61,7 +61,7 @@ def mtu_now(mtus: dict[str, int]):
         host.noop("MTUs as declared")
         return
     for netdev, mtu in todo.items():
-        yield StringCommand(f"ip link set dev {shlex.quote(netdev)} mtu {int(mtu)}")
+        yield StringCommand(sh_join(["ip", "link", "set", "dev", netdev, "mtu", int(mtu)]))
 
 
 @deploy("mtu")

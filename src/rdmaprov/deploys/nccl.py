@@ -25,6 +25,7 @@ from rdmaprov.operations.packages import packages
 from rdmaprov.packages import BUILD_TOOLS
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
+from rdmaprov.quoting import config_value, sh, sh_double
 
 NCCL_GIT = "https://github.com/NVIDIA/nccl.git"
 NCCL_TESTS_GIT = "https://github.com/NVIDIA/nccl-tests.git"
@@ -73,16 +74,16 @@ def _cuda(settings: dict[str, Any]) -> str:
 def nccl_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
     cuda = _cuda(settings)
     code = node_gencode(settings, gpus)
-    script = (f'make -j"$JOBS" src.build CUDA_HOME={cuda_home(cuda)} NVCC_GENCODE="{code}"\n'
+    script = (f'make -j"$JOBS" src.build CUDA_HOME={sh(cuda_home(cuda))} NVCC_GENCODE={sh_double(code)}\n'
               'mkdir -p "$STAGE" && cp -a build/lib build/include "$STAGE"/')
     return BuildSpec(name="nccl", version=settings["version"], source=nccl_source(settings), script=script, prefix=settings["prefix"],
                      inputs=(platform(os_info), ("cuda", cuda), ("gencode", code)), after_install="ldconfig")
 
 
 def mpi_home_lines(settings: dict[str, Any], os_info: OsInfo) -> tuple[str, str]:
-    """(MPI_HOME, commands preparing it): RHEL's OpenMPI keeps headers outside its prefix."""
+    """(MPI_HOME as a shell word, commands preparing it): RHEL's OpenMPI keeps headers outside its prefix."""
     if settings.get("mpi_prefix"):
-        return settings["mpi_prefix"], ""
+        return sh(settings["mpi_prefix"]), ""
     if os_info.family == "rhel":
         return "$PWD/.mpi", "mkdir -p .mpi && ln -sfn /usr/include/openmpi-x86_64 .mpi/include && ln -sfn /usr/lib64/openmpi/lib .mpi/lib\n"
     return "/usr/lib/x86_64-linux-gnu/openmpi", ""
@@ -94,15 +95,16 @@ def nccl_tests_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu])
     cuda = _cuda(nccl)
     code = node_gencode(nccl, gpus)
     built = None if from_packages(nccl) else nccl_build(nccl, os_info, gpus)
-    nccl_home = f"{nccl['prefix'].rstrip('/')}/current" if built else "/usr"
+    nccl_home = sh(f"{nccl['prefix'].rstrip('/')}/current" if built else "/usr")
     mpi_home, prepare = mpi_home_lines(settings, os_info)
     tests = settings["tests"]
     if tests.get("path"):
         source = Source("file", path=tests["path"], sha256=tests.get("sha256", ""), setting="nccl.tests.path")
     else:
         source = Source("git", url=tests.get("url") or NCCL_TESTS_GIT, ref=tests.get("ref") or NCCL_TESTS_REF, setting="nccl.tests")
-    version = (tests.get("ref") or NCCL_TESTS_REF).lstrip("v") if not tests.get("path") else "local"
-    script = (f'{prepare}make -j"$JOBS" MPI=1 MPI_HOME={mpi_home} NCCL_HOME={nccl_home} CUDA_HOME={cuda_home(cuda)} NVCC_GENCODE="{code}"\n'
+    # The version names a directory: a ref such as release/2.13 keeps its last part.
+    version = (tests.get("ref") or NCCL_TESTS_REF).rsplit("/", 1)[-1].lstrip("v") if not tests.get("path") else "local"
+    script = (f'{prepare}make -j"$JOBS" MPI=1 MPI_HOME={mpi_home} NCCL_HOME={nccl_home} CUDA_HOME={sh(cuda_home(cuda))} NVCC_GENCODE={sh_double(code)}\n'
               'mkdir -p "$STAGE/bin" && cp build/*_perf "$STAGE/bin/"')
     identity = built.key if built else f"packages {nccl['version']}"
     return BuildSpec(name="nccl-tests", version=version, source=source, script=script, prefix=tests["prefix"],
@@ -157,5 +159,6 @@ def nccl(ctx: NodeContext) -> None:
     packages(name="NCCL build tools", by_family=tools if settings is not None else {})
     build_and_ship(ctx, "nccl", "NCCL", settings if from_source else None)
     managed_file(name="NCCL on the library path", path=LDCONFIG, after_change="ldconfig",
-                 content=f"# Managed by rdmaprov: the current NCCL build.\n{settings['prefix'].rstrip('/')}/current/lib\n" if from_source else None)
+                 content=f"# Managed by rdmaprov: the current NCCL build.\n{config_value(settings['prefix'].rstrip('/') + '/current/lib', 'nccl.prefix')}\n"
+                 if from_source else None)
     build_and_ship(ctx, "nccl_tests", "nccl-tests", nccl_tests_settings(ctx, settings))

@@ -8,6 +8,7 @@ from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.operations.files import managed_file
+from rdmaprov.quoting import config_value, sh_export
 
 # What each fabric needs when the inventory says nothing (field manuals, DESIGN.md §3).
 _FABRIC_HCA = {"erdma": "erdma", "softroce": "rxe"}
@@ -74,14 +75,15 @@ def nccl_environment(node: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
 
 
 def render_nccl_conf(env: dict[str, str]) -> str:
+    """NCCL reads KEY=VALUE lines with no quoting: a value is written verbatim, on one line."""
     lines = ["# Managed by rdmaprov: edits are reported as drift and replaced on the next apply."]
-    lines += [f"{key}={value}" for key, value in env.items()]
+    lines += [f"{config_value(key, 'NCCL variable')}={config_value(value, key)}" for key, value in env.items()]
     return "\n".join(lines) + "\n"
 
 
 def render_profile(env: dict[str, str]) -> str:
     lines = ["# Managed by rdmaprov: NCCL settings for login shells (mirrors /etc/nccl.conf)."]
-    lines += [f"export {key}='{value}'" for key, value in env.items()]
+    lines += [sh_export(key, value) for key, value in env.items()]
     return "\n".join(lines) + "\n"
 
 

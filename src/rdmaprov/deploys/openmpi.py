@@ -19,6 +19,7 @@ from rdmaprov.facts.files import PathExists
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.packages import BUILD_TOOLS, OPENMPI
+from rdmaprov.quoting import sh_single
 
 PROFILE = "/etc/profile.d/rdmaprov-mpi.sh"
 
@@ -42,8 +43,8 @@ def mpi_prefix(node: dict[str, Any]) -> str | None:
 def render_profile(prefix: str) -> str:
     return (
         "# Managed by rdmaprov: OpenMPI installed under a prefix.\n"
-        f"export PATH='{prefix}/bin':\"$PATH\"\n"
-        f"export LD_LIBRARY_PATH='{prefix}/lib'${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
+        f"export PATH={sh_single(prefix + '/bin')}:\"$PATH\"\n"
+        f"export LD_LIBRARY_PATH={sh_single(prefix + '/lib')}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
     )
 
 

@@ -12,6 +12,7 @@ from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import Os
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.sources import only_sources
+from rdmaprov.quoting import config_value, config_word
 
 APT_KEY = "/etc/apt/keyrings/rdmaprov-mirror.asc"
 APT_LIST = "/etc/apt/sources.list.d/rdmaprov-mirror.list"
@@ -19,13 +20,16 @@ YUM_REPO = "/etc/yum.repos.d/rdmaprov-mirror.repo"
 
 
 def apt_source_line(apt: dict[str, Any], codename: str, signed: bool) -> str:
+    """One-line-style apt source: whitespace separates its fields, so each must be one word."""
     options = f"[signed-by={APT_KEY}] " if signed else ""
-    return f"deb {options}{apt['url']} {apt.get('suite') or codename} {' '.join(apt.get('components', ['main']))}\n"
+    words = [apt["url"], apt.get("suite") or codename, *apt.get("components", ["main"])]
+    return f"deb {options}{' '.join(config_word(word, 'mirror.apt') for word in words)}\n"
 
 
 def yum_repo(yum: dict[str, Any]) -> str:
-    lines = ["[rdmaprov-mirror]", "name=rdmaprov internal mirror", f"baseurl={yum['baseurl']}", "enabled=1"]
-    lines += ["gpgcheck=1", f"gpgkey={yum['gpgkey']}"] if yum.get("gpgkey") else ["gpgcheck=0"]
+    baseurl = config_value(yum["baseurl"], "mirror.yum.baseurl")
+    lines = ["[rdmaprov-mirror]", "name=rdmaprov internal mirror", f"baseurl={baseurl}", "enabled=1"]
+    lines += ["gpgcheck=1", f"gpgkey={config_value(yum['gpgkey'], 'mirror.yum.gpgkey')}"] if yum.get("gpgkey") else ["gpgcheck=0"]
     return "\n".join(lines) + "\n"
 
 

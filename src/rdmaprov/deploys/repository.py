@@ -15,6 +15,7 @@ from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.model import resolve_path
 from rdmaprov.operations.files import managed_file
 from rdmaprov.parsers.system import OsInfo
+from rdmaprov.quoting import config_value, config_word
 
 
 @functools.lru_cache(maxsize=32)
@@ -40,7 +41,8 @@ def key_path(slug: str, family: str | None) -> str:
 
 
 def yum_section(slug: str, title: str, baseurl: str, gpgkey: str) -> str:
-    return "\n".join([f"[{slug}]", f"name={title}", f"baseurl={baseurl}", "enabled=1", "gpgcheck=1", f"gpgkey={gpgkey}"]) + "\n"
+    values = [config_value(baseurl, f"{title} baseurl"), config_value(gpgkey, f"{title} gpgkey")]
+    return "\n".join([f"[{slug}]", f"name={title}", f"baseurl={values[0]}", "enabled=1", "gpgcheck=1", f"gpgkey={values[1]}"]) + "\n"
 
 
 def repository_files(slug: str, title: str, family: str | None, apt_source: str | None, yum_baseurl: str | None,
@@ -58,9 +60,14 @@ def repository_files(slug: str, title: str, family: str | None, apt_source: str 
     options = (f"arch={apt_arch} " if apt_arch else "") + f"signed-by={keyfile}"
     return {
         keyfile: key_text if upload_key else None,
-        f"/etc/apt/sources.list.d/{slug}.list": f"deb [{options}] {apt_source}\n" if wanted_apt else None,
+        f"/etc/apt/sources.list.d/{slug}.list": f"deb [{options}] {apt_words(apt_source, title)}\n" if wanted_apt else None,
         f"/etc/yum.repos.d/{slug}.repo": yum_section(slug, title, yum_baseurl, key if remote_key else f"file://{keyfile}") if wanted_yum else None,
     }
+
+
+def apt_words(source: str | None, title: str) -> str:
+    """What follows `deb [OPTIONS] `: URL, suite, components, each one whitespace-free word."""
+    return " ".join(config_word(word, f"{title} source") for word in (source or "").split(" "))
 
 
 def needs_key_text(family: str | None, apt_source: str | None, yum_baseurl: str | None, key: str | None) -> bool:

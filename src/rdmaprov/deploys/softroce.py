@@ -3,8 +3,6 @@ netdev now and after every reboot (a systemd unit), never a duplicate link on re
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy
 
@@ -16,6 +14,7 @@ from rdmaprov.facts.rdma import RdmaLinks
 from rdmaprov.facts.system import NetDevices
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.kernel import module_loaded
+from rdmaprov.quoting import sh, sh_join
 
 NAME = "rdmaprov-rxe-links"
 
@@ -25,10 +24,14 @@ def rxe_links(netdevs: list[str]) -> list[tuple[str, str]]:
     return [(f"rxe{index}", netdev) for index, netdev in enumerate(netdevs)]
 
 
+def add_link_command(device: str, netdev: str) -> str:
+    return sh_join(["rdma", "link", "add", device, "type", "rxe", "netdev", netdev])
+
+
 def render_script(links: list[tuple[str, str]]) -> str:
     lines = ["#!/bin/sh", "# Managed by rdmaprov: SoftRoCE links on the declared netdevs (idempotent).", "set -e", "modprobe rdma_rxe"]
     for device, netdev in links:
-        lines.append(f"rdma link show {device}/1 >/dev/null 2>&1 || rdma link add {device} type rxe netdev {netdev}")
+        lines.append(f"rdma link show {sh(device + '/1')} >/dev/null 2>&1 || {add_link_command(device, netdev)}")
     return "\n".join(lines) + "\n"
 
 
@@ -54,7 +57,7 @@ def rxe_links_present(links: list[tuple[str, str]]):
         host.noop("rxe links present")
         return
     for device, netdev in todo:
-        yield StringCommand(f"rdma link add {shlex.quote(device)} type rxe netdev {shlex.quote(netdev)}")
+        yield StringCommand(add_link_command(device, netdev))
 
 
 @deploy("softroce")

@@ -7,11 +7,27 @@ the next apply, which revokes its access.
 
 from __future__ import annotations
 
+import ipaddress
+
 from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.operations.files import managed_block
 from rdmaprov.operations.ssh import key_pair, known_hosts, trusted_keys
+from rdmaprov.quoting import config_word
+
+
+def hosts_file_lines(cluster: list[str], addresses: dict[str, str]) -> list[str]:
+    """/etc/hosts lines `ADDRESS NAME` for the nodes the inventory reaches by IP address (a DNS
+    name is no hosts-file address: such nodes already resolve by DNS)."""
+    lines = []
+    for name in cluster:
+        try:
+            address = str(ipaddress.ip_address(addresses[name]))
+        except ValueError:
+            continue
+        lines.append(f"{config_word(address, 'address')} {config_word(name, 'host name')}")
+    return lines
 
 
 @deploy("ssh_trust")
@@ -26,5 +42,5 @@ def ssh_trust(ctx: NodeContext) -> None:
         key_pair(name="SSH key pair", user=user, key_type=key_type)
     trusted_keys(name="SSH trust: authorized_keys", user=user, key_type=key_type, cluster=cluster, marker=marker)
     known_hosts(name="SSH trust: known hosts", user=user, key_type=key_type, cluster=cluster, addresses=addresses, marker=marker)
-    names = [f"{addresses[name]} {name}" for name in cluster] if trust.get("hosts_file", True) else []
+    names = hosts_file_lines(cluster, addresses) if trust.get("hosts_file", True) else []
     managed_block(name="node names in /etc/hosts", path="/etc/hosts", marker=marker, lines=names)

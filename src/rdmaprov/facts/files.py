@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import base64
-import shlex
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
 from rdmaprov.facts.shell import YesNoFact, yes_if
+from rdmaprov.quoting import sh, sh_join
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class ManagedFile(FactBase):
     """Content, mode and owner of one file, in one round trip (so a diff can be shown)."""
 
     def command(self, path: str) -> str:
-        quoted = "'" + path.replace("'", "'\\''") + "'"
+        quoted = sh(path)
         return f"if [ -f {quoted} ]; then stat -c '%a %U %G' {quoted} && base64 -w0 {quoted} && echo; else echo MISSING; fi"
 
     def process(self, output: list[str]) -> FileState:
@@ -55,7 +55,7 @@ class FilesIn(FactBase):
     """Regular files directly inside the given directories (or the given files), as paths."""
 
     def command(self, paths: tuple[str, ...]) -> str:
-        quoted = " ".join("'" + p.replace("'", "'\\''") + "'" for p in paths)
+        quoted = sh_join(paths)
         return f"find {quoted} -maxdepth 1 -type f 2>/dev/null || true"
 
     def process(self, output: list[str]) -> list[str]:
@@ -70,5 +70,5 @@ class PathExists(YesNoFact):
     """Whether a path exists (no content read: it may be a large binary)."""
 
     def command(self, path: str) -> str:
-        return yes_if(f"[ -e {shlex.quote(path)} ]")
+        return yes_if(f"[ -e {sh(path)} ]")
 

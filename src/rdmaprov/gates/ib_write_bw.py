@@ -18,6 +18,7 @@ from rdmaprov.gates.bandwidth import judge
 from rdmaprov.gates.result import GateResult
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
+from rdmaprov.quoting import sh_join
 from rdmaprov.verify.checks import expected_devices
 
 TCP_PORT = 18515
@@ -88,7 +89,7 @@ def perftest_command(device: str, port: int, gid: int, settings: dict[str, Any],
     ]
     if server:
         parts.append(server)
-    return " ".join(parts)
+    return sh_join(parts)
 
 
 def _listening(session: Session, name: str, deadline: float) -> bool:

@@ -6,6 +6,7 @@ Every problem found is reported at once; nothing is half-loaded.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from rdmaprov.inventory.model import (
     ssh_settings,
 )
 from rdmaprov.inventory.source import SourceMap, format_path, load_yaml
-from rdmaprov.inventory.semantics import node_issues
+from rdmaprov.inventory.semantics import gate_problems, node_issues
 from rdmaprov.inventory.validate import schema_problems
 
 
@@ -35,45 +36,62 @@ def _host_definitions(data: dict[str, Any]) -> list[tuple[str, str | None, tuple
     return places
 
 
-def _check_file(path: str | None, where: tuple, smap: SourceMap, what: str, private_key: bool) -> tuple[Problem | None, bool]:
-    """(problem, fatal): a missing file is fatal only when connecting; a file that cannot be used always is."""
+def _check_file(path: str | None, where: tuple, smap: SourceMap, what: str, private_key: bool) -> tuple[Problem | None, str]:
+    """(problem, severity): "missing" (fatal only when connecting), "fatal" (unusable) or "warning"."""
     if path is None:
-        return None, False
-    if not os.path.exists(path):
-        return smap.problem(where, f"{what} {path} does not exist", "create it (for the lab: `rdmaprov lab up`) or point the setting at an existing file"), False
+        return None, ""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return smap.problem(where, f"{what} {path} does not exist", "create it (for the lab: `rdmaprov lab up`) or point the setting at an existing file"), "missing"
+    except OSError as exc:
+        return smap.problem(where, f"{what} {path} cannot be read: {exc.strerror}", "fix its permissions or point the setting at a readable file"), "fatal"
+    if stat.S_ISDIR(info.st_mode):
+        return smap.problem(where, f"{what} {path} cannot be read: Is a directory", "point the setting at the file itself"), "fatal"
+    if not stat.S_ISREG(info.st_mode):
+        # Opening a FIFO would block for ever; a device is no key either.
+        return smap.problem(where, f"{what} {path} is not a regular file (a pipe or a device?)", "point the setting at the file itself"), "fatal"
     try:
         with open(path, "rb") as handle:
             head = handle.read(4096)
     except OSError as exc:
-        return smap.problem(where, f"{what} {path} cannot be read: {exc.strerror}", "fix its permissions or point the setting at a readable file"), True
+        return smap.problem(where, f"{what} {path} cannot be read: {exc.strerror}", "fix its permissions or point the setting at a readable file"), "fatal"
     if private_key and b"PRIVATE KEY" not in head:
-        return smap.problem(where, f"{what} {path} is not a private key", "point it at the private half of the key pair (not the .pub file)"), True
-    return None, False
+        return smap.problem(where, f"{what} {path} is not a private key", "point it at the private half of the key pair (not the .pub file)"), "fatal"
+    if private_key and info.st_mode & 0o077:
+        return smap.problem(where, f"{what} {path} can be read by other users (mode {stat.S_IMODE(info.st_mode):04o}); OpenSSH refuses such keys",
+                            f"chmod 600 {path}"), "warning"
+    return None, ""
 
 
-def _group_conflicts(name: str, groups: list[str], data: dict[str, Any], host_vars: dict[str, Any], smap: SourceMap) -> list[Problem]:
-    """Two groups of one host setting the same key differently is ambiguous unless the host decides."""
+def _group_conflicts(name: str, groups: list[str], data: dict[str, Any], body: dict[str, Any], smap: SourceMap) -> list[Problem]:
+    """Two groups of one host setting the same key differently is ambiguous unless the host decides.
+
+    Node settings (`vars`) and connection settings (`ssh`) alike: the last group must not win silently.
+    """
     problems = []
-    host_leaves = flatten(host_vars)
-    seen: dict[tuple[str, ...], tuple[str, Any]] = {}
-    for group in groups:
-        gvars = (data["groups"][group] or {}).get("vars") or {}
-        for key, value in flatten(gvars).items():
-            if key in host_leaves:
-                continue
-            if key in seen and seen[key][1] != value:
-                other, other_value = seen[key]
-                dotted = ".".join(key)
-                problems.append(
-                    smap.problem(
-                        ("groups", group, "vars") + key,
-                        f"host {name!r} is in groups {other!r} and {group!r}, which set {dotted} differently "
-                        f"({other_value!r} vs {value!r})",
-                        f"set {dotted} in the host's own vars, or make the groups agree",
+    for section in ("vars", "ssh"):
+        host_leaves = flatten(body.get(section) or {})
+        seen: dict[tuple[str, ...], tuple[str, Any]] = {}
+        for group in groups:
+            settings = (data["groups"][group] or {}).get(section) or {}
+            for key, value in flatten(settings).items():
+                if key in host_leaves:
+                    continue
+                if key in seen and seen[key][1] != value:
+                    other, other_value = seen[key]
+                    dotted = ".".join(key)
+                    own, label = ("vars", dotted) if section == "vars" else ("ssh settings", f"ssh.{dotted}")
+                    problems.append(
+                        smap.problem(
+                            ("groups", group, section) + key,
+                            f"host {name!r} is in groups {other!r} and {group!r}, which set {label} differently "
+                            f"({other_value!r} vs {value!r})",
+                            f"set {dotted} in the host's own {own}, or make the groups agree",
+                        )
                     )
-                )
-            else:
-                seen.setdefault(key, (group, value))
+                else:
+                    seen.setdefault(key, (group, value))
     return problems
 
 
@@ -119,7 +137,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     for name, groups in memberships.items():
         where, body = bodies.get(name, ((), {}))
         host_vars = body.get("vars") or {}
-        problems.extend(_group_conflicts(name, groups, data, host_vars, smap))
+        problems.extend(_group_conflicts(name, groups, data, body, smap))
         node: dict[str, Any] = dict(defaults)
         for group in groups:
             node = deep_merge(node, (data["groups"][group] or {}).get("vars") or {})
@@ -128,9 +146,10 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         ssh = ssh_settings(ssh_layers, base)
         for field_name, what in (("key", "SSH key file"), ("known_hosts", "known_hosts file")):
             layer_path = _ssh_origin(field_name, where, groups, body, data)
-            problem, fatal = _check_file(getattr(ssh, field_name), layer_path, smap, what, field_name == "key")
+            problem, severity = _check_file(getattr(ssh, field_name), layer_path, smap, what, field_name == "key")
             if problem:
-                (problems if fatal or require_files else warnings).append(problem)
+                fatal = severity == "fatal" or (severity == "missing" and require_files)
+                (problems if fatal else warnings).append(problem)
         address = body.get("address", name)
         endpoint = f"{address}:{ssh.port}"
         if endpoint in addresses:
@@ -145,6 +164,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         problems.append(smap.problem(origin, f"{message} (host{'s' if len(names) > 1 else ''} {', '.join(names)})", fix))
     if not hosts:
         problems.append(smap.problem((), "the inventory declares no hosts", "add hosts under `hosts:` or under a group's `hosts:`"))
+    problems.extend(gate_problems(cluster.get("gates") or {}, set(hosts), smap))
     if problems:
         raise UserError(sorted(set(problems), key=lambda p: (p.line or 0, p.column or 0)))
 

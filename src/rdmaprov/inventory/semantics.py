@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rdmaprov.errors import Problem
+from rdmaprov.gates.bandwidth import parse_size
+from rdmaprov.inventory.source import SourceMap
 from rdmaprov.nvidia import arch_problem, driver_problem, parse_version
 
 # AIACC NCCL plugin version → the NCCL versions it supports (first, last minor of NCCL 2).
@@ -84,3 +87,20 @@ def _build_issues(node: dict[str, Any]) -> list[NodeIssue]:
 def node_issues(node: dict[str, Any]) -> list[NodeIssue]:
     """Everything that does not fit together in one host's merged settings."""
     return _gpu_issues(node) + _nccl_issues(node) + _aiacc_issues(node) + _build_issues(node)
+
+
+def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap) -> list[Problem]:
+    """The cluster's gate settings against each other and against the hosts that exist."""
+    settings = gates.get("all_reduce") or {}
+    where = ("cluster", "gates", "all_reduce")
+    problems = []
+    low, high = settings.get("min_bytes", "1M"), settings.get("max_bytes", "512M")
+    if parse_size(low) > parse_size(high):
+        problems.append(smap.problem(where + ("min_bytes",), f"min_bytes {low} is larger than max_bytes {high}",
+                                     "make min_bytes the smallest message size of the sweep and max_bytes the largest"))
+    for index, name in enumerate(settings.get("hosts") or []):
+        if name not in hosts:
+            problems.append(smap.problem(where + ("hosts", index), f"all_reduce.hosts names {name!r}, which is not a host of this inventory",
+                                         f"use host names defined under hosts: or groups (known: {', '.join(sorted(hosts)[:10])}"
+                                         f"{', …' if len(hosts) > 10 else ''})"))
+    return problems

@@ -1,12 +1,17 @@
-"""Read a YAML file and remember where every key and value came from.
+"""Read a YAML file once, safely, and remember where every key and value came from.
 
-jsonschema reports paths inside the document; users need file:line:column. We compose the YAML
-node tree once to record positions (and to catch duplicated keys, which PyYAML silently drops),
-then construct the plain data with the safe loader.
+jsonschema reports paths inside the document; users need file:line:column. Instead of PyYAML's
+composer (recursive, unbounded, and silent about duplicated keys) the parser's event stream is
+turned into plain data here, in one pass with an explicit stack, so that hostile input cannot hurt:
+the file's size, the nesting depth and the number of values aliases expand to are bounded; an
+alias inside its own anchor, a mapping key that YAML reads as a number, boolean or null, a complex
+key and an unknown tag are errors with a position and a fix, never a traceback or a hang.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +21,20 @@ import yaml
 from rdmaprov.errors import Problem, UserError
 
 DocPath = tuple[str | int, ...]
+
+# Limits of the loader (README, "The inventory"): far above any real inventory (10,000 hosts with
+# their settings are about 2 MiB and 200,000 values), far below what hurts the control machine.
+MAX_BYTES = 32 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_VALUES = 1_000_000
+
+# libyaml's C parser where PyYAML has it (the wheels do): the same events, several times faster.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_RESOLVER = yaml.resolver.Resolver()
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_MERGE = "tag:yaml.org,2002:merge"
+_VALUE = "tag:yaml.org,2002:value"
+_COLLECTION_TAGS = {None, "!", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
 
 @dataclass
@@ -54,62 +73,247 @@ def format_path(path: DocPath) -> str:
     return text
 
 
-def _walk(node: yaml.Node, path: DocPath, smap: SourceMap, problems: list[Problem]) -> None:
-    smap.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[Any, yaml.Node] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = key_node.value
-            if key in seen:
-                first = seen[key].start_mark.line + 1
-                problems.append(
-                    Problem(
-                        smap.file,
-                        f"duplicated key {key!r} (first defined on line {first})",
-                        key_node.start_mark.line + 1,
-                        key_node.start_mark.column + 1,
-                        format_path(path + (key,)),
-                        "keep one definition; YAML would silently use only the last",
-                    )
-                )
-                continue
-            seen[key] = key_node
-            smap.keys[path + (key,)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            _walk(value_node, path + (key,), smap, problems)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _walk(item, path + (index,), smap, problems)
+def _position(mark: yaml.Mark) -> tuple[int, int]:
+    return mark.line + 1, mark.column + 1
+
+
+class _Merge:
+    """A `<<` key: its mappings are merged into the enclosing mapping when that mapping ends."""
+
+
+def _what_yaml_read(value: Any) -> str:
+    if value is None:
+        return "null (nothing)"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    return f"{'an integer' if isinstance(value, int) else 'a ' + type(value).__name__} ({value!r})"
+
+
+@dataclass
+class _Frame:
+    """A mapping or sequence being read: its data, where it is, and its progress."""
+
+    path: DocPath
+    data: dict | list
+    anchor: str | None
+    weight: int = 1
+    key: Any = None
+    has_key: bool = False
+    skip_value: bool = False
+    merges: list = field(default_factory=list)
+    key_lines: dict = field(default_factory=dict)
+
+
+class _Reader:
+    """Turns parser events into plain data and a SourceMap; collects problems (fatal ones raise)."""
+
+    def __init__(self, name: str) -> None:
+        self.smap = SourceMap(name)
+        self.problems: list[Problem] = []
+        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.stack: list[_Frame] = []
+        self.values = 0
+        self.documents = 0
+        self.root: Any = None
+
+    def fatal(self, mark: yaml.Mark | None, message: str, fix: str) -> UserError:
+        line, col = _position(mark) if mark else (None, None)
+        return UserError(Problem(self.smap.file, message, line, col, fix=fix))
+
+    def problem(self, mark: yaml.Mark, path: DocPath, message: str, fix: str) -> None:
+        line, col = _position(mark)
+        self.problems.append(Problem(self.smap.file, message, line, col, format_path(path), fix))
+
+    def count(self, weight: int, mark: yaml.Mark) -> None:
+        self.values += weight
+        if self.values > MAX_VALUES:
+            raise self.fatal(mark, f"the document expands to more than {MAX_VALUES:,} values (aliases that repeat aliases?)",
+                             "write the inventory without nested aliases; anchors are meant for shared settings")
+
+    def child_path(self) -> DocPath | None:
+        """The document path of the value about to start (None: it is a mapping key)."""
+        if not self.stack:
+            return ()
+        top = self.stack[-1]
+        if isinstance(top.data, list):
+            return top.path + (len(top.data),)
+        return top.path + (top.key,) if top.has_key else None
+
+    def start(self, event: yaml.Event, data: dict | list) -> None:
+        path = self.child_path()
+        if path is None:  # a complex key (`? [a, b]`): reported when it ends
+            path = self.stack[-1].path + ("?",)
+        if len(self.stack) >= MAX_DEPTH:
+            raise self.fatal(event.start_mark, f"nested more than {MAX_DEPTH} levels deep", "an inventory needs fewer than 10 levels: check brackets and indentation")
+        if event.tag not in _COLLECTION_TAGS:
+            self.problem(event.start_mark, path, f"unsupported YAML tag {event.tag}", "remove the tag: inventories use plain mappings and lists")
+        self.smap.values[path] = _position(event.start_mark)
+        self.count(1, event.start_mark)
+        self.stack.append(_Frame(path, data, event.anchor))
+
+    def end(self, mark: yaml.Mark) -> None:
+        frame = self.stack.pop()
+        if isinstance(frame.data, dict) and frame.merges:
+            merged: dict = {}
+            for source in frame.merges:
+                for key, value in source.items():
+                    merged.setdefault(key, value)
+            merged.update(frame.data)
+            frame.data = merged
+        if frame.anchor is not None:
+            self.anchors[frame.anchor] = (frame.data, frame.weight)
+        self.add(frame.data, frame.weight, mark)
+
+    def scalar(self, event: yaml.ScalarEvent) -> None:
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
+        if tag == _MERGE:
+            value: Any = _Merge()
+        elif tag == _VALUE:
+            value = event.value
+        else:
+            construct = _CONSTRUCTOR.yaml_constructors.get(tag)
+            if construct is None:
+                path = self.child_path() or (self.stack[-1].path if self.stack else ())
+                self.problem(event.start_mark, path, f"unsupported YAML tag {tag}", "remove the tag: inventories use plain strings, numbers and booleans")
+                value = event.value
+            else:
+                node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+                try:
+                    value = construct(_CONSTRUCTOR, node)
+                except (yaml.YAMLError, ValueError, TypeError) as exc:
+                    self.problem(event.start_mark, self.child_path() or (), f"cannot read {event.value!r} as {tag}: {exc}", "quote the value to keep it a string")
+                    value = event.value
+        path = self.child_path()
+        if path is not None:
+            self.smap.values[path] = _position(event.start_mark)
+        if event.anchor is not None:
+            self.anchors[event.anchor] = (value, 1)
+        self.count(1, event.start_mark)
+        self.add(value, 1, event.start_mark, key_text=event.value)
+
+    def alias(self, event: yaml.AliasEvent) -> None:
+        if any(frame.anchor == event.anchor for frame in self.stack):
+            raise self.fatal(event.start_mark, f"alias *{event.anchor} refers to a value that contains it (a loop)",
+                             f"an alias can only repeat a value that is complete before it: move *{event.anchor} out of &{event.anchor}")
+        if event.anchor not in self.anchors:
+            raise self.fatal(event.start_mark, f"alias *{event.anchor} has no anchor &{event.anchor} before it", f"define &{event.anchor} first, or fix the name")
+        value, weight = self.anchors[event.anchor]
+        self.count(weight, event.start_mark)
+        path = self.child_path()
+        if path is not None:
+            self.smap.values[path] = _position(event.start_mark)
+        self.add(value, weight, event.start_mark)
+
+    def add(self, value: Any, weight: int, mark: yaml.Mark, key_text: str = "") -> None:
+        """Put a finished value into the collection being read (or make it the document)."""
+        if not self.stack:
+            self.root = value
+            return
+        top = self.stack[-1]
+        top.weight += weight
+        if isinstance(top.data, list):
+            top.data.append(value)
+        elif not top.has_key:
+            self.key(top, value, mark, key_text or repr(value))
+        else:
+            top.has_key = False
+            if top.skip_value:
+                return
+            if isinstance(top.key, _Merge):
+                self.merge(top, value, mark)
+            else:
+                top.data[top.key] = value
+
+    def key(self, top: _Frame, value: Any, mark: yaml.Mark, text: str) -> None:
+        top.has_key, top.key, top.skip_value = True, value, False
+        if isinstance(value, _Merge):
+            return
+        if isinstance(value, (dict, list)):
+            self.problem(mark, top.path, "a mapping key must be a plain name, not a list or mapping",
+                         "write the key as a name (YAML's `? [a, b]` complex keys are not used by inventories)")
+            top.key, top.skip_value = "?", True
+            return
+        if not isinstance(value, str):
+            self.problem(mark, top.path + (text,), f"key {text} is read by YAML as {_what_yaml_read(value)}, not as a name",
+                         f"quote it: '{text}'")
+            top.key, top.skip_value = text, True
+            return
+        if value in top.key_lines:
+            self.problem(mark, top.path + (value,), f"duplicated key {value!r} (first defined on line {top.key_lines[value]})",
+                         "keep one definition; YAML would silently use only the last")
+            top.skip_value = True
+            return
+        top.key_lines[value] = mark.line + 1
+        self.smap.keys[top.path + (value,)] = _position(mark)
+
+    def merge(self, top: _Frame, value: Any, mark: yaml.Mark) -> None:
+        sources = value if isinstance(value, list) else [value]
+        if not all(isinstance(source, dict) for source in sources):
+            self.problem(mark, top.path + ("<<",), "a merge key (<<) takes a mapping or a list of mappings", "merge an alias of a mapping: `<<: *defaults`")
+            return
+        top.merges.extend(sources)
+
+    def document(self, mark: yaml.Mark) -> None:
+        self.documents += 1
+        if self.documents > 1:
+            raise self.fatal(mark, "more than one YAML document (a second `---`)", "keep one inventory per file")
+
+
+def read_text(path: Path) -> str:
+    """The file's text, refusing what is not a regular file (a FIFO would block) or too large."""
+    name = str(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(Problem(name, "file not found", fix="check the path; inventories usually live in inventories/")) from None
+    except OSError as exc:
+        raise UserError(Problem(name, f"cannot read: {exc.strerror}", fix="make the file readable")) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise UserError(Problem(name, "is a directory, not an inventory file", fix="pass a .yaml file"))
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(Problem(name, "is not a regular file (a pipe or a device?)", fix="pass the inventory as a file"))
+    if info.st_size > MAX_BYTES:
+        raise UserError(Problem(name, f"is {info.st_size:,} bytes, more than the {MAX_BYTES:,} an inventory may have",
+                                fix="split the cluster into several inventories, or check that this is the right file"))
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+        return raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(Problem(name, f"cannot read: {exc}", fix="make the file readable UTF-8 text")) from None
+
+
+def parse_yaml(text: str, name: str) -> tuple[Any, SourceMap]:
+    """Plain data and positions from YAML text; raises UserError listing every problem."""
+    reader = _Reader(name)
+    handlers = {
+        yaml.ScalarEvent: reader.scalar,
+        yaml.AliasEvent: reader.alias,
+        yaml.MappingStartEvent: lambda event: reader.start(event, {}),
+        yaml.SequenceStartEvent: lambda event: reader.start(event, []),
+        yaml.MappingEndEvent: lambda event: reader.end(event.start_mark),
+        yaml.SequenceEndEvent: lambda event: reader.end(event.start_mark),
+        yaml.DocumentStartEvent: lambda event: reader.document(event.start_mark),
+    }
+    try:
+        for event in yaml.parse(text, Loader=_LOADER):
+            handler = handlers.get(type(event))
+            if handler is not None:
+                handler(event)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = _position(mark) if mark else (None, None)
+        what = exc.problem or exc.context or "invalid YAML"
+        raise UserError(Problem(name, f"invalid YAML: {what}", line, col, fix="correct the YAML syntax at that position (indentation, quotes, colons)")) from None
+    except yaml.YAMLError as exc:
+        raise UserError(Problem(name, f"invalid YAML: {exc}", fix="correct the YAML syntax")) from None
+    if reader.problems:
+        raise UserError(sorted(reader.problems, key=lambda p: (p.line or 0, p.column or 0)))
+    return reader.root, reader.smap
 
 
 def load_yaml(path: Path) -> tuple[Any, SourceMap]:
     """Load `path`, returning (data, source map); raises UserError for anything unreadable."""
-    name = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(Problem(name, "file not found", fix="check the path; inventories usually live in inventories/"))
-    except IsADirectoryError:
-        raise UserError(Problem(name, "is a directory, not an inventory file", fix="pass a .yaml file"))
-    except (PermissionError, UnicodeDecodeError) as exc:
-        raise UserError(Problem(name, f"cannot read: {exc}", fix="make the file readable UTF-8 text"))
-
-    smap = SourceMap(name)
-    problems: list[Problem] = []
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None:
-            _walk(node, (), smap, problems)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        col = mark.column + 1 if mark else None
-        what = exc.problem or exc.context or "invalid YAML"
-        raise UserError(Problem(name, f"invalid YAML: {what}", line, col, fix="correct the YAML syntax at that position (indentation, quotes, colons)"))
-    except yaml.YAMLError as exc:
-        raise UserError(Problem(name, f"invalid YAML: {exc}", fix="correct the YAML syntax"))
-    if problems:
-        raise UserError(problems)
-    return data, smap
+    return parse_yaml(read_text(path), str(path))

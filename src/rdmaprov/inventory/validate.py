@@ -3,14 +3,55 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterable
+import re
+from functools import cache
+from typing import Any, Iterable, Iterator
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
 from rdmaprov.errors import Problem
-from rdmaprov.inventory.source import SourceMap
+from rdmaprov.inventory.source import DocPath, SourceMap
 from rdmaprov.schemas import load_schema
+
+# Keys whose values are shell scripts: lines and tabs are their syntax. Every other string in an
+# inventory is one line of printable text (a newline there would start a new line in the config
+# file or command it ends up in).
+SCRIPT_KEYS = {"build", "after_install"}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SCRIPT_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_NAME_FIX = "use letters, digits, '_', '.' and '-', starting with a letter or digit"
+_CONTROL_NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", "\x00": "a NUL byte"}
+
+
+@cache
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _whole_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """`pattern` as JSON Schema (ECMA-262) means it: a final `$` is the end of the string.
+
+    Python's `$` also matches before a trailing newline, so `^[a-z]+$` would accept "gpu1\\n".
+    """
+    if not isinstance(instance, str):
+        return
+    match = _regex(pattern).search(instance)
+    anchored = pattern.endswith("$") and not pattern.endswith("\\$")
+    if match is None or (anchored and match.end() != len(instance)):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _is_integer(checker: Any, instance: Any) -> bool:
+    """An integer is written as one: 22.0 is a float in YAML and is refused where a count or port is wanted."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    validators={"pattern": _whole_pattern},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+)
 
 _JSON_TYPES = {
     "object": "a mapping",
@@ -90,13 +131,16 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
                 bounds.append(f"{words[key]} {schema[key]}")
         expect = " and ".join(bounds)
         return [smap.problem(path, f"{_describe(value)} is out of range: must be {expect}", f"use a value {expect}" + (f" — {hint}" if hint else ""))]
+    if kind == "pattern" and "propertyNames" in error.schema_path:
+        return [smap.problem(path + (value,), f"name {_describe(value)} is not allowed", hint or _NAME_FIX, prefer_key=True)]
     if kind == "pattern":
-        return [smap.problem(path, f"{_describe(value)} does not have the expected form ({error.validator_value})", hint)]
+        form = "" if hint else f" ({error.validator_value})"
+        return [smap.problem(path, f"{_describe(value)} does not have the expected form{form}", hint)]
     if kind in ("minLength", "minItems"):
         return [smap.problem(path, "must not be empty", hint)]
     if kind == "propertyNames":
         bad = error.instance
-        return [smap.problem(path + (bad,) if isinstance(bad, str) else path, f"name {_describe(bad)} is not allowed", "use letters, digits, '_', '.' and '-', starting with a letter or digit", prefer_key=True)]
+        return [smap.problem(path + (bad,) if isinstance(bad, str) else path, f"name {_describe(bad)} is not allowed", _NAME_FIX, prefer_key=True)]
     if kind in ("anyOf", "oneOf") and error.context:
         # Report the branch that matches the value's own type: that is what the user meant to write.
         # A branch whose root type differs from the value is not what the user meant; report the rest.
@@ -114,11 +158,40 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
     return [smap.problem(path, error.message, hint)]
 
 
+def _control_characters(value: Any, path: DocPath, smap: SourceMap) -> Iterator[Problem]:
+    """Strings (values and keys) with control characters; scripts may have newlines and tabs."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _CONTROL.search(key) if isinstance(key, str) else None
+            if found:
+                yield _control_problem(key, found.group(), path + (key,), smap, is_key=True)
+            yield from _control_characters(item, path + (key,), smap)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _control_characters(item, path + (index,), smap)
+    elif isinstance(value, str):
+        script = bool(path) and path[-1] in SCRIPT_KEYS
+        found = (_SCRIPT_CONTROL if script else _CONTROL).search(value)
+        if found:
+            yield _control_problem(value, found.group(), path, smap, is_key=False)
+
+
+def _control_problem(text: str, found: str, path: DocPath, smap: SourceMap, is_key: bool) -> Problem:
+    what = _CONTROL_NAMES.get(found, f"the control character {found!r}")
+    where = "name" if is_key else "value"
+    return smap.problem(path, f"the {where} {text!r} contains {what}",
+                        "write it on one line without control characters: it ends up in config files and commands on the nodes",
+                        prefer_key=is_key)
+
+
 def schema_problems(data: Any, smap: SourceMap, schema_name: str = "inventory") -> list[Problem]:
-    """Every schema violation in `data`, in document order."""
-    validator = jsonschema.Draft202012Validator(load_schema(schema_name))
-    problems: list[Problem] = []
-    for error in validator.iter_errors(data):
-        problems.extend(_explain(error, smap))
+    """Every schema violation in `data`, in document order.
+
+    A string with a control character is reported once, as such, not also for its pattern.
+    """
+    problems = list(_control_characters(data, (), smap))
+    flagged = {p.path for p in problems}
+    for error in _Validator(load_schema(schema_name)).iter_errors(data):
+        problems.extend(p for p in _explain(error, smap) if p.path not in flagged)
     unique = {(p.line, p.column, p.path, p.message): p for p in problems}
     return sorted(unique.values(), key=lambda p: (p.line or 0, p.column or 0, p.path))

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+# What a public key line starts with: its type and base64 body (options such as command="…" are
+# not a key: a node that offers them is not trusted with them).
+_KEY_TYPE = re.compile(r"(ssh-[a-z0-9-]+|ecdsa-sha2-[a-z0-9-]+|sk-[a-z0-9@.-]+)\Z")
+_KEY_BODY = re.compile(r"[A-Za-z0-9+/]+={0,3}\Z")
+# A name in a known_hosts line: no whitespace, no comma (the separator), no pattern characters.
+_HOST_NAME = re.compile(r"[A-Za-z0-9_.:%-]+\Z")
 
 
 @dataclass(frozen=True)
@@ -18,7 +26,9 @@ class SshIdentity:
 def _key_part(line: str) -> str | None:
     """'type base64 [comment]' → 'type base64' (comments differ between nodes and are dropped)."""
     parts = line.split()
-    return f"{parts[0]} {parts[1]}" if len(parts) >= 2 else None
+    if len(parts) < 2 or not _KEY_TYPE.match(parts[0]) or not _KEY_BODY.match(parts[1]):
+        return None
+    return f"{parts[0]} {parts[1]}"
 
 
 def parse_ssh_identity(text: str) -> SshIdentity:
@@ -47,7 +57,8 @@ def authorized_key_line(name: str, key: str) -> str:
 
 
 def known_hosts_line(names: list[str], key: str) -> str:
-    return f"{','.join(names)} {key}"
+    """`name,alias,… type base64`; a name that could change the line's meaning is left out."""
+    return f"{','.join(n for n in names if _HOST_NAME.match(n))} {key}"
 
 
 def entry_owner(line: str) -> str | None:
