@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 def rdmaprov(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -7,9 +7,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 
 from rdmaprov.exporter.rdma_exporter import RdmaCollector, sanitise
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 
-SEED = SHARED / "fixtures" / "seed"
+SEED = FIXTURES / "seed"
 
 
 def _sysfs(root: Path) -> Path:

@@ -18,10 +18,10 @@ from rdmaprov.parsers.rdma import parse_rdma_system
 from rdmaprov.report.junit import junit_xml
 from rdmaprov.verify.checks import roce_active_mtu, verify_node
 from rdmaprov.verify.run import HostVerification
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 
-SEED = SHARED / "fixtures" / "seed"
-SOFTROCE = SHARED / "fixtures" / "softroce-lab"
+SEED = FIXTURES / "seed"
+SOFTROCE = FIXTURES / "softroce-lab"
 LAB = Path(__file__).resolve().parent.parent / "fixtures" / "lab"
 
 

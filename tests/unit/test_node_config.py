@@ -13,7 +13,7 @@ from rdmaprov.inventory.model import fill_defaults, node_schema
 from rdmaprov.operations.packages import install_command
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
 from rdmaprov.parsers.system import parse_installed_packages, parse_os_release
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.support.ops import APT_INSTALL
 
 
@@ -77,8 +77,8 @@ def test_softroce_script():
 
 def test_parse_rdma_link_and_system_real_outputs():
     assert parse_rdma_link("link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0 \n") == [RdmaLink("rxe0", 1, "ACTIVE", "LINK_UP", "eth0")]
-    shared = (SHARED / "fixtures/seed/rdma_system_show_shared.txt").read_text()
-    exclusive = (SHARED / "fixtures/seed/rdma_system_show_exclusive.txt").read_text()
+    shared = (FIXTURES / "seed/rdma_system_show_shared.txt").read_text()
+    exclusive = (FIXTURES / "seed/rdma_system_show_exclusive.txt").read_text()
     assert parse_rdma_system(shared)["netns"] == "shared"
     assert parse_rdma_system(exclusive)["netns"] == "exclusive"
 
