@@ -249,3 +249,15 @@ def test_validate_never_prints_a_traceback_for_the_cases_above(tmp_path):
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert all(path in proc.stderr for path in paths)
+
+
+@pytest.mark.parametrize("vars_, expected", [
+    ("{fabric: softroce}", "fabric softroce needs rdma.netdevs"),
+    ("{mpi: {source: prefix}}", "mpi.source is prefix but mpi.prefix is not set"),
+    ("{fabric: erdma, rdma: {netdevs: [eth0]}, mtu: {eth0: 9000}}", "mtu.eth0 is 9000 but eRDMA with jumbo frames needs 8500"),
+    ("{rdma: {storage_hcas: [mlx5_8]}, nccl: {env: {NCCL_IB_HCA: mlx5}}}", "matches storage HCA(s) mlx5_8 and rdma.devices is empty"),
+    ("{gpu: {count: 8}, nccl: {version: 2.18.3-1}}", "NCCL 2.18.3-1 is built (or installed from packages) for a CUDA version, but gpu.cuda_version is not set"),
+])
+def test_settings_the_deploys_would_refuse_after_connecting_are_found_by_validate(tmp_path, vars_, expected):
+    problem = _only(_write(tmp_path, "cluster: {name: c}\nhosts:\n  gpu1: {address: 10.0.0.1, vars: " + vars_ + "}\n"))
+    assert expected in problem and "(host gpu1)" in problem

@@ -51,6 +51,10 @@ def _nccl_issues(node: dict[str, Any]) -> list[NodeIssue]:
         issues.append(NodeIssue(("nccl", "source", "kind"), "NCCL source kind `tarball` needs nccl.source.url", "give the tarball's URL (e.g. an internal mirror) as nccl.source.url"))
     if (node.get("gpu") or {}).get("count", 0) > 0 and kind != "packages" and not nccl.get("version"):
         issues.append(NodeIssue(("nccl",), "NCCL is built on GPU nodes but nccl.version is not set", "set nccl.version, e.g. 2.18.3-1"))
+    gpu = node.get("gpu") or {}
+    if gpu.get("count", 0) > 0 and nccl.get("version") and not gpu.get("cuda_version"):
+        issues.append(NodeIssue(("gpu", "cuda_version"), f"NCCL {nccl['version']} is built (or installed from packages) for a CUDA version, but gpu.cuda_version is not set",
+                                "set gpu.cuda_version, e.g. 12.2"))
     return issues
 
 
@@ -84,9 +88,38 @@ def _build_issues(node: dict[str, Any]) -> list[NodeIssue]:
     return issues
 
 
+def _derived_issues(node: dict[str, Any]) -> list[NodeIssue]:
+    """What the deploys derive from the settings alone, derived here first: a setting they would
+    refuse after connecting (a ValueError at plan time) is found by `validate` instead.
+
+    The deploys' own functions are called (imported here, not at module level: deploys build on
+    the inventory package), so validate and apply can never disagree.
+    """
+    from rdmaprov.deploys.mtu import wanted_mtus
+    from rdmaprov.deploys.nccl_env import nccl_environment
+    from rdmaprov.deploys.openmpi import mpi_prefix
+
+    checks = [
+        (("nccl", "env", "NCCL_IB_HCA"), lambda: nccl_environment(node), "list the compute HCAs in rdma.devices"),
+        (("mtu",), lambda: wanted_mtus(node), "make mtu and erdma.jumbo_frames agree"),
+        (("mpi", "prefix"), lambda: mpi_prefix(node), "set mpi.prefix, or use mpi.source: distro"),
+    ]
+    issues = []
+    for key, derive, fix in checks:
+        try:
+            derive()
+        except ValueError as exc:
+            issues.append(NodeIssue(key, str(exc), fix))
+    rdma = node.get("rdma") or {}
+    if node.get("fabric") == "softroce" and not rdma.get("netdevs"):
+        issues.append(NodeIssue(("rdma", "netdevs"), "fabric softroce needs rdma.netdevs (the Ethernet devices to put rxe links on)",
+                                "list the netdevs, e.g. rdma: {netdevs: [eth0]}"))
+    return issues
+
+
 def node_issues(node: dict[str, Any]) -> list[NodeIssue]:
     """Everything that does not fit together in one host's merged settings."""
-    return _gpu_issues(node) + _nccl_issues(node) + _aiacc_issues(node) + _build_issues(node)
+    return _gpu_issues(node) + _nccl_issues(node) + _aiacc_issues(node) + _build_issues(node) + _derived_issues(node)
 
 
 def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap) -> list[Problem]:
