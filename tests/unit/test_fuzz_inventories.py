@@ -24,9 +24,7 @@ from rdmaprov.deploys.exporter import exporter_settings
 from rdmaprov.deploys.exporter import render_unit as exporter_unit
 from rdmaprov.deploys.limits import memlock_value, render_limits_conf, render_systemd_conf
 from rdmaprov.deploys.mtu import render_script as mtu_script
-from rdmaprov.deploys.mtu import wanted_mtus
-from rdmaprov.deploys.nccl_env import nccl_environment, render_nccl_conf, render_profile
-from rdmaprov.deploys.openmpi import mpi_prefix
+from rdmaprov.deploys.nccl_env import render_nccl_conf, render_profile
 from rdmaprov.deploys.openmpi import render_profile as mpi_profile
 from rdmaprov.deploys.package_sources import apt_source_line, yum_repo
 from rdmaprov.deploys.rdma_userspace import rdma_package_sets
@@ -35,6 +33,7 @@ from rdmaprov.deploys.softroce import rxe_links
 from rdmaprov.deploys.ssh_trust import hosts_file_lines
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import load_inventory
+from rdmaprov.inventory.derived import mpi_prefix, nccl_environment, wanted_mtus
 from rdmaprov.inventory.limit import select_hosts
 from rdmaprov.inventory.model import Inventory
 from tests.conftest import REPO

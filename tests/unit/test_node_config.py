@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rdmaprov.deploys.limits import memlock_value
-from rdmaprov.deploys.nccl_env import nccl_environment, render_nccl_conf
+from rdmaprov.deploys.nccl_env import render_nccl_conf
+from rdmaprov.inventory.derived import nccl_environment
 from rdmaprov.deploys.package_sources import apt_source_line, yum_repo
 from rdmaprov.deploys.rdma_userspace import rdma_package_sets
 from rdmaprov.deploys.softroce import render_script, rxe_links

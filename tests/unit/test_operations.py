@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rdmaprov.deploys.mtu import mtu_now, wanted_mtus
+from rdmaprov.deploys.mtu import mtu_now
 from rdmaprov.deploys.netns_mode import netns_mode_live
-from rdmaprov.deploys.openmpi import mpi_package_sets, mpi_prefix, mpirun_present
+from rdmaprov.deploys.openmpi import mpi_package_sets, mpirun_present
+from rdmaprov.inventory.derived import mpi_prefix, wanted_mtus
 from rdmaprov.deploys.package_sources import YUM_REPO, yum_repo
 from rdmaprov.deploys.rdma_userspace import rdma_package_sets
 from rdmaprov.facts.files import FileState, ManagedFile, PathExists

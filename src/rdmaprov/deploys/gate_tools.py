@@ -10,8 +10,8 @@ from pyinfra.api import deploy
 
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship, platform
-from rdmaprov.deploys.openmpi import mpi_prefix
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.inventory.derived import mpi_prefix
 from rdmaprov.operations.builds import recipe
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo

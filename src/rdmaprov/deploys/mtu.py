@@ -6,8 +6,6 @@ carries jumbo frames, 1400 when it does not. Declared MTUs that break the rule a
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy
 
@@ -17,29 +15,10 @@ from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import NetDevices
+from rdmaprov.inventory.derived import wanted_mtus
 from rdmaprov.quoting import sh_join
 
 NAME = "rdmaprov-mtu"
-
-
-def erdma_mtu(node: dict[str, Any]) -> int:
-    return 8500 if (node.get("erdma") or {}).get("jumbo_frames", True) else 1400
-
-
-def wanted_mtus(node: dict[str, Any]) -> dict[str, int]:
-    """{netdev: mtu} for the node: the declared ones, and the eRDMA rule on the RDMA netdevs."""
-    mtus = {name: int(value) for name, value in (node.get("mtu") or {}).items()}
-    if node.get("fabric") == "erdma":
-        rule = erdma_mtu(node)
-        jumbo = "with" if rule == 8500 else "without"
-        for netdev in (node.get("rdma") or {}).get("netdevs") or []:
-            declared = mtus.setdefault(netdev, rule)
-            if declared != rule:
-                raise ValueError(
-                    f"mtu.{netdev} is {declared} but eRDMA {jumbo} jumbo frames needs {rule} "
-                    f"(a wrong MTU corrupts data); fix mtu.{netdev} or erdma.jumbo_frames"
-                )
-    return dict(sorted(mtus.items()))
 
 
 def render_script(mtus: dict[str, int]) -> str:

@@ -16,8 +16,8 @@ from pyinfra.api import deploy
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship, platform
 from rdmaprov.deploys.gpu_driver import gpu_settings
-from rdmaprov.deploys.openmpi import mpi_prefix
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.inventory.derived import mpi_prefix
 from rdmaprov.nvidia import arch_from_compute_cap, arch_problem, cuda_home, gencode
 from rdmaprov.operations.builds import recipe
 from rdmaprov.operations.files import managed_file

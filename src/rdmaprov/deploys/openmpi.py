@@ -16,6 +16,7 @@ from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.files import PathExists
+from rdmaprov.inventory.derived import mpi_prefix
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.packages import BUILD_TOOLS, OPENMPI
@@ -29,15 +30,6 @@ def mpi_package_sets(node: dict[str, Any]) -> dict[str, list[str]]:
     if (node.get("mpi") or {}).get("source", "distro") != "distro":
         return {}
     return {family: OPENMPI[family] + BUILD_TOOLS[family] for family in OPENMPI}
-
-
-def mpi_prefix(node: dict[str, Any]) -> str | None:
-    mpi = node.get("mpi") or {}
-    if mpi.get("source") != "prefix":
-        return None
-    if not mpi.get("prefix"):
-        raise ValueError("mpi.source is prefix but mpi.prefix is not set; give the install prefix (it has bin/mpirun)")
-    return mpi["prefix"].rstrip("/")
 
 
 def render_profile(prefix: str) -> str:

@@ -12,10 +12,10 @@ from typing import Any
 
 import gevent
 
-from rdmaprov.deploys.nccl_env import gid_index
 from rdmaprov.engine.session import Session
 from rdmaprov.gates.bandwidth import judge
 from rdmaprov.gates.result import GateResult
+from rdmaprov.inventory.derived import gid_index
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.quoting import sh_join

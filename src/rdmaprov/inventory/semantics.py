@@ -11,6 +11,7 @@ from typing import Any
 
 from rdmaprov.errors import Problem
 from rdmaprov.gates.bandwidth import parse_size
+from rdmaprov.inventory.derived import mpi_prefix, nccl_environment, wanted_mtus
 from rdmaprov.inventory.source import SourceMap
 from rdmaprov.nvidia import arch_problem, driver_problem, parse_version
 
@@ -90,15 +91,9 @@ def _build_issues(node: dict[str, Any]) -> list[NodeIssue]:
 
 def _derived_issues(node: dict[str, Any]) -> list[NodeIssue]:
     """What the deploys derive from the settings alone, derived here first: a setting they would
-    refuse after connecting (a ValueError at plan time) is found by `validate` instead.
-
-    The deploys' own functions are called (imported here, not at module level: deploys build on
-    the inventory package), so validate and apply can never disagree.
+    refuse after connecting (a ValueError at plan time) is found by `validate` instead. The
+    same functions serve both, so validate and apply can never disagree.
     """
-    from rdmaprov.deploys.mtu import wanted_mtus
-    from rdmaprov.deploys.nccl_env import nccl_environment
-    from rdmaprov.deploys.openmpi import mpi_prefix
-
     checks = [
         (("nccl", "env", "NCCL_IB_HCA"), lambda: nccl_environment(node), "list the compute HCAs in rdma.devices"),
         (("mtu",), lambda: wanted_mtus(node), "make mtu and erdma.jumbo_frames agree"),

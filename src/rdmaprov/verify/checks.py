@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rdmaprov.deploys.mtu import wanted_mtus
-from rdmaprov.deploys.nccl_env import gid_index, hca_specs, spec_matches
+from rdmaprov.inventory.derived import gid_index, hca_specs, spec_matches, wanted_mtus
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.nvidia import driver_matches
 from rdmaprov.parsers.node import NodeReport, SysfsPort
