@@ -1,19 +1,17 @@
 """The `rdmaprov` command line: parse arguments, call the modules, print, exit with a meaningful code."""
 
-from gevent import monkey
+import argparse
+import json
+import sys
+from typing import NoReturn
 
-# pyinfra's SSH connections are greenlets: without patching, one host's I/O blocks every other.
-monkey.patch_all()
+from rich.console import Console
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-from typing import NoReturn  # noqa: E402
+from rdmaprov import __version__
+from rdmaprov.errors import UserError
 
-from rich.console import Console  # noqa: E402
-
-from rdmaprov import __version__  # noqa: E402
-from rdmaprov.errors import UserError  # noqa: E402
+# Commands that never open a connection: no gevent patching (it costs a fifth of a second).
+_OFFLINE = {"validate"}
 
 # Exit codes (README, "Commands"): 0/2/4/6 are a run's outcome; 1 means the input (inventory,
 # options' values) is wrong and nothing was done; 64 (sysexits' EX_USAGE) means the command line
@@ -309,6 +307,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command not in _OFFLINE:
+        from gevent import monkey
+
+        # pyinfra's SSH connections are greenlets: without patching, one host's I/O blocks every
+        # other. Patched here, before any command's modules (pyinfra, paramiko) are imported.
+        monkey.patch_all()
     # Piped output (logs, CI) gets wide tables instead of rich's 80-column default.
     out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)

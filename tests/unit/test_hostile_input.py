@@ -261,3 +261,27 @@ def test_validate_never_prints_a_traceback_for_the_cases_above(tmp_path):
 def test_settings_the_deploys_would_refuse_after_connecting_are_found_by_validate(tmp_path, vars_, expected):
     problem = _only(_write(tmp_path, "cluster: {name: c}\nhosts:\n  gpu1: {address: 10.0.0.1, vars: " + vars_ + "}\n"))
     assert expected in problem and "(host gpu1)" in problem
+
+
+def test_issue_keys_name_every_node_key_the_checks_read():
+    """The loader reuses a group's issues for hosts whose vars touch none of ISSUE_KEYS: a check
+    reading another key must add it there, or a host's own bad value would go unreported."""
+    import re
+
+    from rdmaprov.inventory import derived, semantics
+
+    text = Path(semantics.__file__).read_text() + Path(derived.__file__).read_text()
+    read = set(re.findall(r'node(?:\.get\(|\[)"([a-z_]+)"', text))
+    assert read and read <= semantics.ISSUE_KEYS
+
+
+def test_host_vars_are_checked_on_their_own(tmp_path):
+    path = _write(tmp_path, """cluster: {name: c}
+groups:
+  g:
+    vars: {fabric: softroce, rdma: {netdevs: [eth0]}}
+    hosts:
+      gpu1: {address: 10.0.0.1, vars: {tags: [a]}}
+      gpu2: {address: 10.0.0.2, vars: {rdma: {netdevs: []}}}
+""")
+    assert "fabric softroce needs rdma.netdevs" in _only(path) and "(host gpu2)" in _only(path)

@@ -21,7 +21,7 @@ from rdmaprov.inventory.model import (
     ssh_settings,
 )
 from rdmaprov.inventory.source import SourceMap, format_path, load_yaml
-from rdmaprov.inventory.semantics import gate_problems, node_issues
+from rdmaprov.inventory.semantics import ISSUE_KEYS, gate_problems, node_issues
 from rdmaprov.inventory.validate import schema_problems
 
 
@@ -134,19 +134,37 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     hosts: dict[str, HostSpec] = {}
     addresses: dict[str, str] = {}
     misfits: dict[tuple[tuple, str, str], list[str]] = {}
+    # Thousands of hosts share a few group combinations: what depends only on the groups (the
+    # merged node settings, SSH settings, the checks of key files) is worked out once for each.
+    bases: dict[tuple[str, ...], dict[str, Any]] = {}
+    ssh_cache: dict[tuple[str, ...], Any] = {}
+    file_checks: dict[tuple[str, str, tuple], tuple[Problem | None, str]] = {}
+    issues_of: dict[int, list] = {}
     for name, groups in memberships.items():
         where, body = bodies.get(name, ((), {}))
         host_vars = body.get("vars") or {}
-        problems.extend(_group_conflicts(name, groups, data, body, smap))
-        node: dict[str, Any] = dict(defaults)
-        for group in groups:
-            node = deep_merge(node, (data["groups"][group] or {}).get("vars") or {})
-        node = fill_defaults(deep_merge(node, host_vars), schema, root)
-        ssh_layers = [cluster.get("ssh") or {}] + [(data["groups"][g] or {}).get("ssh") or {} for g in groups] + [body.get("ssh") or {}]
-        ssh = ssh_settings(ssh_layers, base)
+        if len(groups) > 1:
+            problems.extend(_group_conflicts(name, groups, data, body, smap))
+        key = tuple(groups)
+        if key not in bases:
+            merged: dict[str, Any] = dict(defaults)
+            for group in groups:
+                merged = deep_merge(merged, (data["groups"][group] or {}).get("vars") or {})
+            bases[key] = fill_defaults(merged, schema, root)
+        node = fill_defaults(deep_merge(bases[key], host_vars), schema, root, only=host_vars) if host_vars else bases[key]
+        if body.get("ssh") or key not in ssh_cache:
+            ssh_layers = [cluster.get("ssh") or {}] + [(data["groups"][g] or {}).get("ssh") or {} for g in groups] + [body.get("ssh") or {}]
+            ssh = ssh_settings(ssh_layers, base)
+            if not body.get("ssh"):
+                ssh_cache[key] = ssh
+        else:
+            ssh = ssh_cache[key]
         for field_name, what in (("key", "SSH key file"), ("known_hosts", "known_hosts file")):
             layer_path = _ssh_origin(field_name, where, groups, body, data)
-            problem, severity = _check_file(getattr(ssh, field_name), layer_path, smap, what, field_name == "key")
+            check = (field_name, getattr(ssh, field_name), layer_path)
+            if check not in file_checks:
+                file_checks[check] = _check_file(getattr(ssh, field_name), layer_path, smap, what, field_name == "key")
+            problem, severity = file_checks[check]
             if problem:
                 fatal = severity == "fatal" or (severity == "missing" and require_files)
                 (problems if fatal else warnings).append(problem)
@@ -156,7 +174,10 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
             problems.append(smap.problem(where + ("address",), f"host {name!r} has the same address and port as {addresses[endpoint]!r} ({endpoint})", "give each host its own address (a host listed twice is a duplicated host)"))
         addresses[endpoint] = name
         hosts[name] = HostSpec(name=name, address=address, ssh=ssh, groups=tuple(groups), node=node)
-        for issue in node_issues(node):
+        shared = bases[key] if ISSUE_KEYS.isdisjoint(host_vars) else node
+        if id(shared) not in issues_of:
+            issues_of[id(shared)] = node_issues(shared)
+        for issue in issues_of[id(shared)]:
             origin = _node_origin(issue.key, where, groups, body, data)
             misfits.setdefault((origin, issue.message, issue.fix), []).append(name)
 
@@ -169,7 +190,11 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         raise UserError(sorted(set(problems), key=lambda p: (p.line or 0, p.column or 0)))
 
     filled = fill_defaults(cluster, root["properties"]["cluster"], root)
-    groups = {g: tuple(n for n, gs in memberships.items() if g in gs) for g in (data.get("groups") or {})}
+    members: dict[str, list[str]] = {g: [] for g in (data.get("groups") or {})}
+    for name, in_groups in memberships.items():
+        for group in in_groups:
+            members[group].append(name)
+    groups = {g: tuple(names) for g, names in members.items()}
     return Inventory(
         path=path,
         name=cluster["name"],

@@ -112,6 +112,11 @@ def _derived_issues(node: dict[str, Any]) -> list[NodeIssue]:
     return issues
 
 
+# The top-level node keys the checks below read: a host whose own vars touch none of them has
+# the issues of its groups' settings (the loader reuses them instead of checking 10,000 times).
+ISSUE_KEYS = frozenset({"fabric", "gpu", "nccl", "erdma", "builds", "rdma", "mtu", "mpi"})
+
+
 def node_issues(node: dict[str, Any]) -> list[NodeIssue]:
     """Everything that does not fit together in one host's merged settings."""
     return _gpu_issues(node) + _nccl_issues(node) + _aiacc_issues(node) + _build_issues(node) + _derived_issues(node)

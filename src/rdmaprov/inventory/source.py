@@ -33,6 +33,7 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _RESOLVER = yaml.resolver.Resolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _MERGE = "tag:yaml.org,2002:merge"
+_STR = "tag:yaml.org,2002:str"
 _VALUE = "tag:yaml.org,2002:value"
 _COLLECTION_TAGS = {None, "!", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
@@ -168,8 +169,10 @@ class _Reader:
         tag = event.tag
         if tag is None or tag == "!":
             tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
-        if tag == _MERGE:
-            value: Any = _Merge()
+        if tag == _STR:
+            value: Any = event.value  # most scalars: no constructor needed
+        elif tag == _MERGE:
+            value = _Merge()
         elif tag == _VALUE:
             value = event.value
         else:
