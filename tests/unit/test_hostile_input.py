@@ -14,20 +14,14 @@ from rdmaprov.inventory import load_inventory
 from rdmaprov.inventory.limit import select_hosts
 from rdmaprov.inventory.source import MAX_BYTES, MAX_DEPTH
 from tests.conftest import rdmaprov
+from tests.support.inventories import problems
+from tests.support.inventories import write as _write
 
 HOST = "hosts:\n  gpu1: {address: 10.0.0.1}\n"
 
 
-def _write(tmp_path: Path, text: str, name: str = "inv.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
-def _problems(path: Path, require_files: bool = False) -> list[str]:
-    with pytest.raises(UserError) as info:
-        load_inventory(path, require_files=require_files)
-    return [p.format() for p in info.value.problems]
+def _problems(path: Path) -> list[str]:
+    return problems(path, require_files=False)
 
 
 def _only(path: Path) -> str:

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import load_inventory
 from rdmaprov.inventory.limit import select_hosts
 from tests.conftest import REPO, rdmaprov
-
-
-def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "inv.yaml"
-    path.write_text(text)
-    return path
-
-
-def _problems(path: Path, require_files: bool = True) -> list[str]:
-    with pytest.raises(UserError) as info:
-        load_inventory(path, require_files=require_files)
-    return [p.format() for p in info.value.problems]
+from tests.support.inventories import problems as _problems
+from tests.support.inventories import write as _write
 
 
 @pytest.mark.parametrize("name", ["prod", "erdma", "lab"])
