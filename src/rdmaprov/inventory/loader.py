@@ -102,14 +102,14 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     the inventory may be written before the keys are made. Unusable files are always errors.
     """
     path = Path(path)
-    data, smap = load_yaml(path)
+    data, smap, problems = load_yaml(path)
     if not isinstance(data, dict):
-        raise UserError(Problem(str(path), "an inventory must be a YAML mapping with at least `cluster:`", 1, 1, fix="see inventories/lab.yaml for the layout"))
+        raise UserError(problems or Problem(str(path), "an inventory must be a YAML mapping with at least `cluster:`", 1, 1, fix="see inventories/lab.yaml for the layout"))
 
     warnings: list[Problem] = []
-    problems = schema_problems(data, smap)
+    problems += schema_problems(data, smap)
     if problems:
-        raise UserError(problems)
+        raise UserError(sorted(problems, key=lambda p: (p.line or 0, p.column or 0)))
 
     base = path.resolve().parent
     schema, root = node_schema()

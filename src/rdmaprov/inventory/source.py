@@ -288,8 +288,10 @@ def read_text(path: Path) -> str:
         raise UserError(Problem(name, f"cannot read: {exc}", fix="make the file readable UTF-8 text")) from None
 
 
-def parse_yaml(text: str, name: str) -> tuple[Any, SourceMap]:
-    """Plain data and positions from YAML text; raises UserError listing every problem."""
+def parse_yaml(text: str, name: str) -> tuple[Any, SourceMap, list[Problem]]:
+    """Plain data, positions, and the problems found in YAML that could still be read (a key
+    that is not a name, a duplicated key, a tag: the rest of the document is checked too, so
+    every problem is reported at once). YAML that cannot be read raises UserError."""
     reader = _Reader(name)
     handlers = {
         yaml.ScalarEvent: reader.scalar,
@@ -312,11 +314,9 @@ def parse_yaml(text: str, name: str) -> tuple[Any, SourceMap]:
         raise UserError(Problem(name, f"invalid YAML: {what}", line, col, fix="correct the YAML syntax at that position (indentation, quotes, colons)")) from None
     except yaml.YAMLError as exc:
         raise UserError(Problem(name, f"invalid YAML: {exc}", fix="correct the YAML syntax")) from None
-    if reader.problems:
-        raise UserError(sorted(reader.problems, key=lambda p: (p.line or 0, p.column or 0)))
-    return reader.root, reader.smap
+    return reader.root, reader.smap, reader.problems
 
 
-def load_yaml(path: Path) -> tuple[Any, SourceMap]:
-    """Load `path`, returning (data, source map); raises UserError for anything unreadable."""
+def load_yaml(path: Path) -> tuple[Any, SourceMap, list[Problem]]:
+    """Load `path`: (data, source map, problems); raises UserError for anything unreadable."""
     return parse_yaml(read_text(path), str(path))

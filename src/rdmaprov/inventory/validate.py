@@ -216,5 +216,7 @@ def schema_problems(data: Any, smap: SourceMap, schema_name: str = "inventory") 
     flagged = {p.path for p in problems}
     for error in _validator(schema_name).iter_errors(data):
         problems.extend(p for p in _explain(error, smap) if p.path not in flagged)
-    unique = {(p.line, p.column, p.path, p.message): p for p in problems}
+    # An empty value also misses its pattern: "must not be empty" says it better, once.
+    empty = {p.path for p in problems if p.message == "must not be empty"}
+    unique = {(p.line, p.column, p.path, p.message): p for p in problems if p.path not in empty or p.message == "must not be empty"}
     return sorted(unique.values(), key=lambda p: (p.line or 0, p.column or 0, p.path))
