@@ -8,8 +8,7 @@ archive, an interrupted install leaves the previous version current.
 from __future__ import annotations
 
 from rdmaprov.builds.spec import ARTIFACT_DIR, MARKER, BuildSpec
-from rdmaprov.quoting import fail_command as _fail
-from rdmaprov.quoting import sh
+from rdmaprov.quoting import fail_command, sh
 
 SOURCE_TARBALL = "source.tar"
 
@@ -19,7 +18,7 @@ def _checksum(spec: BuildSpec) -> list[str]:
         return []
     setting = spec.source.setting or "the source"
     return [f"echo {sh(spec.source.sha256 + '  ' + SOURCE_TARBALL)} | sha256sum -c --quiet - || "
-            + _fail(f"{SOURCE_TARBALL} does not match the sha256 in {setting}", "fix the sha256 or the tarball")]
+            + fail_command(f"{SOURCE_TARBALL} does not match the sha256 in {setting}", "fix the sha256 or the tarball")]
 
 
 def fetch_lines(spec: BuildSpec) -> list[str]:
@@ -31,14 +30,14 @@ def fetch_lines(spec: BuildSpec) -> list[str]:
         return [
             "git init -q src",
             f"git -C src fetch -q --depth 1 {url} {ref} || "
-            + _fail(f"cannot fetch {source.ref} from {source.url}", f"fix {setting} (url, ref), point it at a reachable mirror, or use a local tarball (kind file)"),
+            + fail_command(f"cannot fetch {source.ref} from {source.url}", f"fix {setting} (url, ref), point it at a reachable mirror, or use a local tarball (kind file)"),
             "git -C src checkout -q FETCH_HEAD",
         ]
     lines = []
     if source.kind == "url":
         url = sh(source.url)
         lines.append(f"curl -fsSL --retry 3 -o {SOURCE_TARBALL} {url} || "
-                     + _fail(f"cannot download {source.url}", f"fix {setting}, point it at a reachable mirror, or use a local tarball (kind file)"))
+                     + fail_command(f"cannot download {source.url}", f"fix {setting}, point it at a reachable mirror, or use a local tarball (kind file)"))
     if source.kind in ("url", "file"):
         lines += _checksum(spec)
         lines += ["mkdir -p src", f"tar -xf {SOURCE_TARBALL} -C src"]
@@ -76,7 +75,7 @@ def install_script(spec: BuildSpec, keep_archive: bool) -> str:
     lines = [
         "set -e",
         f"cd {ARTIFACT_DIR}",
-        f"sha256sum -c --quiet {archive}.sha256 || " + _fail(f"{spec.archive} does not match its sha256", "rerun the apply (the archive is fetched again)"),
+        f"sha256sum -c --quiet {archive}.sha256 || " + fail_command(f"{spec.archive} does not match its sha256", "rerun the apply (the archive is fetched again)"),
         f"rm -rf {temp} && mkdir -p {temp}",
         f"tar -xzf {archive} -C {temp}",
         f"echo \"{spec.key} $(cut -d' ' -f1 {archive}.sha256)\" > {temp}/{MARKER}",
