@@ -9,6 +9,7 @@ from rdmaprov.inventory.derived import nccl_environment
 from rdmaprov.operations.files import managed_file
 from rdmaprov.quoting import config_value, sh_export
 
+
 def render_nccl_conf(env: dict[str, str]) -> str:
     """NCCL reads KEY=VALUE lines with no quoting: a value is written verbatim, on one line."""
     lines = ["# Managed by rdmaprov: edits are reported as drift and replaced on the next apply."]

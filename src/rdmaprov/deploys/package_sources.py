@@ -6,13 +6,12 @@ from typing import Any
 
 from pyinfra.api import deploy
 
-from rdmaprov.deploys.repository import read_key
+from rdmaprov.deploys.repository import apt_line, read_key, yum_section
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import Os
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.sources import only_sources
-from rdmaprov.quoting import config_value, config_word
 
 APT_KEY = "/etc/apt/keyrings/rdmaprov-mirror.asc"
 APT_LIST = "/etc/apt/sources.list.d/rdmaprov-mirror.list"
@@ -20,17 +19,12 @@ YUM_REPO = "/etc/yum.repos.d/rdmaprov-mirror.repo"
 
 
 def apt_source_line(apt: dict[str, Any], codename: str, signed: bool) -> str:
-    """One-line-style apt source: whitespace separates its fields, so each must be one word."""
-    options = f"[signed-by={APT_KEY}] " if signed else ""
     words = [apt["url"], apt.get("suite") or codename, *apt.get("components", ["main"])]
-    return f"deb {options}{' '.join(config_word(word, 'mirror.apt') for word in words)}\n"
+    return apt_line(f"signed-by={APT_KEY}" if signed else "", words, "mirror.apt")
 
 
 def yum_repo(yum: dict[str, Any]) -> str:
-    baseurl = config_value(yum["baseurl"], "mirror.yum.baseurl")
-    lines = ["[rdmaprov-mirror]", "name=rdmaprov internal mirror", f"baseurl={baseurl}", "enabled=1"]
-    lines += ["gpgcheck=1", f"gpgkey={config_value(yum['gpgkey'], 'mirror.yum.gpgkey')}"] if yum.get("gpgkey") else ["gpgcheck=0"]
-    return "\n".join(lines) + "\n"
+    return yum_section("rdmaprov-mirror", "rdmaprov internal mirror", yum["baseurl"], yum.get("gpgkey"))
 
 
 @deploy("package_sources")

@@ -40,9 +40,18 @@ def key_path(slug: str, family: str | None) -> str:
     return f"/etc/apt/keyrings/{slug}.asc" if family == "debian" else f"/etc/pki/rpm-gpg/RPM-GPG-KEY-{slug}"
 
 
-def yum_section(slug: str, title: str, baseurl: str, gpgkey: str) -> str:
-    values = [config_value(baseurl, f"{title} baseurl"), config_value(gpgkey, f"{title} gpgkey")]
-    return "\n".join([f"[{slug}]", f"name={title}", f"baseurl={values[0]}", "enabled=1", "gpgcheck=1", f"gpgkey={values[1]}"]) + "\n"
+def yum_section(slug: str, title: str, baseurl: str, gpgkey: str | None) -> str:
+    """One yum/dnf repository section; without a key, packages are not signature-checked."""
+    lines = [f"[{slug}]", f"name={title}", f"baseurl={config_value(baseurl, f'{title} baseurl')}", "enabled=1"]
+    lines += ["gpgcheck=1", f"gpgkey={config_value(gpgkey, f'{title} gpgkey')}"] if gpgkey else ["gpgcheck=0"]
+    return "\n".join(lines) + "\n"
+
+
+def apt_line(options: str, words: list[str], what: str) -> str:
+    """A one-line-style apt source, `deb [OPTIONS] URL SUITE COMPONENT…`: whitespace separates
+    its fields, so each must be one word."""
+    fields = ([f"[{options}]"] if options else []) + [config_word(word, what) for word in words]
+    return f"deb {' '.join(fields)}\n"
 
 
 def repository_files(slug: str, title: str, family: str | None, apt_source: str | None, yum_baseurl: str | None,
@@ -60,14 +69,9 @@ def repository_files(slug: str, title: str, family: str | None, apt_source: str 
     options = (f"arch={apt_arch} " if apt_arch else "") + f"signed-by={keyfile}"
     return {
         keyfile: key_text if upload_key else None,
-        f"/etc/apt/sources.list.d/{slug}.list": f"deb [{options}] {apt_words(apt_source, title)}\n" if wanted_apt else None,
+        f"/etc/apt/sources.list.d/{slug}.list": apt_line(options, (apt_source or "").split(" "), f"{title} source") if wanted_apt else None,
         f"/etc/yum.repos.d/{slug}.repo": yum_section(slug, title, yum_baseurl, key if remote_key else f"file://{keyfile}") if wanted_yum else None,
     }
-
-
-def apt_words(source: str | None, title: str) -> str:
-    """What follows `deb [OPTIONS] `: URL, suite, components, each one whitespace-free word."""
-    return " ".join(config_word(word, f"{title} source") for word in (source or "").split(" "))
 
 
 def needs_key_text(family: str | None, apt_source: str | None, yum_baseurl: str | None, key: str | None) -> bool:

@@ -86,7 +86,7 @@ def flatten(settings: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tupl
     return leaves
 
 
-def _resolve_ref(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+def resolve_ref(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     ref = schema.get("$ref")
     if not ref:
         return schema
@@ -102,10 +102,10 @@ def fill_defaults(value: dict[str, Any], schema: dict[str, Any], root: dict[str,
     With `only` (a host's own vars merged over settings already filled), existing mappings are
     filled again only where `only` reaches: the rest was filled before.
     """
-    schema = _resolve_ref(schema, root)
+    schema = resolve_ref(schema, root)
     filled = dict(value)
     for key, sub in schema.get("properties", {}).items():
-        sub = _resolve_ref(sub, root)
+        sub = resolve_ref(sub, root)
         if key in filled:
             if only is not None and key not in only:
                 continue

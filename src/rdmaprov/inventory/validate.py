@@ -11,6 +11,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError
 
 from rdmaprov.errors import Problem
+from rdmaprov.inventory.model import resolve_ref
 from rdmaprov.inventory.source import DocPath, SourceMap
 from rdmaprov.schemas import load_schema
 
@@ -56,9 +57,7 @@ def _inline_refs(node: Any, root: dict[str, Any]) -> Any:
     if not isinstance(node, dict):
         return node
     if "$ref" in node:
-        target: Any = root
-        for part in node["$ref"].lstrip("#/").split("/"):
-            target = target[part]
+        target = resolve_ref(node, root)
         siblings = {key: value for key, value in node.items() if key != "$ref"}
         return {**_inline_refs(siblings, root), **_inline_refs(target, root)}
     return {key: _inline_refs(value, root) for key, value in node.items() if key != "$defs"}
