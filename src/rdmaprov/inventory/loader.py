@@ -14,6 +14,7 @@ from rdmaprov.errors import Problem, UserError
 from rdmaprov.inventory.model import (
     HostSpec,
     Inventory,
+    SSHSettings,
     deep_merge,
     fill_defaults,
     flatten,
@@ -137,7 +138,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     # Thousands of hosts share a few group combinations: what depends only on the groups (the
     # merged node settings, SSH settings, the checks of key files) is worked out once for each.
     bases: dict[tuple[str, ...], dict[str, Any]] = {}
-    ssh_cache: dict[tuple[str, ...], Any] = {}
+    ssh_cache: dict[tuple[str, ...], SSHSettings] = {}
     file_checks: dict[tuple[str, str, tuple], tuple[Problem | None, str]] = {}
     issues_of: dict[int, list] = {}
     for name, groups in memberships.items():
@@ -152,13 +153,13 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
                 merged = deep_merge(merged, (data["groups"][group] or {}).get("vars") or {})
             bases[key] = fill_defaults(merged, schema, root)
         node = fill_defaults(deep_merge(bases[key], host_vars), schema, root, only=host_vars) if host_vars else bases[key]
-        if body.get("ssh") or key not in ssh_cache:
-            ssh_layers = [cluster.get("ssh") or {}] + [(data["groups"][g] or {}).get("ssh") or {} for g in groups] + [body.get("ssh") or {}]
+        own_ssh = body.get("ssh") or {}
+        ssh = None if own_ssh else ssh_cache.get(key)
+        if ssh is None:
+            ssh_layers = [cluster.get("ssh") or {}] + [(data["groups"][g] or {}).get("ssh") or {} for g in groups] + [own_ssh]
             ssh = ssh_settings(ssh_layers, base)
-            if not body.get("ssh"):
+            if not own_ssh:
                 ssh_cache[key] = ssh
-        else:
-            ssh = ssh_cache[key]
         for field_name, what in (("key", "SSH key file"), ("known_hosts", "known_hosts file")):
             layer_path = _ssh_origin(field_name, where, groups, body, data)
             check = (field_name, getattr(ssh, field_name), layer_path)
