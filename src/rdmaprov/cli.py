@@ -59,15 +59,15 @@ def _selection(args: argparse.Namespace):
 
 
 def _converge_settings(args: argparse.Namespace):
-    from rdmaprov.day2.converge import ConvergeSettings
-    from rdmaprov.day2.rolling import parse_max_fail
+    from rdmaprov.workflows.apply import ConvergeSettings
+    from rdmaprov.workflows.rolling import parse_max_fail
 
     return ConvergeSettings(serial=args.serial, max_fail=parse_max_fail(args.max_fail), allow_reboot=args.allow_reboot,
                             verify=not args.skip_verify, gates=not args.skip_gates)
 
 
 def _cmd_apply(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from rdmaprov.day2.converge import converge
+    from rdmaprov.workflows.apply import converge
     from rdmaprov.deploys import select_deploys
     from rdmaprov.engine import RunOptions
     from rdmaprov.report.progress import RichObserver
@@ -81,7 +81,7 @@ def _cmd_apply(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _cmd_check(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from rdmaprov.day2.check import drift_check
+    from rdmaprov.workflows.check import drift_check
     from rdmaprov.deploys import select_deploys
     from rdmaprov.report.progress import RichObserver
 
@@ -98,7 +98,7 @@ def _cmd_check(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _cmd_bootstrap(args: argparse.Namespace, out: Console, err: Console) -> int:
     import getpass
 
-    from rdmaprov.day2.bootstrap import bootstrap, with_password
+    from rdmaprov.workflows.bootstrap import bootstrap, with_password
     from rdmaprov.report.progress import RichObserver
 
     if not args.limit:
@@ -114,7 +114,7 @@ def _cmd_bootstrap(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _finish(result, args: argparse.Namespace, out: Console) -> int:
     """Print a run (table or JSON), write JUnit if asked, and return its exit code."""
-    from rdmaprov.report.health import print_gates, print_verify
+    from rdmaprov.health.report import print_gates, print_verify
     from rdmaprov.report.junit import junit_xml
     from rdmaprov.report.tables import print_run
 
@@ -140,7 +140,7 @@ def _cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
     from datetime import datetime, timezone
 
     from rdmaprov.engine.results import RunResult
-    from rdmaprov.verify.run import post_deploy
+    from rdmaprov.health.verify import post_deploy
 
     inventory, hosts = _selection(args)
     started = time.monotonic()
@@ -154,8 +154,8 @@ def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
     from dataclasses import asdict
 
     from rdmaprov.engine.session import Session
-    from rdmaprov.report.health import print_facts
-    from rdmaprov.verify.run import read_reports
+    from rdmaprov.health.report import print_facts
+    from rdmaprov.health.verify import read_reports
 
     inventory, hosts = _selection(args)
     with Session(inventory, hosts) as session:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.gates.all_reduce import judge_run, nic_bandwidth_gbs, parse_probe_output
-from rdmaprov.gates.bandwidth import allreduce_busbw_gbs, judge, parse_size
-from rdmaprov.gates.ib_write_bw import perftest_command, ring_pairs, all_pairs, rounds
+from rdmaprov.health.gates.all_reduce import judge_run, nic_bandwidth_gbs, parse_probe_output
+from rdmaprov.health.gates.bandwidth import allreduce_busbw_gbs, judge, parse_size
+from rdmaprov.health.gates.ib_write_bw import perftest_command, ring_pairs, all_pairs, rounds
 from rdmaprov.inventory.model import HostSpec, SSHSettings
 from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
 from rdmaprov.parsers.nccl_tests import parse_nccl_tests
@@ -16,8 +16,8 @@ from rdmaprov.parsers.node import parse_node_report, split_sections
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.parsers.rdma import parse_rdma_system
 from rdmaprov.report.junit import junit_xml
-from rdmaprov.verify.checks import roce_active_mtu, verify_node
-from rdmaprov.verify.run import HostVerification
+from rdmaprov.health.checks import roce_active_mtu, verify_node
+from rdmaprov.health.verify import HostVerification
 from tests.conftest import FIXTURES
 
 SEED = FIXTURES / "seed"

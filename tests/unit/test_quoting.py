@@ -23,7 +23,7 @@ from rdmaprov.deploys.package_sources import apt_source_line, yum_repo
 from rdmaprov.deploys.repository import repository_files
 from rdmaprov.deploys.softroce import render_script as rxe_script
 from rdmaprov.deploys.ssh_trust import hosts_file_lines
-from rdmaprov.gates.ib_write_bw import perftest_command
+from rdmaprov.health.gates.ib_write_bw import perftest_command
 from rdmaprov.parsers.ssh import known_hosts_line, parse_ssh_identity
 from rdmaprov.quoting import device_unit, fail_command, sh, sh_double, sh_join, systemd_arg
 

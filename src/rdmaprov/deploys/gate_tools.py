@@ -23,7 +23,7 @@ PROBE_VERSION = "1"
 
 
 def probe_source() -> str:
-    return resources.files("rdmaprov.gates").joinpath("probe/allreduce_probe.c").read_text()
+    return resources.files("rdmaprov.health.gates").joinpath("probe/allreduce_probe.c").read_text()
 
 
 def mpicc(node: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rdmaprov.errors import Problem
-from rdmaprov.gates.bandwidth import parse_size
+from rdmaprov.health.gates.bandwidth import parse_size
 from rdmaprov.inventory.derived import mpi_prefix, nccl_environment, wanted_mtus
 from rdmaprov.inventory.source import SourceMap
 from rdmaprov.nvidia import arch_problem, driver_problem, parse_version

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from rdmaprov.gates.result import GateResult
-from rdmaprov.verify.run import HostVerification
+from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.verify import HostVerification
 
 
 def junit_xml(cluster: str, verifications: list[HostVerification], gates: list[GateResult]) -> str:

@@ -6,20 +6,20 @@ import json
 
 import pytest
 
-from rdmaprov.day2.rolling import batch_size, batches, parse_max_fail
+from rdmaprov.workflows.rolling import batch_size, batches, parse_max_fail
 from rdmaprov.engine.applied import AppliedRecord, classify, classify_fact, merged_record, parse_record
 from rdmaprov.engine.desired import fingerprint
 from rdmaprov.engine.results import HostResult, OpResult, RunResult
 from rdmaprov.errors import UserError
 from rdmaprov.facts.files import FileState, ManagedFile
 from rdmaprov.facts.ssh import SshIdentityFact
-from rdmaprov.gates.ib_write_bw import newcomer_pairs
+from rdmaprov.health.gates.ib_write_bw import newcomer_pairs
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.ssh import login_key
 from rdmaprov.parsers.ssh import SshIdentity
 from rdmaprov.report.textfile import render_metrics, write_textfile
-from rdmaprov.verify.checks import Finding
-from rdmaprov.verify.run import HostVerification
+from rdmaprov.health.checks import Finding
+from rdmaprov.health.verify import HostVerification
 from tests.support.ops import run_notes
 
 

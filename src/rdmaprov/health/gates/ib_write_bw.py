@@ -13,13 +13,13 @@ from typing import Any
 import gevent
 
 from rdmaprov.engine.session import Session
-from rdmaprov.gates.bandwidth import judge
-from rdmaprov.gates.result import GateResult
+from rdmaprov.health.gates.bandwidth import judge
+from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.derived import gid_index
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.quoting import sh_join
-from rdmaprov.verify.checks import expected_devices
+from rdmaprov.health.checks import expected_devices
 
 TCP_PORT = 18515
 

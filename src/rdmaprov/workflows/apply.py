@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rdmaprov.day2.rolling import Hooks, batch_size, rolling_apply
+from rdmaprov.workflows.rolling import Hooks, batch_size, rolling_apply
 from rdmaprov.engine import RunOptions, RunResult
 from rdmaprov.engine.reboot import reboot
 from rdmaprov.inventory.model import Inventory
-from rdmaprov.verify.run import post_deploy
+from rdmaprov.health.verify import post_deploy
 
 
 @dataclass

@@ -16,12 +16,12 @@ from typing import Any
 from rdmaprov.deploys.gate_tools import PROBE_BINARY
 from rdmaprov.deploys.nccl import nccl_tests_binary
 from rdmaprov.engine.session import Session
-from rdmaprov.gates.bandwidth import algbw_gbs, allreduce_busbw_gbs, gbps_to_gbs, judge, parse_size
-from rdmaprov.gates.result import GateResult
+from rdmaprov.health.gates.bandwidth import algbw_gbs, allreduce_busbw_gbs, gbps_to_gbs, judge, parse_size
+from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.derived import mpi_prefix, nccl_environment
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import NodeReport
-from rdmaprov.verify.checks import expected_devices
+from rdmaprov.health.checks import expected_devices
 
 HOSTFILE = "/tmp/rdmaprov-allreduce-hosts"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from rdmaprov.gates.result import GateResult
+from rdmaprov.health.gates.result import GateResult
 from rdmaprov.parsers.node import NodeReport
-from rdmaprov.verify.run import HostVerification
+from rdmaprov.health.verify import HostVerification
 
 
 def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[str, str], console: Console) -> None:

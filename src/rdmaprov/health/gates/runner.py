@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rdmaprov.engine.session import Session
-from rdmaprov.gates.all_reduce import run_all_reduce
-from rdmaprov.gates.ib_write_bw import run_ib_write_bw
-from rdmaprov.gates.result import GateResult
+from rdmaprov.health.gates.all_reduce import run_all_reduce
+from rdmaprov.health.gates.ib_write_bw import run_ib_write_bw
+from rdmaprov.health.gates.result import GateResult
 from rdmaprov.parsers.node import NodeReport
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pyinfra.api import deploy
 
-from rdmaprov.day2.converge import ConvergeSettings, converge
+from rdmaprov.workflows.apply import ConvergeSettings, converge
 from rdmaprov.deploys import select_deploys
 from rdmaprov.engine import NodeContext, RunOptions, RunResult
 from rdmaprov.inventory.model import Inventory

@@ -13,7 +13,7 @@ from rdmaprov.engine import RunOptions, RunResult, run
 from rdmaprov.engine.applied import classify_fact
 from rdmaprov.engine.runner import Deploy
 from rdmaprov.inventory.model import Inventory
-from rdmaprov.verify.run import HostVerification, post_deploy
+from rdmaprov.health.verify import HostVerification, post_deploy
 
 
 def classify_findings(inventory: Inventory, result: RunResult, verifications: list[HostVerification]) -> None:

@@ -10,11 +10,11 @@ import requests
 
 from rdmaprov.engine.session import Session
 from rdmaprov.facts.node import NodeFacts
-from rdmaprov.gates.result import GateResult
-from rdmaprov.gates.runner import run_gates
+from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.runner import run_gates
 from rdmaprov.inventory.model import HostSpec, Inventory
 from rdmaprov.parsers.node import NodeReport
-from rdmaprov.verify.checks import Finding, verify_node
+from rdmaprov.health.checks import Finding, verify_node
 
 
 @dataclass

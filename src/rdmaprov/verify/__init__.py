@@ -1,1 +1,0 @@
-"""Verification: what the facts say against what the inventory declares."""
