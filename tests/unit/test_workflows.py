@@ -18,7 +18,7 @@ from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.ssh import login_key
 from rdmaprov.parsers.ssh import SshIdentity
 from rdmaprov.report.textfile import render_metrics, write_textfile
-from rdmaprov.health.checks import Finding
+from rdmaprov.health.checks import Finding, check_deploy
 from rdmaprov.health.verify import HostVerification
 from tests.support.ops import run_notes
 
@@ -65,12 +65,23 @@ def test_classify_against_the_record():
 
 
 def test_fact_drift_classified_by_the_deploy_behind_the_check():
-    assert classify_fact("port state", "softroce", True, []) == "corrective"
-    assert classify_fact("port state", "softroce", False, []) == "new"
-    assert classify_fact("MTU", "roce", True, ["mtu"]) == "intentional"
-    assert classify_fact("MTU", "roce", True, ["nccl_env"]) == "corrective"
+    assert check_deploy("rdma.port_state", "softroce") == "softroce"
+    assert check_deploy("mtu.netdev", "roce") == "mtu"
+    assert classify_fact(check_deploy("rdma.port_state", "softroce"), True, []) == "corrective"
+    assert classify_fact(check_deploy("rdma.port_state", "softroce"), False, []) == "new"
+    assert classify_fact(check_deploy("mtu.netdev", "roce"), True, ["mtu"]) == "intentional"
+    assert classify_fact(check_deploy("mtu.netdev", "roce"), True, ["nccl_env"]) == "corrective"
     # An IB port going down is the hardware's doing, whatever the inventory says.
-    assert classify_fact("port state", "infiniband", True, ["softroce"]) == "corrective"
+    assert check_deploy("rdma.port_state", "infiniband") is None
+    assert classify_fact(check_deploy("rdma.port_state", "infiniband"), True, ["softroce"]) == "corrective"
+
+
+def test_every_check_verify_makes_has_an_id_and_the_deploy_behind_it():
+    from rdmaprov.deploys import STACK
+    from rdmaprov.health.checks import CHECKS
+
+    assert {c.deploy for c in CHECKS.values()} - {None} <= set(STACK)
+    assert all(c.id.count(".") == 1 for c in CHECKS.values())
 
 
 def test_record_round_trip_and_merge():

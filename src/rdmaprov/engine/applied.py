@@ -93,32 +93,10 @@ def write_record(host, content: str) -> bool:
     return host.run_shell_command(StringCommand(f"chmod 644 {temp} && mv -f {temp} {RECORD_PATH}"), **sudo)[0]
 
 
-# The deploy that establishes what each verify check looks at; checks on hardware alone (an IB
-# port's state) belong to no deploy.
-_CHECK_DEPLOYS = {
-    "MTU": "mtu",
-    "active MTU": "mtu",
-    "NCCL_IB_HCA excludes storage HCAs": "nccl_env",
-    "NCCL_IB_HCA matches devices": "nccl_env",
-    "present": "nccl_env",
-    "login limit": "limits",
-    "service limit": "limits",
-    "netns mode": "netns_mode",
-    "exporter answers": "exporter",
-}
-_SOFTROCE_CHECKS = {"device present", "devices", "port present", "port state", "physical state", "link layer", "rate"}
-
-
-def check_deploy(check: str, fabric: str | None) -> str | None:
-    """The deploy a failed verify check points back to (None: the hardware's own state)."""
-    if check in _SOFTROCE_CHECKS:
-        return "softroce" if fabric == "softroce" else None
-    return _CHECK_DEPLOYS.get(check)
-
-
-def classify_fact(check: str, fabric: str | None, has_record: bool, inputs_changed: list[str]) -> Drift:
-    """A fact that no longer holds: intentional when its deploy's inventory settings changed since
-    the last apply, new when rdmaprov never applied this node, corrective otherwise."""
+def classify_fact(deploy: str | None, has_record: bool, inputs_changed: list[str]) -> Drift:
+    """A fact that no longer holds, established by `deploy`: intentional when that deploy's
+    inventory settings changed since the last apply, new when rdmaprov never applied this node,
+    corrective otherwise."""
     if not has_record:
         return "new"
-    return "intentional" if check_deploy(check, fabric) in inputs_changed else "corrective"
+    return "intentional" if deploy is not None and deploy in inputs_changed else "corrective"

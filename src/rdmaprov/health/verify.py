@@ -14,7 +14,7 @@ from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.runner import run_gates
 from rdmaprov.inventory.model import HostSpec, Inventory
 from rdmaprov.parsers.node import NodeReport
-from rdmaprov.health.checks import Finding, verify_node
+from rdmaprov.health.checks import Finding, finding, verify_node
 
 
 @dataclass
@@ -56,7 +56,7 @@ def exporter_findings(spec: HostSpec) -> list[Finding]:
         except requests.RequestException as exc:
             found, ok = f"no answer ({type(exc).__name__})", False
             break
-    return [Finding(spec.name, url, "exporter answers", ok, "HTTP 200 with rdma_port_state", found,
+    return [finding(spec.name, spec.node.get("fabric"), "exporter.answers", url, ok, "HTTP 200 with rdma_port_state", found,
                     "run `rdmaprov apply` (exporter deploy); check `systemctl status rdmaprov-exporter` and the firewall")]
 
 

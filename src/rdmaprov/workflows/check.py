@@ -23,9 +23,8 @@ def classify_findings(inventory: Inventory, result: RunResult, verifications: li
         host = hosts.get(verification.name)
         if host is None:
             continue
-        fabric = inventory.hosts[verification.name].node.get("fabric")
         verification.findings = [
-            f if f.ok else replace(f, drift=classify_fact(f.check, fabric, host.last_applied is not None, host.inputs_changed))
+            f if f.ok else replace(f, drift=classify_fact(f.deploy, host.last_applied is not None, host.inputs_changed))
             for f in verification.findings
         ]
 
