@@ -1,4 +1,5 @@
-"""Write an inventory file for a test, and read back the problems rdmaprov reports for it."""
+"""Inventories for tests: write one and read back its problems, or build typed settings from a
+partial mapping as the loader would."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import pytest
 
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import load_inventory
+from rdmaprov.inventory.config import GatesConfig, NodeConfig
+from rdmaprov.inventory.model import fill_defaults, node_schema
+from rdmaprov.schemas import load_schema
 
 
 def write(tmp_path: Path, text: str, name: str = "inv.yaml") -> Path:
@@ -21,3 +25,16 @@ def problems(path: Path, require_files: bool = True) -> list[str]:
     with pytest.raises(UserError) as info:
         load_inventory(path, require_files=require_files)
     return [p.format() for p in info.value.problems]
+
+
+def node_config(settings: dict) -> NodeConfig:
+    """A node's typed settings from a partial mapping, its defaults filled from the schema as the
+    loader fills them."""
+    schema, root = node_schema()
+    return NodeConfig.from_settings(fill_defaults(settings, schema, root))
+
+
+def gates_config(gates: dict | None = None) -> GatesConfig:
+    """The cluster's gate settings from a partial mapping, defaults from the schema."""
+    root = load_schema("inventory")
+    return GatesConfig.from_settings(fill_defaults({"gates": gates or {}}, root["properties"]["cluster"], root)["gates"])

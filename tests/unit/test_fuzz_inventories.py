@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from rdmaprov.builds.scripts import build_script, install_script
 from rdmaprov.deploys.boot import render_unit as boot_unit
 from rdmaprov.deploys.builds import user_build
-from rdmaprov.deploys.exporter import exporter_settings
 from rdmaprov.deploys.exporter import render_unit as exporter_unit
 from rdmaprov.deploys.limits import memlock_value, render_limits_conf, render_systemd_conf
 from rdmaprov.deploys.mtu import render_script as mtu_script
@@ -33,7 +32,7 @@ from rdmaprov.deploys.softroce import rxe_links
 from rdmaprov.deploys.ssh_trust import hosts_file_lines
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import load_inventory
-from rdmaprov.inventory.derived import mpi_prefix, nccl_environment, wanted_mtus
+from rdmaprov.inventory.config import plain
 from rdmaprov.inventory.limit import select_hosts
 from rdmaprov.inventory.model import Inventory
 from tests.conftest import REPO
@@ -95,26 +94,25 @@ def plan_values(inventory: Inventory) -> None:
     debian = os_fact("debian-12")
     for spec in inventory.hosts.values():
         node = spec.node
-        env, _ = nccl_environment(node)
+        env, _ = node.nccl_environment()
         render_nccl_conf(env), render_profile(env)
-        mtus = wanted_mtus(node)
+        mtus = node.wanted_mtus()
         mtu_script(mtus), boot_unit("NIC MTU", "/usr/local/sbin/rdmaprov-mtu", list(mtus))
-        rxe_script(rxe_links((node.get("rdma") or {}).get("netdevs") or []))
-        pam, systemd = memlock_value(node)
+        rxe_script(rxe_links(list(node.rdma.netdevs)))
+        pam, systemd = memlock_value(node.memlock)
         render_limits_conf(pam), render_systemd_conf(systemd)
-        exporter_unit(exporter_settings(node)[1])
-        prefix = mpi_prefix(node)
+        exporter_unit(node.exporter.listen)
+        prefix = node.mpi.install_prefix
         if prefix:
             mpi_profile(prefix)
-        rdma_package_sets(node)
-        mirror = node.get("mirror") or {}
-        if mirror.get("apt"):
-            apt_source_line(mirror["apt"], debian.codename, True)
-        if mirror.get("yum"):
-            yum_repo(mirror["yum"])
-        for index, build in enumerate(node.get("builds") or []):
+        rdma_package_sets(node.packages)
+        if node.apt_mirror:
+            apt_source_line(node.apt_mirror, debian.codename, True)
+        if node.yum_mirror:
+            yum_repo(node.yum_mirror)
+        for index, build in enumerate(node.builds):
             if build["source"].get("kind", "file") != "file":
-                spec_ = user_build({**build, "index": index}, debian, [])
+                spec_ = user_build({**plain(build), "index": index}, debian, [])
                 build_script(spec_), install_script(spec_, keep_archive=False)
 
 

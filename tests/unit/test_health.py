@@ -17,6 +17,7 @@ from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.parsers.rdma import parse_rdma_system
 from rdmaprov.report.junit import junit_xml
 from rdmaprov.health.checks import roce_active_mtu, verify_node
+from tests.support.inventories import gates_config, node_config
 from rdmaprov.health.verify import HostVerification
 from tests.conftest import FIXTURES
 
@@ -67,11 +68,11 @@ def test_nccl_tests_two_node_run_with_ucx_noise_busbw_by_hand():
     # By hand: 10737418240 B / 3.825027 s = 2.8071 GB/s algbw; 2 ranks: busbw = algbw × 2(2−1)/2 = 2.8071.
     assert allreduce_busbw_gbs(row.size, row.time_us, 2) == pytest.approx(2.8071, abs=1e-4)
     # One 25 Gb/s NIC per node = 3.125 GB/s; 90% of it is 2.8125 GB/s: 2.81 misses it (89.9%).
-    node = {"rdma": {"devices": ["irdma0"], "rate_gbps": 25}}
-    passed, reason, measured, threshold = judge_run(run, {"fraction": 0.9}, nic_bandwidth_gbs(node, None))
+    node = node_config({"rdma": {"devices": ["irdma0"], "rate_gbps": 25}})
+    passed, reason, measured, threshold = judge_run(run, gates_config().all_reduce, nic_bandwidth_gbs(node, None))
     assert (passed, measured, threshold) == (False, 2.81, pytest.approx(2.8125))
     assert "89.9% of the per-node NIC bandwidth" in reason
-    assert judge_run(run, {"fraction": 0.85}, 3.125)[0] is True
+    assert judge_run(run, gates_config({"all_reduce": {"fraction": 0.85}}).all_reduce, 3.125)[0] is True
 
 
 def test_nccl_tests_flattened_erdma_sweep():
@@ -90,10 +91,10 @@ def test_cpu_probe_output_from_the_lab():
     last = run.rows[-1]
     assert last.wrong == 0
     assert last.busbw == pytest.approx(4194304 / 82855.979e-6 / 1e9)  # 2 ranks: busbw = algbw
-    passed, reason, measured, _ = judge_run(run, {"min_busbw_gbs": 0.0001}, None)
+    passed, reason, measured, _ = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 0.0001}}).all_reduce, None)
     assert passed and "busbw at 4194304 B" in reason
     wrong = parse_probe_output('{"probe": "allreduce", "size": 4, "count": 1, "type": "float", "redop": "sum", "ranks": 2, "time_us": 5.0, "wrong": 1}')
-    assert judge_run(wrong, {"min_busbw_gbs": 0}, None)[:2] == (False, "wrong results: 1 wrong elements, 0 out-of-bounds values")
+    assert judge_run(wrong, gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce, None)[:2] == (False, "wrong results: 1 wrong elements, 0 out-of-bounds values")
 
 
 def test_rdma_system_fixtures():
@@ -104,7 +105,7 @@ def test_rdma_system_fixtures():
 def _lab_host(**node) -> HostSpec:
     base = {"fabric": "softroce", "netns_mode": "exclusive", "rdma": {"netdevs": ["eth0"], "devices": ["rxe0"], "port": 1, "storage_hcas": []}, "limits": {"memlock": "unlimited"}}
     base.update(node)
-    return HostSpec("node1", "10.77.0.11", SSHSettings(), ("nodes",), base)
+    return HostSpec("node1", "10.77.0.11", SSHSettings(), ("nodes",), node_config(base))
 
 
 def test_verify_passes_on_the_converged_lab_report():
@@ -152,7 +153,7 @@ def test_pairs_and_rounds():
 
 
 def test_perftest_command_lines():
-    settings = {"size": 65536, "duration_s": 3}
+    settings = gates_config({"ib_write_bw": {"duration_s": 3}}).ib_write_bw
     assert perftest_command("rxe0", 1, 1, settings) == "ib_write_bw -d rxe0 -i 1 -x 1 -p 18515 -s 65536 -D 3 --report_gbits -F"
     assert perftest_command("mlx5_0", 1, 3, settings, "10.0.0.1").endswith("--report_gbits -F 10.0.0.1")
 

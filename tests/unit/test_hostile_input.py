@@ -97,8 +97,8 @@ groups:
     hosts: {gpu2: {address: 10.0.0.2}}
 """)
     inventory = load_inventory(path, require_files=False)
-    assert inventory.hosts["gpu2"].node["fabric"] == "roce"
-    assert inventory.hosts["gpu2"].node["netns_mode"] == "exclusive"
+    assert inventory.hosts["gpu2"].node.fabric == "roce"
+    assert inventory.hosts["gpu2"].node.netns_mode == "exclusive"
 
 
 def test_oversized_file_is_refused_without_reading_it(tmp_path):
@@ -166,12 +166,12 @@ def test_real_addresses_are_accepted(tmp_path, address):
 def test_shell_syntax_in_free_text_is_accepted_and_left_to_quoting(tmp_path):
     """A quote in an NCCL value is legitimate text: accepted, and quoted where it is written."""
     path = _write(tmp_path, "cluster: {name: c}\ndefaults: {nccl: {env: {NCCL_X: \"a'b $(id) `id` \\\\\"}}}\n" + HOST)
-    assert load_inventory(path, require_files=False).hosts["gpu1"].node["nccl"]["env"]["NCCL_X"] == "a'b $(id) `id` \\"
+    assert load_inventory(path, require_files=False).hosts["gpu1"].node.nccl.env["NCCL_X"] == "a'b $(id) `id` \\"
 
 
 def test_build_scripts_keep_their_lines(tmp_path):
     path = _write(tmp_path, "cluster: {name: c}\ndefaults:\n  builds:\n    - {name: b, version: '1', source: {path: b.tgz}, build: \"make\\n\\tmake install\"}\n" + HOST)
-    assert load_inventory(path, require_files=False).hosts["gpu1"].node["builds"][0]["build"] == "make\n\tmake install"
+    assert load_inventory(path, require_files=False).hosts["gpu1"].node.builds[0]["build"] == "make\n\tmake install"
 
 
 def test_host_in_two_groups_with_different_ssh_settings(tmp_path):
@@ -260,13 +260,20 @@ def test_settings_the_deploys_would_refuse_after_connecting_are_found_by_validat
 def test_issue_keys_name_every_node_key_the_checks_read():
     """The loader reuses a group's issues for hosts whose vars touch none of ISSUE_KEYS: a check
     reading another key must add it there, or a host's own bad value would go unreported."""
+    import inspect
     import re
 
-    from rdmaprov.inventory import derived, semantics
+    from rdmaprov.inventory import semantics
+    from rdmaprov.inventory.config import NodeConfig
 
-    text = Path(semantics.__file__).read_text() + Path(derived.__file__).read_text()
-    read = set(re.findall(r'node(?:\.get\(|\[)"([a-z_]+)"', text))
-    assert read and read <= semantics.ISSUE_KEYS
+    fields = set(NodeConfig.__dataclass_fields__)
+    read = set(re.findall(r"node\.([a-z_]+)", Path(semantics.__file__).read_text()))
+    for name in list(read):  # what the derivations semantics calls read in turn
+        member = getattr(NodeConfig, name, None)
+        if name not in fields and member is not None:
+            read |= set(re.findall(r"self\.([a-z_]+)", inspect.getsource(getattr(member, "fget", member))))
+    keys = {{"apt_mirror": "mirror", "yum_mirror": "mirror", "memlock": "limits"}.get(f, f) for f in read & fields}
+    assert keys and keys <= semantics.ISSUE_KEYS
 
 
 def test_host_vars_are_checked_on_their_own(tmp_path):

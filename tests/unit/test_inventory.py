@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rdmaprov.errors import UserError
+from rdmaprov.inventory.config import RdmaConfig
 from rdmaprov.inventory import load_inventory
 from rdmaprov.inventory.limit import select_hosts
 from tests.conftest import REPO, rdmaprov
@@ -127,10 +128,10 @@ groups:
 """)
     inv = load_inventory(path)
     n1 = inv.hosts["n1"].node
-    assert n1["netns_mode"] == "shared"
-    assert n1["rdma"] == {"devices": ["mlx5_0"], "rate_gbps": 200, "storage_hcas": [], "port": 1}
-    assert n1["limits"] == {"memlock": "unlimited"}  # schema default filled in
-    assert inv.hosts["n2"].node["rdma"]["rate_gbps"] == 100
+    assert n1.netns_mode == "shared"
+    assert n1.rdma == RdmaConfig(devices=("mlx5_0",), storage_hcas=(), netdevs=(), rate_gbps=200, gid_index=None, port=1)
+    assert n1.memlock == "unlimited"  # schema default filled in
+    assert inv.hosts["n2"].node.rdma.rate_gbps == 100
     assert inv.groups == {"a": ("n1",), "b": ("n1", "n2")}
 
 

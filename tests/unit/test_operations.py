@@ -8,9 +8,9 @@ import pytest
 from rdmaprov.deploys.mtu import mtu_now
 from rdmaprov.deploys.netns_mode import netns_mode_live
 from rdmaprov.deploys.openmpi import mpi_package_sets, mpirun_present
-from rdmaprov.inventory.derived import mpi_prefix, wanted_mtus
 from rdmaprov.deploys.package_sources import YUM_REPO, yum_repo
 from rdmaprov.deploys.rdma_userspace import rdma_package_sets
+from rdmaprov.inventory.config import YumMirror
 from rdmaprov.facts.files import FileState, ManagedFile, PathExists
 from rdmaprov.facts.rdma import RdmaSystem
 from rdmaprov.facts.ssh import SshIdentityFact
@@ -20,6 +20,7 @@ from rdmaprov.operations.packages import packages
 from rdmaprov.operations.ssh import KNOWN_HOSTS, key_pair, known_hosts, trusted_keys
 from rdmaprov.packages import RDMA_USERSPACE
 from rdmaprov.parsers.ssh import SshIdentity
+from tests.support.inventories import node_config
 from tests.support.ops import APT_INSTALL, commands, os_fact, run_notes
 
 RHEL_RDMA = "rdma-core libibverbs libibverbs-utils librdmacm librdmacm-utils infiniband-diags perftest iproute"
@@ -38,18 +39,18 @@ RHEL_RDMA = "rdma-core libibverbs libibverbs-utils librdmacm librdmacm-utils inf
 )
 def test_rdma_userspace_commands_per_distro(distro, expected):
     facts = {Os: os_fact(distro), InstalledPackages: set()}
-    assert commands(packages, facts, by_family=rdma_package_sets({})) == [expected]
+    assert commands(packages, facts, by_family=rdma_package_sets(node_config({}).packages)) == [expected]
 
 
 @pytest.mark.parametrize("distro", ["ubuntu-22.04", "rhel-8.9", "alinux-3"])
 def test_converged_packages_need_no_command(distro):
     os_info = os_fact(distro)
     installed = set(RDMA_USERSPACE[os_info.family])
-    assert commands(packages, {Os: os_info, InstalledPackages: installed}, by_family=rdma_package_sets({})) == []
+    assert commands(packages, {Os: os_info, InstalledPackages: installed}, by_family=rdma_package_sets(node_config({}).packages)) == []
 
 
 def test_only_missing_packages_are_installed_and_inventory_overrides():
-    sets = rdma_package_sets({"packages": {"rdma": ["rdma-core", "perftest"], "extra": ["htop"]}})
+    sets = rdma_package_sets(node_config({"packages": {"rdma": ["rdma-core", "perftest"], "extra": ["htop"]}}).packages)
     facts = {Os: os_fact("rhel-8.9"), InstalledPackages: {"rdma-core"}}
     assert commands(packages, facts, by_family=sets) == ["dnf install -y perftest htop"]
 
@@ -60,19 +61,19 @@ def test_unknown_distro_is_a_clear_error():
 
 
 def test_openmpi_per_family_and_prefix():
-    sets = mpi_package_sets({"mpi": {"source": "distro"}})
+    sets = mpi_package_sets(node_config({"mpi": {"source": "distro"}}).mpi)
     assert commands(packages, {Os: os_fact("rocky-9.3"), InstalledPackages: set()}, by_family=sets) == ["dnf install -y openmpi openmpi-devel gcc gcc-c++ make"]
-    assert mpi_package_sets({"mpi": {"source": "prefix", "prefix": "/opt/hpcx/ompi"}}) == {}
-    assert mpi_prefix({"mpi": {"source": "prefix", "prefix": "/opt/hpcx/ompi/"}}) == "/opt/hpcx/ompi"
+    assert mpi_package_sets(node_config({"mpi": {"source": "prefix", "prefix": "/opt/hpcx/ompi"}}).mpi) == {}
+    assert node_config({"mpi": {"source": "prefix", "prefix": "/opt/hpcx/ompi/"}}).mpi.install_prefix == "/opt/hpcx/ompi"
     with pytest.raises(ValueError, match="mpi.prefix is not set"):
-        mpi_prefix({"mpi": {"source": "prefix"}})
+        node_config({"mpi": {"source": "prefix"}}).mpi.install_prefix
     with pytest.raises(ValueError, match="/opt/hpcx/ompi/bin/mpirun does not exist on node1"):
         commands(mpirun_present, {PathExists: False}, prefix="/opt/hpcx/ompi")
     assert commands(mpirun_present, {PathExists: True}, prefix="/opt/hpcx/ompi") == []
 
 
 def test_internal_yum_mirror_file_and_converged():
-    repo = yum_repo({"baseurl": "http://mirror.internal/rdma/el8", "gpgkey": "http://mirror.internal/RPM-GPG-KEY"})
+    repo = yum_repo(YumMirror("http://mirror.internal/rdma/el8", "http://mirror.internal/RPM-GPG-KEY", False))
     assert repo == (
         "[rdmaprov-mirror]\nname=rdmaprov internal mirror\nbaseurl=http://mirror.internal/rdma/el8\nenabled=1\n"
         "gpgcheck=1\ngpgkey=http://mirror.internal/RPM-GPG-KEY\n"
@@ -88,11 +89,11 @@ def test_internal_yum_mirror_file_and_converged():
 
 
 def test_mtu_commands_and_erdma_rule():
-    assert wanted_mtus({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "erdma": {"jumbo_frames": True}}) == {"eth0": 8500}
-    assert wanted_mtus({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "erdma": {"jumbo_frames": False}}) == {"eth0": 1400}
-    assert wanted_mtus({"fabric": "roce", "mtu": {"ens1f0": 9000}}) == {"ens1f0": 9000}
+    assert node_config({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "erdma": {"jumbo_frames": True}}).wanted_mtus() == {"eth0": 8500}
+    assert node_config({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "erdma": {"jumbo_frames": False}}).wanted_mtus() == {"eth0": 1400}
+    assert node_config({"fabric": "roce", "mtu": {"ens1f0": 9000}}).wanted_mtus() == {"ens1f0": 9000}
     with pytest.raises(ValueError, match="mtu.eth0 is 9000 but eRDMA with jumbo frames needs 8500"):
-        wanted_mtus({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "mtu": {"eth0": 9000}, "erdma": {}})
+        node_config({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "mtu": {"eth0": 9000}, "erdma": {}}).wanted_mtus()
     assert commands(mtu_now, {NetDevices: {"lo": 65536, "eth0": 1500}}, mtus={"eth0": 8500}) == ["ip link set dev eth0 mtu 8500"]
     assert commands(mtu_now, {NetDevices: {"lo": 65536, "eth0": 8500}}, mtus={"eth0": 8500}) == []
     with pytest.raises(ValueError, match=r"netdev eth1 does not exist on node1 \(it has eth0, lo\)"):

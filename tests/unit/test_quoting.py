@@ -26,6 +26,7 @@ from rdmaprov.deploys.ssh_trust import hosts_file_lines
 from rdmaprov.health.gates.ib_write_bw import perftest_command
 from rdmaprov.parsers.ssh import known_hosts_line, parse_ssh_identity
 from rdmaprov.quoting import device_unit, fail_command, sh, sh_double, sh_join, systemd_arg
+from tests.support.inventories import gates_config, node_config
 
 HOSTILE = [
     "x'; touch {marker}; '",
@@ -36,6 +37,10 @@ HOSTILE = [
     "",
     "  spaces  around  ",
 ]
+
+
+def _apt(apt: dict):
+    return node_config({"mirror": {"apt": apt}}).apt_mirror
 
 
 def _values(marker: Path) -> list[str]:
@@ -73,17 +78,17 @@ def test_line_oriented_files_refuse_what_would_make_a_second_line(bad):
     with pytest.raises(ValueError, match="control character"):
         render_profile({"NCCL_X": bad})
     with pytest.raises(ValueError):
-        yum_repo({"baseurl": f"http://m/{bad}"})
+        yum_repo(node_config({"mirror": {"yum": {"baseurl": f"http://m/{bad}"}}}).yum_mirror)
     with pytest.raises(ValueError):
-        apt_source_line({"url": f"http://m/{bad}"}, "bookworm", False)
+        apt_source_line(_apt({"url": f"http://m/{bad}"}), "bookworm", False)
     with pytest.raises(ValueError):
         repository_files("rdmaprov-x", "X repository", "debian", f"http://m/{bad} bookworm main", None, None, None)
 
 
 def test_apt_source_fields_must_be_single_words():
     with pytest.raises(ValueError, match="whitespace"):
-        apt_source_line({"url": "http://m/debian [trusted=yes]"}, "bookworm", False)
-    assert apt_source_line({"url": "http://m/debian", "components": ["main", "contrib"]}, "bookworm", True) == (
+        apt_source_line(_apt({"url": "http://m/debian [trusted=yes]"}), "bookworm", False)
+    assert apt_source_line(_apt({"url": "http://m/debian", "components": ["main", "contrib"]}), "bookworm", True) == (
         "deb [signed-by=/etc/apt/keyrings/rdmaprov-mirror.asc] http://m/debian bookworm main contrib\n")
 
 
@@ -197,7 +202,7 @@ def test_commands_quote_every_word(tmp_path):
     words = ["ib_write_bw", "-d", "mlx5_0; id", "x y", "'"]
     out = _run("sh", f"printf '%s\\0' {sh_join(words)}", tmp_path)
     assert out.stdout.split("\0")[:-1] == words
-    assert perftest_command("mlx5_0 $(id)", 1, 3, {}).split()[2] == "'mlx5_0"
+    assert perftest_command("mlx5_0 $(id)", 1, 3, gates_config().ib_write_bw).split()[2] == "'mlx5_0"
 
 
 def test_hosts_file_and_known_hosts_lines_hold_only_plain_names():

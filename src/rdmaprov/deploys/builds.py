@@ -12,6 +12,7 @@ from pyinfra.api import deploy
 
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.inventory.config import plain
 from rdmaprov.operations.builds import artifact_built, artifact_fetched, artifact_installed, declare, recipe
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
@@ -49,16 +50,16 @@ def user_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> Bu
 
 def declared_builds(ctx: NodeContext) -> list[str]:
     """Every build name any host declares, so all hosts plan the same operations."""
-    return sorted({b["name"] for spec in ctx.inventory.hosts.values() for b in spec.node.get("builds") or []})
+    return sorted({b["name"] for spec in ctx.inventory.hosts.values() for b in spec.node.builds})
 
 
 def build_settings(ctx: NodeContext, name: str) -> dict[str, Any] | None:
-    for index, build in enumerate(ctx.node.get("builds") or []):
+    for index, build in enumerate(ctx.node.builds):
         if build["name"] == name:
-            source = dict(build["source"])
+            source = plain(build["source"])
             if source.get("path"):
                 source["path"] = ctx.local_path(source["path"])
-            return {**build, "source": source, "index": index}
+            return {**plain(build), "source": source, "index": index}
     return None
 
 

@@ -8,7 +8,6 @@ provider. Distro rdma-core without it is upgraded from the eRDMA repository.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, deploy
@@ -87,8 +86,7 @@ def aiacc_plugin(source: str | None, version: str):
     yield StringCommand(f"{install} && rm -f {target}")
 
 
-def plugin_source(ctx: NodeContext, settings: dict[str, Any]) -> str | None:
-    source = settings.get("aiacc_plugin")
+def plugin_source(ctx: NodeContext, source: str | None) -> str | None:
     if not source or source.startswith(("http://", "https://")):
         return source
     path = ctx.local_path(source)
@@ -99,14 +97,14 @@ def plugin_source(ctx: NodeContext, settings: dict[str, Any]) -> str | None:
 
 @deploy("erdma")
 def erdma(ctx: NodeContext) -> None:
-    wanted = ctx.node.get("fabric") == "erdma"
-    settings = (ctx.node.get("erdma") or {}) if wanted else {}
+    wanted = ctx.node.fabric == "erdma"
+    settings = ctx.node.erdma
     os_info = fact(Os)
-    base = (settings.get("repo") or ERDMA_REPO).rstrip("/")
+    base = (settings.repo or ERDMA_REPO).rstrip("/")
     vendor_repository(ctx, "eRDMA repository", "rdmaprov-erdma", os_info,
                       apt_arch="amd64", apt_source=f"{base}/apt/ubuntu {os_info.codename}/erdma main" if wanted else None,
                       yum_baseurl=f"{base}/yum/redhat/$releasever/erdma/x86_64" if wanted else None,
-                      key=settings.get("key") or ERDMA_KEY if wanted else None, key_setting="erdma.key")
-    packages = settings.get("packages")
+                      key=settings.key or ERDMA_KEY if wanted else None, key_setting="erdma.key")
+    packages = list(settings.packages) if settings.packages else None
     erdma_userspace(name="eRDMA user-space driver", by_family=({f: packages for f in ERDMA_PACKAGES} if packages else ERDMA_PACKAGES) if wanted else {})
-    aiacc_plugin(name="AIACC NCCL plugin", source=plugin_source(ctx, settings) if wanted else None, version=settings.get("aiacc_version", "1.0.2"))
+    aiacc_plugin(name="AIACC NCCL plugin", source=plugin_source(ctx, settings.aiacc_plugin) if wanted else None, version=settings.aiacc_version)

@@ -7,7 +7,6 @@ client: nothing to download on air-gapped nodes beyond the distro packages.
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
 
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy
@@ -53,14 +52,9 @@ def render_unit(listen: str) -> str:
     )
 
 
-def exporter_settings(node: dict[str, Any]) -> tuple[bool, str]:
-    settings = node.get("exporter") or {}
-    return bool(settings.get("enabled")), settings.get("listen", "0.0.0.0:9879")
-
-
 @deploy("exporter")
 def exporter(ctx: NodeContext) -> None:
-    enabled, listen = exporter_settings(ctx.node)
+    enabled, listen = ctx.node.exporter.enabled, ctx.node.exporter.listen
     packages(name="exporter packages", by_family=EXPORTER if enabled else {})
     system_user(name="exporter user", user=USER, present=enabled)
     managed_file(name="exporter program", path=SCRIPT, content=exporter_source() if enabled else None, after_change=f"systemctl try-restart {UNIT} || true")

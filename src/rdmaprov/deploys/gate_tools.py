@@ -11,7 +11,6 @@ from pyinfra.api import deploy
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship, platform
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.inventory.derived import mpi_prefix
 from rdmaprov.operations.builds import recipe
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
@@ -24,11 +23,6 @@ PROBE_VERSION = "1"
 
 def probe_source() -> str:
     return resources.files("rdmaprov.health.gates").joinpath("probe/allreduce_probe.c").read_text()
-
-
-def mpicc(node: dict[str, Any]) -> str:
-    prefix = mpi_prefix(node)
-    return f"{prefix}/bin/mpicc" if prefix else "mpicc"
 
 
 @recipe("allreduce_probe")
@@ -45,4 +39,4 @@ def probe_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> B
 
 @deploy("gate_tools")
 def gate_tools(ctx: NodeContext) -> None:
-    build_and_ship(ctx, "allreduce_probe", "allreduce probe", {"mpicc": mpicc(ctx.node)})
+    build_and_ship(ctx, "allreduce_probe", "allreduce probe", {"mpicc": ctx.node.mpi.mpicc})

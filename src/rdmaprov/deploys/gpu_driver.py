@@ -8,7 +8,6 @@ rebooted only with --allow-reboot.
 
 from __future__ import annotations
 
-from typing import Any
 
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy
@@ -27,12 +26,6 @@ from rdmaprov.parsers.system import OsInfo
 from rdmaprov.quoting import sh, sh_single
 
 PROFILE = "/etc/profile.d/rdmaprov-cuda.sh"
-
-
-def gpu_settings(node: dict[str, Any]) -> dict[str, Any]:
-    """The node's GPU settings, or {} on a node without GPUs (nothing is installed there)."""
-    gpu = node.get("gpu") or {}
-    return gpu if gpu.get("count", 0) > 0 else {}
 
 
 def driver_command(os_info: OsInfo, driver: str) -> str:
@@ -77,13 +70,13 @@ def render_profile(cuda: str) -> str:
 
 @deploy("gpu_driver")
 def gpu_driver(ctx: NodeContext) -> None:
-    gpu = gpu_settings(ctx.node)
-    driver, cuda = gpu.get("driver_version"), gpu.get("cuda_version")
+    gpu = ctx.node.gpu  # None on a node without GPUs: nothing is installed there
+    driver, cuda = (gpu.driver_version, gpu.cuda_version) if gpu else (None, None)
     os_info = fact(Os)
-    repo = cuda_repo(os_info, gpu.get("repo")) if (driver or cuda) else None
+    repo = cuda_repo(os_info, gpu.repo) if gpu and (driver or cuda) else None
     vendor_repository(ctx, "CUDA repository", "rdmaprov-cuda", os_info,
                       apt_source=f"{repo.url}/ /" if repo else None, yum_baseurl=repo.url if repo else None,
-                      key=(gpu.get("repo_key") or repo.key_url) if repo else None, key_setting="gpu.repo_key")
+                      key=(gpu.repo_key or repo.key_url) if gpu and repo else None, key_setting="gpu.repo_key")
     nvidia_driver(name="NVIDIA driver", version=driver)
     packages(name="CUDA toolkit", by_family={"debian": [toolkit_package(cuda)], "rhel": [toolkit_package(cuda)]} if cuda else {})
     managed_file(name="CUDA on PATH", path=PROFILE, content=render_profile(cuda) if cuda else None)

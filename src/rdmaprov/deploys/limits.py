@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
@@ -13,9 +11,8 @@ from rdmaprov.operations.files import managed_file
 _REEXEC = "if [ -d /run/systemd/system ]; then systemctl daemon-reexec; fi"
 
 
-def memlock_value(node: dict[str, Any]) -> tuple[str, str]:
+def memlock_value(memlock: str | int) -> tuple[str, str]:
     """(limits.conf value, systemd value) for the node's memlock setting (KiB in limits.conf, bytes for systemd)."""
-    memlock = node.get("limits", {}).get("memlock", "unlimited")
     if memlock == "unlimited":
         return "unlimited", "infinity"
     return str(memlock), str(int(memlock) * 1024)
@@ -35,6 +32,6 @@ def render_systemd_conf(value: str) -> str:
 
 @deploy("limits")
 def limits(ctx: NodeContext) -> None:
-    pam_value, systemd_value = memlock_value(ctx.node)
+    pam_value, systemd_value = memlock_value(ctx.node.memlock)
     managed_file(name="memlock for logins", path="/etc/security/limits.d/90-rdmaprov-memlock.conf", content=render_limits_conf(pam_value))
     managed_file(name="memlock for services", path="/etc/systemd/system.conf.d/90-rdmaprov-memlock.conf", content=render_systemd_conf(systemd_value), after_change=_REEXEC)

@@ -15,7 +15,6 @@ from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import NetDevices
-from rdmaprov.inventory.derived import wanted_mtus
 from rdmaprov.quoting import sh_join
 
 NAME = "rdmaprov-mtu"
@@ -45,6 +44,6 @@ def mtu_now(mtus: dict[str, int]):
 
 @deploy("mtu")
 def mtu(ctx: NodeContext) -> None:
-    mtus = wanted_mtus(ctx.node)
+    mtus = ctx.node.wanted_mtus()
     boot_script("NIC MTU", NAME, render_script(mtus) if mtus else None, list(mtus), before="rdmaprov-rxe-links.service")
     mtu_now(name="NIC MTU now", mtus=mtus)

@@ -15,9 +15,8 @@ from pyinfra.api import deploy
 
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship, platform
-from rdmaprov.deploys.gpu_driver import gpu_settings
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.inventory.derived import mpi_prefix
+from rdmaprov.inventory.config import plain
 from rdmaprov.nvidia import arch_from_compute_cap, arch_problem, cuda_home, gencode
 from rdmaprov.operations.builds import recipe
 from rdmaprov.operations.files import managed_file
@@ -113,25 +112,24 @@ def nccl_tests_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu])
 
 def nccl_settings(ctx: NodeContext) -> dict[str, Any] | None:
     """What the NCCL recipe needs from this node's inventory (None: NCCL is not wanted here)."""
-    gpu = gpu_settings(ctx.node)
-    nccl = ctx.node.get("nccl") or {}
-    if not gpu or not nccl.get("version"):
+    gpu, nccl = ctx.node.gpu, ctx.node.nccl
+    if gpu is None or not nccl.version:
         return None
-    source = dict(nccl.get("source") or {})
+    source = plain(nccl.source)
     if source.get("path"):
         source["path"] = ctx.local_path(source["path"])
-    return {"version": nccl["version"], "source": source, "gencode": nccl.get("gencode"), "arch": gpu.get("arch"),
-            "cuda": gpu.get("cuda_version"), "prefix": nccl.get("prefix", "/opt/nccl")}
+    return {"version": nccl.version, "source": source, "gencode": nccl.gencode, "arch": gpu.arch,
+            "cuda": gpu.cuda_version, "prefix": nccl.prefix}
 
 
 def nccl_tests_settings(ctx: NodeContext, nccl: dict[str, Any] | None) -> dict[str, Any] | None:
-    tests = dict((ctx.node.get("nccl") or {}).get("tests") or {})
-    if nccl is None or not tests.get("enabled", True):
+    tests = plain(ctx.node.nccl.tests)
+    if nccl is None or not ctx.node.nccl.tests_enabled:
         return None
     if tests.get("path"):
         tests["path"] = ctx.local_path(tests["path"])
     tests.setdefault("prefix", "/opt/nccl-tests")
-    return {"nccl": nccl, "tests": tests, "mpi_prefix": mpi_prefix(ctx.node)}
+    return {"nccl": nccl, "tests": tests, "mpi_prefix": ctx.node.mpi.install_prefix}
 
 
 def nccl_packages(nccl: dict[str, Any] | None) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -141,12 +139,6 @@ def nccl_packages(nccl: dict[str, Any] | None) -> tuple[dict[str, list[str]], di
     version = f"{nccl['version']}+cuda{_cuda(nccl)}"
     names = {"debian": ["libnccl2", "libnccl-dev"], "rhel": ["libnccl", "libnccl-devel"]}
     return names, {name: version for family in names.values() for name in family}
-
-
-def nccl_tests_binary(node: dict[str, Any]) -> str:
-    """Where the gate finds all_reduce_perf on a node."""
-    prefix = ((node.get("nccl") or {}).get("tests") or {}).get("prefix", "/opt/nccl-tests")
-    return f"{prefix.rstrip('/')}/current/bin/all_reduce_perf"
 
 
 @deploy("nccl")

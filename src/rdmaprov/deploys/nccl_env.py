@@ -5,7 +5,6 @@ from __future__ import annotations
 from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.inventory.derived import nccl_environment
 from rdmaprov.operations.files import managed_file
 from rdmaprov.quoting import config_value, sh_export
 
@@ -25,7 +24,7 @@ def render_profile(env: dict[str, str]) -> str:
 
 @deploy("nccl_env")
 def nccl_env(ctx: NodeContext) -> None:
-    env, warnings = nccl_environment(ctx.node)
+    env, warnings = ctx.node.nccl_environment()
     for warning in warnings:
         ctx.warn(warning)
     managed_file(name="Write /etc/nccl.conf", path="/etc/nccl.conf", content=render_nccl_conf(env))

@@ -46,7 +46,7 @@ def netns_mode_live(mode: str | None):
 
 @deploy("netns_mode")
 def netns_mode(ctx: NodeContext) -> None:
-    mode = ctx.node.get("netns_mode")
+    mode = ctx.node.netns_mode
     content = f"# Managed by rdmaprov: RDMA network namespace mode ({mode}).\noptions ib_core netns_mode={MODPROBE_VALUE[mode]}\n" if mode else None
     managed_file(name="ib_core netns_mode at boot", path=CONF, content=content)
     netns_mode_live(name="ib_core netns_mode now", mode=mode)

@@ -7,7 +7,6 @@ non-interactive SSH shells read no profile).
 
 from __future__ import annotations
 
-from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -16,7 +15,7 @@ from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.files import PathExists
-from rdmaprov.inventory.derived import mpi_prefix
+from rdmaprov.inventory.config import MpiConfig
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.packages import BUILD_TOOLS, OPENMPI
@@ -25,9 +24,9 @@ from rdmaprov.quoting import sh_single
 PROFILE = "/etc/profile.d/rdmaprov-mpi.sh"
 
 
-def mpi_package_sets(node: dict[str, Any]) -> dict[str, list[str]]:
+def mpi_package_sets(mpi: MpiConfig) -> dict[str, list[str]]:
     """Distro OpenMPI plus the compilers mpicc needs; nothing for a prefix install."""
-    if (node.get("mpi") or {}).get("source", "distro") != "distro":
+    if mpi.source != "distro":
         return {}
     return {family: OPENMPI[family] + BUILD_TOOLS[family] for family in OPENMPI}
 
@@ -55,7 +54,7 @@ def mpirun_present(prefix: str | None):
 
 @deploy("openmpi")
 def openmpi(ctx: NodeContext) -> None:
-    prefix = mpi_prefix(ctx.node)
-    packages(name="OpenMPI packages", by_family=mpi_package_sets(ctx.node))
+    prefix = ctx.node.mpi.install_prefix
+    packages(name="OpenMPI packages", by_family=mpi_package_sets(ctx.node.mpi))
     mpirun_present(name="mpirun under prefix", prefix=prefix)
     managed_file(name="OpenMPI prefix on PATH", path=PROFILE, content=render_profile(prefix) if prefix else None)

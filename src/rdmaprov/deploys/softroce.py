@@ -62,8 +62,8 @@ def rxe_links_present(links: list[tuple[str, str]]):
 
 @deploy("softroce")
 def softroce(ctx: NodeContext) -> None:
-    active = ctx.node.get("fabric") == "softroce"
-    netdevs = (ctx.node.get("rdma") or {}).get("netdevs") or []
+    active = ctx.node.fabric == "softroce"
+    netdevs = list(ctx.node.rdma.netdevs)
     if active and not netdevs:
         raise ValueError("fabric softroce needs rdma.netdevs (the Ethernet devices to put rxe links on)")
     links = rxe_links(netdevs) if active else []

@@ -33,8 +33,7 @@ def hosts_file_lines(cluster: list[str], addresses: dict[str, str]) -> list[str]
 @deploy("ssh_trust")
 def ssh_trust(ctx: NodeContext) -> None:
     trust = ctx.inventory.ssh_trust
-    enabled = trust.get("enabled", True)
-    user, key_type = trust.get("user", "root"), trust.get("key_type", "ed25519")
+    enabled, user, key_type = trust.enabled, trust.user, trust.key_type
     cluster = ctx.inventory.host_names() if enabled else []
     addresses = {name: spec.address for name, spec in ctx.inventory.hosts.items()}
     marker = f"rdmaprov cluster {ctx.inventory.name}"
@@ -42,5 +41,5 @@ def ssh_trust(ctx: NodeContext) -> None:
         key_pair(name="SSH key pair", user=user, key_type=key_type)
     trusted_keys(name="SSH trust: authorized_keys", user=user, key_type=key_type, cluster=cluster, marker=marker)
     known_hosts(name="SSH trust: known hosts", user=user, key_type=key_type, cluster=cluster, addresses=addresses, marker=marker)
-    names = hosts_file_lines(cluster, addresses) if trust.get("hosts_file", True) else []
+    names = hosts_file_lines(cluster, addresses) if trust.hosts_file else []
     managed_block(name="node names in /etc/hosts", path="/etc/hosts", marker=marker, lines=names)

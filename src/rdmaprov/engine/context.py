@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from rdmaprov.inventory.model import HostSpec, Inventory, resolve_path
+from rdmaprov.inventory.config import NodeConfig
 
 
 @dataclass
@@ -21,7 +21,7 @@ class NodeContext:
     planned_only: bool = False
 
     @property
-    def node(self) -> dict[str, Any]:
+    def node(self) -> NodeConfig:
         return self.host.node
 
     def local_path(self, path: str) -> str:

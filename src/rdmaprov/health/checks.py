@@ -7,14 +7,12 @@ found, and a hint at the fix.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from rdmaprov.inventory.derived import gid_index, hca_specs, spec_matches, wanted_mtus
+from rdmaprov.inventory.config import ETHERNET_FABRICS, NodeConfig, hca_specs, spec_matches
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.nvidia import driver_matches
 from rdmaprov.parsers.node import NodeReport, SysfsPort
 
-ETHERNET_FABRICS = {"roce", "erdma", "softroce"}
 # IB MTUs a RoCE port can run, and the RoCE headers the kernel subtracts from the netdev MTU.
 _IB_MTUS = (4096, 2048, 1024, 512, 256)
 _ROCE_OVERHEAD = 40 + 12 + 4 + 28 + 4
@@ -91,14 +89,14 @@ def roce_active_mtu(netdev_mtu: int) -> int:
     return next((m for m in _IB_MTUS if m <= netdev_mtu - _ROCE_OVERHEAD), 256)
 
 
-def expected_devices(node: dict[str, Any], report: NodeReport) -> list[str]:
+def expected_devices(node: NodeConfig, report: NodeReport) -> list[str]:
     """Declared devices; for SoftRoCE the rxe links rdmaprov makes; else every non-storage device."""
-    rdma = node.get("rdma") or {}
-    if rdma.get("devices"):
-        return list(rdma["devices"])
-    if node.get("fabric") == "softroce":
-        return [f"rxe{i}" for i, _ in enumerate(rdma.get("netdevs") or [])]
-    storage = set(rdma.get("storage_hcas") or [])
+    rdma = node.rdma
+    if rdma.devices:
+        return list(rdma.devices)
+    if node.fabric == "softroce":
+        return [f"rxe{i}" for i, _ in enumerate(rdma.netdevs)]
+    storage = set(rdma.storage_hcas)
     return sorted({p.device for p in report.ports if p.device not in storage})
 
 
@@ -114,9 +112,9 @@ class _Checker:
         return ok
 
 
-def _check_port(c: _Checker, node: dict[str, Any], port: SysfsPort, report: NodeReport) -> None:
-    fabric = node.get("fabric")
-    rdma = node.get("rdma") or {}
+def _check_port(c: _Checker, node: NodeConfig, port: SysfsPort, report: NodeReport) -> None:
+    fabric = node.fabric
+    rdma = node.rdma
     name = port.name
     c.check(name, "rdma.port_state", port.state == "ACTIVE", "ACTIVE", port.state or "unknown",
             "the link is down or the subnet manager has not configured it: check cables, the switch port and `ibstat`")
@@ -126,11 +124,11 @@ def _check_port(c: _Checker, node: dict[str, Any], port: SysfsPort, report: Node
         wanted = "Ethernet" if fabric in ETHERNET_FABRICS else "InfiniBand"
         c.check(name, "rdma.link_layer", port.link_layer == wanted, wanted, port.link_layer or "unknown",
                 f"fabric {fabric} needs {wanted}: set the port type (e.g. mlxconfig LINK_TYPE_P1) or fix the inventory's fabric")
-    if rdma.get("rate_gbps"):
-        c.check(name, "rdma.rate", port.rate_gbps >= rdma["rate_gbps"], f">= {rdma['rate_gbps']:g} Gb/s", port.rate_text or "unknown",
+    if rdma.rate_gbps:
+        c.check(name, "rdma.rate", port.rate_gbps >= rdma.rate_gbps, f">= {rdma.rate_gbps:g} Gb/s", port.rate_text or "unknown",
                 "the link trained below its rate: check the cable, the switch port speed and `ethtool`/`ibstat`")
     if port.link_layer == "Ethernet":
-        index = gid_index(node)
+        index = node.gid_index
         if index is not None:
             gid = port.gids.get(index)
             found = f"{gid.gid} ({gid.type})" if gid else "no GID at that index"
@@ -149,9 +147,8 @@ def _check_port(c: _Checker, node: dict[str, Any], port: SysfsPort, report: Node
 def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
     """Every check for one host; a finding per check, passing or not."""
     node = spec.node
-    rdma = node.get("rdma") or {}
-    c = _Checker(spec.name, node.get("fabric"))
-    port_number = rdma.get("port", 1)
+    c = _Checker(spec.name, node.fabric)
+    port_number = node.rdma.port
     present = {p.device for p in report.ports}
     expected = expected_devices(node, report)
     for device in expected:
@@ -161,16 +158,16 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
         port = report.port(device, port_number)
         if c.check(f"{device}/{port_number}", "rdma.port_present", port is not None, "present", "present" if port else "missing", f"{device} has no port {port_number}: fix rdma.port") and port:
             _check_port(c, node, port, report)
-    if not expected and node.get("fabric"):
+    if not expected and node.fabric:
         c.check("rdma", "rdma.devices", False, "at least one RDMA device", "none", "no RDMA device at all: install the driver, or declare rdma.devices")
 
-    for netdev, mtu in wanted_mtus(node).items():
+    for netdev, mtu in node.wanted_mtus().items():
         found = report.mtus.get(netdev)
         c.check(netdev, "mtu.netdev", found == mtu, str(mtu), str(found) if found is not None else "no such netdev",
                 "run `rdmaprov apply` (the MTU deploy) or fix the inventory's mtu")
 
-    if node.get("netns_mode"):
-        c.check("ib_core", "netns.mode", report.netns == node["netns_mode"], node["netns_mode"], report.netns or "unknown (ib_core not loaded)",
+    if node.netns_mode:
+        c.check("ib_core", "netns.mode", report.netns == node.netns_mode, node.netns_mode, report.netns or "unknown (ib_core not loaded)",
                 "run `rdmaprov apply` (it switches live when no other network namespace exists, otherwise the host needs a reboot)")
 
     _check_nccl_hca(c, node, report)
@@ -183,24 +180,24 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
     return c.findings
 
 
-def _check_gpus(c: _Checker, node: dict[str, Any], report: NodeReport) -> None:
+def _check_gpus(c: _Checker, node: NodeConfig, report: NodeReport) -> None:
     """GPU nodes: every declared GPU visible, on the declared driver, with an NCCL to use them."""
-    gpu = node.get("gpu") or {}
-    if gpu.get("count", 0) <= 0:
+    gpu = node.gpu
+    if gpu is None:
         return
-    c.check("gpus", "gpu.count", len(report.gpus) == gpu["count"], str(gpu["count"]), str(len(report.gpus)),
+    c.check("gpus", "gpu.count", len(report.gpus) == gpu.count, str(gpu.count), str(len(report.gpus)),
             "nvidia-smi sees fewer GPUs: check the driver is loaded (a reboot may be owed after a driver change) and `nvidia-smi -q` for fallen-off GPUs")
-    wanted = gpu.get("driver_version")
+    wanted = gpu.driver_version
     if wanted and report.gpus:
         loaded = report.gpus[0].driver_version
         c.check("gpus", "gpu.driver_version", driver_matches(wanted, loaded), wanted, loaded,
                 "run `rdmaprov apply --allow-reboot` (a new driver loads at the next boot)")
-    if (node.get("nccl") or {}).get("version"):
+    if node.nccl.version:
         c.check("nccl", "nccl.library", bool(report.nccl_libraries), "libnccl", "none found",
                 "run `rdmaprov apply` (the nccl deploy builds and installs it)")
 
 
-def _check_nccl_hca(c: _Checker, node: dict[str, Any], report: NodeReport) -> None:
+def _check_nccl_hca(c: _Checker, node: NodeConfig, report: NodeReport) -> None:
     if report.nccl_conf is None:
         c.check("/etc/nccl.conf", "nccl.conf_present", False, "present", "missing", "run `rdmaprov apply` (nccl_env deploy)")
         return
@@ -212,7 +209,7 @@ def _check_nccl_hca(c: _Checker, node: dict[str, Any], report: NodeReport) -> No
     matched = [d for d in devices if any(spec_matches(s, d) for s in specs)]
     c.check("/etc/nccl.conf", "nccl.hca_matches", bool(matched), f"a device matching {hca}", ", ".join(matched) or f"none (devices: {', '.join(devices) or 'none'})",
             "NCCL would fall back to sockets: fix NCCL_IB_HCA in the inventory (nccl.env) or rdma.devices")
-    storage = (node.get("rdma") or {}).get("storage_hcas") or []
+    storage = node.rdma.storage_hcas
     hit = [d for d in storage if any(spec_matches(s, d) for s in specs)]
     c.check("/etc/nccl.conf", "nccl.hca_excludes_storage", not hit, "no storage HCA", ", ".join(hit) or "none",
             "NCCL traffic would land on storage HCAs: list compute HCAs exactly (=mlx5_0,mlx5_1)")

@@ -35,10 +35,10 @@ class HostVerification:
 
 def exporter_findings(spec: HostSpec) -> list[Finding]:
     """Where the exporter is enabled: it answers /metrics from here, with RDMA port metrics in it."""
-    settings = spec.node.get("exporter") or {}
-    if not settings.get("enabled"):
+    settings = spec.node.exporter
+    if not settings.enabled:
         return []
-    address, _, port = settings.get("listen", "0.0.0.0:9879").rpartition(":")
+    address, _, port = settings.listen.rpartition(":")
     target = spec.address if address in ("0.0.0.0", "::", "") else address
     url = f"http://{target}:{port}/metrics"
     deadline = time.monotonic() + 30  # a service started by this apply may still be starting
@@ -56,7 +56,7 @@ def exporter_findings(spec: HostSpec) -> list[Finding]:
         except requests.RequestException as exc:
             found, ok = f"no answer ({type(exc).__name__})", False
             break
-    return [finding(spec.name, spec.node.get("fabric"), "exporter.answers", url, ok, "HTTP 200 with rdma_port_state", found,
+    return [finding(spec.name, spec.node.fabric, "exporter.answers", url, ok, "HTTP 200 with rdma_port_state", found,
                     "run `rdmaprov apply` (exporter deploy); check `systemctl status rdmaprov-exporter` and the firewall")]
 
 

@@ -22,6 +22,7 @@ from rdmaprov.inventory.model import (
     ssh_settings,
 )
 from rdmaprov.inventory.source import SourceMap, format_path, load_yaml
+from rdmaprov.inventory.config import GatesConfig, NodeConfig, SshTrustConfig
 from rdmaprov.inventory.semantics import ISSUE_KEYS, gate_problems, node_issues
 from rdmaprov.inventory.validate import schema_problems
 
@@ -141,6 +142,13 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     ssh_cache: dict[tuple[str, ...], SSHSettings] = {}
     file_checks: dict[tuple[str, str, tuple], tuple[Problem | None, str]] = {}
     issues_of: dict[int, list] = {}
+    configs: dict[int, NodeConfig] = {}
+
+    def config_of(settings: dict[str, Any]) -> NodeConfig:
+        if id(settings) not in configs:
+            configs[id(settings)] = NodeConfig.from_settings(settings)
+        return configs[id(settings)]
+
     for name, groups in memberships.items():
         where, body = bodies.get(name, ((), {}))
         host_vars = body.get("vars") or {}
@@ -174,10 +182,10 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         if endpoint in addresses:
             problems.append(smap.problem(where + ("address",), f"host {name!r} has the same address and port as {addresses[endpoint]!r} ({endpoint})", "give each host its own address (a host listed twice is a duplicated host)"))
         addresses[endpoint] = name
-        hosts[name] = HostSpec(name=name, address=address, ssh=ssh, groups=tuple(groups), node=node)
+        hosts[name] = HostSpec(name=name, address=address, ssh=ssh, groups=tuple(groups), node=config_of(node))
         shared = bases[key] if ISSUE_KEYS.isdisjoint(host_vars) else node
         if id(shared) not in issues_of:
-            issues_of[id(shared)] = node_issues(shared)
+            issues_of[id(shared)] = node_issues(config_of(shared))
         for issue in issues_of[id(shared)]:
             origin = _node_origin(issue.key, where, groups, body, data)
             misfits.setdefault((origin, issue.message, issue.fix), []).append(name)
@@ -201,8 +209,8 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         name=cluster["name"],
         hosts=hosts,
         groups=groups,
-        gates=filled.get("gates", {}),
-        ssh_trust=filled.get("ssh_trust", {}),
+        gates=GatesConfig.from_settings(filled["gates"]),
+        ssh_trust=SshTrustConfig.from_settings(filled["ssh_trust"]),
         parallel=cluster.get("parallel"),
         raw=data,
         warnings=sorted(set(warnings), key=lambda p: (p.line or 0, p.column or 0)),

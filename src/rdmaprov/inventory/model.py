@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaprov.errors import Problem
+from rdmaprov.inventory.config import GatesConfig, NodeConfig, SshTrustConfig
 from rdmaprov.schemas import load_schema
 
 
@@ -38,7 +39,7 @@ class HostSpec:
     address: str
     ssh: SSHSettings
     groups: tuple[str, ...]
-    node: dict[str, Any]
+    node: NodeConfig
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,8 @@ class Inventory:
     name: str
     hosts: dict[str, HostSpec]
     groups: dict[str, tuple[str, ...]]
-    gates: dict[str, Any]
-    ssh_trust: dict[str, Any]
+    gates: GatesConfig
+    ssh_trust: SshTrustConfig
     parallel: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     warnings: list[Problem] = field(default_factory=list)
@@ -87,13 +88,16 @@ def flatten(settings: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tupl
 
 
 def resolve_ref(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """The schema a `$ref` points to, with the keywords written beside the `$ref` (a default, a
+    description) kept over it, as JSON Schema 2020-12 applies both."""
     ref = schema.get("$ref")
     if not ref:
         return schema
     target: Any = root
     for part in ref.lstrip("#/").split("/"):
         target = target[part]
-    return target
+    siblings = {key: value for key, value in schema.items() if key != "$ref"}
+    return {**target, **siblings} if siblings else target
 
 
 def fill_defaults(value: dict[str, Any], schema: dict[str, Any], root: dict[str, Any], only: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from rdmaprov.errors import Problem
 from rdmaprov.health.gates.bandwidth import parse_size
-from rdmaprov.inventory.derived import mpi_prefix, nccl_environment, wanted_mtus
+from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.inventory.source import SourceMap
 from rdmaprov.nvidia import arch_problem, driver_problem, parse_version
 
@@ -26,78 +26,86 @@ class NodeIssue:
     fix: str
 
 
-def _gpu_issues(node: dict[str, Any]) -> list[NodeIssue]:
-    gpu = node.get("gpu") or {}
+def _gpu_issues(node: NodeConfig) -> list[NodeIssue]:
+    gpu = node.gpu
+    if gpu is None:
+        return []
     issues = []
-    cuda = gpu.get("cuda_version")
-    if gpu.get("arch"):
-        why = arch_problem(gpu["arch"], cuda)
+    if gpu.arch:
+        why = arch_problem(gpu.arch, gpu.cuda_version)
         if why:
-            issues.append(NodeIssue(("gpu", "arch"), why, "set gpu.arch to the GPUs' compute capability (A100 sm_80, H100 sm_90), or a CUDA version that builds for it"))
-    if gpu.get("driver_version") and cuda:
-        why = driver_problem(gpu["driver_version"], cuda)
+            issues.append(NodeIssue(("gpu", "arch"), why, "set gpu.arch to the GPUs' compute capability "
+                                    "(A100 sm_80, H100 sm_90), or a CUDA version that builds for it"))
+    if gpu.driver_version and gpu.cuda_version:
+        why = driver_problem(gpu.driver_version, gpu.cuda_version)
         if why:
             issues.append(NodeIssue(("gpu", "driver_version"), why, "raise gpu.driver_version or lower gpu.cuda_version"))
     return issues
 
 
-def _nccl_issues(node: dict[str, Any]) -> list[NodeIssue]:
-    nccl = node.get("nccl") or {}
-    source = nccl.get("source") or {}
-    kind = source.get("kind", "git")
+def _nccl_issues(node: NodeConfig) -> list[NodeIssue]:
+    nccl = node.nccl
+    kind = nccl.source_kind
     issues = []
-    if kind == "file" and not source.get("path"):
-        issues.append(NodeIssue(("nccl", "source", "kind"), "NCCL source kind `file` needs nccl.source.path", "give the local NCCL source tarball as nccl.source.path"))
-    if kind == "tarball" and not source.get("url"):
-        issues.append(NodeIssue(("nccl", "source", "kind"), "NCCL source kind `tarball` needs nccl.source.url", "give the tarball's URL (e.g. an internal mirror) as nccl.source.url"))
-    if (node.get("gpu") or {}).get("count", 0) > 0 and kind != "packages" and not nccl.get("version"):
-        issues.append(NodeIssue(("nccl",), "NCCL is built on GPU nodes but nccl.version is not set", "set nccl.version, e.g. 2.18.3-1"))
-    gpu = node.get("gpu") or {}
-    if gpu.get("count", 0) > 0 and nccl.get("version") and not gpu.get("cuda_version"):
-        issues.append(NodeIssue(("gpu", "cuda_version"), f"NCCL {nccl['version']} is built (or installed from packages) for a CUDA version, but gpu.cuda_version is not set",
-                                "set gpu.cuda_version, e.g. 12.2"))
+    if kind == "file" and not nccl.source.get("path"):
+        issues.append(NodeIssue(("nccl", "source", "kind"), "NCCL source kind `file` needs nccl.source.path",
+                                "give the local NCCL source tarball as nccl.source.path"))
+    if kind == "tarball" and not nccl.source.get("url"):
+        issues.append(NodeIssue(("nccl", "source", "kind"), "NCCL source kind `tarball` needs nccl.source.url",
+                                "give the tarball's URL (e.g. an internal mirror) as nccl.source.url"))
+    if node.gpu is not None and kind != "packages" and not nccl.version:
+        issues.append(NodeIssue(("nccl",), "NCCL is built on GPU nodes but nccl.version is not set",
+                                "set nccl.version, e.g. 2.18.3-1"))
+    if node.gpu is not None and nccl.version and not node.gpu.cuda_version:
+        issues.append(NodeIssue(("gpu", "cuda_version"), f"NCCL {nccl.version} is built (or installed from packages) "
+                                "for a CUDA version, but gpu.cuda_version is not set", "set gpu.cuda_version, e.g. 12.2"))
     return issues
 
 
-def _aiacc_issues(node: dict[str, Any]) -> list[NodeIssue]:
-    erdma = node.get("erdma") or {}
-    version = (node.get("nccl") or {}).get("version")
-    if node.get("fabric") != "erdma" or not erdma.get("aiacc_plugin") or not version:
+def _aiacc_issues(node: NodeConfig) -> list[NodeIssue]:
+    erdma, version = node.erdma, node.nccl.version
+    if node.fabric != "erdma" or not erdma.aiacc_plugin or not version:
         return []
-    supported = AIACC_NCCL.get(erdma.get("aiacc_version", ""))
+    supported = AIACC_NCCL.get(erdma.aiacc_version)
     if supported is None:
-        return [NodeIssue(("erdma", "aiacc_version"), f"AIACC NCCL plugin {erdma.get('aiacc_version')} is not one rdmaprov knows (known: {', '.join(AIACC_NCCL)})", "use a known aiacc_version")]
+        return [NodeIssue(("erdma", "aiacc_version"), f"AIACC NCCL plugin {erdma.aiacc_version} is not one rdmaprov "
+                          f"knows (known: {', '.join(AIACC_NCCL)})", "use a known aiacc_version")]
     low, high = supported
     nccl = parse_version(version)[:2]
     if low <= nccl <= high:
         return []
-    return [NodeIssue(("nccl", "version"), f"NCCL {version} is outside what the AIACC NCCL plugin {erdma['aiacc_version']} supports ({low[0]}.{low[1]}–{high[0]}.{high[1]})",
-                      f"use NCCL {low[0]}.{low[1]}.x to {high[0]}.{high[1]}.x on eRDMA nodes (e.g. 2.16.5-1), or remove erdma.aiacc_plugin")]
+    return [NodeIssue(("nccl", "version"), f"NCCL {version} is outside what the AIACC NCCL plugin {erdma.aiacc_version} "
+                      f"supports ({low[0]}.{low[1]}–{high[0]}.{high[1]})",
+                      f"use NCCL {low[0]}.{low[1]}.x to {high[0]}.{high[1]}.x on eRDMA nodes (e.g. 2.16.5-1), "
+                      "or remove erdma.aiacc_plugin")]
 
 
-def _build_issues(node: dict[str, Any]) -> list[NodeIssue]:
+def _build_issues(node: NodeConfig) -> list[NodeIssue]:
     issues = []
     seen: set[str] = set()
-    for index, build in enumerate(node.get("builds") or []):
+    for index, build in enumerate(node.builds):
         source = build.get("source") or {}
-        need = {"git": "url", "url": "url", "file": "path"}[source.get("kind", "file")]
+        kind = source.get("kind", "file")
+        need = {"git": "url", "url": "url", "file": "path"}[kind]
         if not source.get(need):
-            issues.append(NodeIssue(("builds", index, "source"), f"build {build['name']!r}: source kind {source.get('kind', 'file')} needs `{need}`", f"add `{need}:` to the build's source"))
+            issues.append(NodeIssue(("builds", index, "source"), f"build {build['name']!r}: source kind {kind} needs "
+                                    f"`{need}`", f"add `{need}:` to the build's source"))
         if build["name"] in seen:
-            issues.append(NodeIssue(("builds", index, "name"), f"build {build['name']!r} is declared twice", "give each build its own name"))
+            issues.append(NodeIssue(("builds", index, "name"), f"build {build['name']!r} is declared twice",
+                                    "give each build its own name"))
         seen.add(build["name"])
     return issues
 
 
-def _derived_issues(node: dict[str, Any]) -> list[NodeIssue]:
+def _derived_issues(node: NodeConfig) -> list[NodeIssue]:
     """What the deploys derive from the settings alone, derived here first: a setting they would
     refuse after connecting (a ValueError at plan time) is found by `validate` instead. The
-    same functions serve both, so validate and apply can never disagree.
+    same code serves both, so validate and apply can never disagree.
     """
     checks = [
-        (("nccl", "env", "NCCL_IB_HCA"), lambda: nccl_environment(node), "list the compute HCAs in rdma.devices"),
-        (("mtu",), lambda: wanted_mtus(node), "make mtu and erdma.jumbo_frames agree"),
-        (("mpi", "prefix"), lambda: mpi_prefix(node), "set mpi.prefix, or use mpi.source: distro"),
+        (("nccl", "env", "NCCL_IB_HCA"), node.nccl_environment, "list the compute HCAs in rdma.devices"),
+        (("mtu",), node.wanted_mtus, "make mtu and erdma.jumbo_frames agree"),
+        (("mpi", "prefix"), lambda: node.mpi.install_prefix, "set mpi.prefix, or use mpi.source: distro"),
     ]
     issues = []
     for key, derive, fix in checks:
@@ -105,10 +113,9 @@ def _derived_issues(node: dict[str, Any]) -> list[NodeIssue]:
             derive()
         except ValueError as exc:
             issues.append(NodeIssue(key, str(exc), fix))
-    rdma = node.get("rdma") or {}
-    if node.get("fabric") == "softroce" and not rdma.get("netdevs"):
-        issues.append(NodeIssue(("rdma", "netdevs"), "fabric softroce needs rdma.netdevs (the Ethernet devices to put rxe links on)",
-                                "list the netdevs, e.g. rdma: {netdevs: [eth0]}"))
+    if node.fabric == "softroce" and not node.rdma.netdevs:
+        issues.append(NodeIssue(("rdma", "netdevs"), "fabric softroce needs rdma.netdevs (the Ethernet devices to put "
+                                "rxe links on)", "list the netdevs, e.g. rdma: {netdevs: [eth0]}"))
     return issues
 
 
@@ -117,7 +124,7 @@ def _derived_issues(node: dict[str, Any]) -> list[NodeIssue]:
 ISSUE_KEYS = frozenset({"fabric", "gpu", "nccl", "erdma", "builds", "rdma", "mtu", "mpi"})
 
 
-def node_issues(node: dict[str, Any]) -> list[NodeIssue]:
+def node_issues(node: NodeConfig) -> list[NodeIssue]:
     """Everything that does not fit together in one host's merged settings."""
     return _gpu_issues(node) + _nccl_issues(node) + _aiacc_issues(node) + _build_issues(node) + _derived_issues(node)
 

@@ -57,7 +57,7 @@ def _inline_refs(node: Any, root: dict[str, Any]) -> Any:
     if not isinstance(node, dict):
         return node
     if "$ref" in node:
-        target = resolve_ref(node, root)
+        target = resolve_ref({"$ref": node["$ref"]}, root)
         siblings = {key: value for key, value in node.items() if key != "$ref"}
         return {**_inline_refs(siblings, root), **_inline_refs(target, root)}
     return {key: _inline_refs(value, root) for key, value in node.items() if key != "$defs"}

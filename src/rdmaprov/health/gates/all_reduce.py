@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
 
 from rdmaprov.deploys.gate_tools import PROBE_BINARY
-from rdmaprov.deploys.nccl import nccl_tests_binary
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import algbw_gbs, allreduce_busbw_gbs, gbps_to_gbs, judge, parse_size
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.inventory.derived import mpi_prefix, nccl_environment
+from rdmaprov.inventory.config import AllReduceGate, NodeConfig
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.health.checks import expected_devices
@@ -40,15 +38,14 @@ def parse_probe_output(text: str) -> CollectiveRun:
     return CollectiveRun(rows, None, None)
 
 
-def nic_bandwidth_gbs(node: dict[str, Any], report: NodeReport | None) -> float | None:
+def nic_bandwidth_gbs(node: NodeConfig, report: NodeReport | None) -> float | None:
     """Per-node NIC bandwidth in GB/s: compute devices × declared (else measured) port rate."""
-    rdma = node.get("rdma") or {}
-    devices = expected_devices(node, report) if report else list(rdma.get("devices") or [])
+    devices = expected_devices(node, report) if report else list(node.rdma.devices)
     if not devices:
         return None
-    rate = rdma.get("rate_gbps")
+    rate = node.rdma.rate_gbps
     if rate is None and report:
-        port = report.port(devices[0], rdma.get("port", 1))
+        port = report.port(devices[0], node.rdma.port)
         rate = port.rate_gbps if port and port.rate_gbps else None
     return gbps_to_gbs(rate * len(devices)) if rate else None
 
@@ -56,25 +53,25 @@ def nic_bandwidth_gbs(node: dict[str, Any], report: NodeReport | None) -> float 
 def mpirun_command(hosts: list[str], session: Session, per_node: int, use_gpus: bool) -> tuple[str, int]:
     """The mpirun line run on the first host (`per_node` ranks on each), and the rank count."""
     inventory = session.inventory
-    settings = inventory.gates.get("all_reduce") or {}
+    settings = inventory.gates.all_reduce
     first = inventory.hosts[hosts[0]].node
     ranks = per_node * len(hosts)
-    env, _ = nccl_environment(first)
+    env, _ = first.nccl_environment()
     env = {**env, "NCCL_ALGO": "Ring"}
     parts = ["mpirun", "--allow-run-as-root", "--hostfile", HOSTFILE, "-np", str(ranks), "--npernode", str(per_node), "--bind-to", "none",
              "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
-    ifname = settings.get("launcher_ifname")
+    ifname = settings.launcher_ifname
     if ifname:
         parts += ["--mca", "btl_tcp_if_include", ifname, "--mca", "oob_tcp_if_include", ifname]
-    prefix = mpi_prefix(first)
+    prefix = first.mpi.install_prefix
     if prefix:
         parts += ["--prefix", prefix]
     for key, value in env.items():
         parts += ["-x", f"{key}={value}"]
     parts += ["-x", "PATH", "-x", "LD_LIBRARY_PATH"]
-    low, high = settings.get("min_bytes", "1M"), settings.get("max_bytes", "512M")
+    low, high = settings.min_bytes, settings.max_bytes
     if use_gpus:
-        parts += [nccl_tests_binary(first), "-b", low, "-e", high, "-f", "2", "-g", "1", "-c", "1", "-o", "sum"]
+        parts += [first.nccl.all_reduce_perf, "-b", low, "-e", high, "-f", "2", "-g", "1", "-c", "1", "-o", "sum"]
     else:
         parts += [PROBE_BINARY, str(parse_size(low)), str(parse_size(high))]
     return " ".join(shlex.quote(p) for p in parts), ranks
@@ -84,7 +81,7 @@ def hostfile(hosts: list[str], session: Session, slots: int) -> str:
     return "".join(f"{session.inventory.hosts[name].address} slots={slots}\n" for name in hosts)
 
 
-def judge_run(run: CollectiveRun, settings: dict[str, Any], nic_gbs: float | None) -> tuple[bool, str, float | None, float | None]:
+def judge_run(run: CollectiveRun, settings: AllReduceGate, nic_gbs: float | None) -> tuple[bool, str, float | None, float | None]:
     """(passed, reason, measured busbw, threshold) for one run's rows."""
     if not run.rows:
         return False, "no result rows in the output", None, None
@@ -92,13 +89,13 @@ def judge_run(run: CollectiveRun, settings: dict[str, Any], nic_gbs: float | Non
     if wrong or run.out_of_bounds:
         return False, f"wrong results: {wrong} wrong elements, {run.out_of_bounds or 0} out-of-bounds values", None, None
     largest = max(run.rows, key=lambda r: r.size)
-    verdict = judge(largest.busbw, "GB/s", minimum=settings.get("min_busbw_gbs"), fraction=settings.get("fraction", 0.9), reference=nic_gbs, what="the per-node NIC bandwidth")
+    verdict = judge(largest.busbw, "GB/s", minimum=settings.min_busbw_gbs, fraction=settings.fraction, reference=nic_gbs, what="the per-node NIC bandwidth")
     return verdict.passed, f"busbw at {largest.size} B: {verdict.reason}", largest.busbw, verdict.threshold
 
 
 def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeReport]) -> GateResult:
-    settings = session.inventory.gates.get("all_reduce") or {}
-    hosts = [h for h in (settings.get("hosts") or hosts) if h in session.inventory.hosts]
+    settings = session.inventory.gates.all_reduce
+    hosts = [h for h in (settings.hosts or hosts) if h in session.inventory.hosts]
     subject = ",".join(hosts)
     down = [h for h in hosts if h in session.unreachable or not isinstance(reports.get(h), NodeReport)]
     if down:
@@ -111,10 +108,10 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
     command, ranks = mpirun_command(hosts, session, per_node, use_gpus)
     write = f"printf %s {shlex.quote(hostfile(hosts, session, per_node))} > {HOSTFILE}"
     nic = nic_bandwidth_gbs(session.inventory.hosts[launcher].node, reports[launcher])
-    retries = int(settings.get("retries", 2))
+    retries = settings.retries
     reason, measured, threshold, attempt = "", None, None, 0
     for attempt in range(1, retries + 2):
-        result = session.run(launcher, f"{write} && {command}", int(settings.get("timeout_s", 900)))
+        result = session.run(launcher, f"{write} && {command}", settings.timeout_s)
         run = parse_nccl_tests(result.stdout) if use_gpus else parse_probe_output(result.stdout)
         if not run.rows:
             tail = [line for line in (result.stderr + "\n" + result.stdout).splitlines() if line.strip()][-3:]

@@ -8,14 +8,13 @@ server is killed whatever happens.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import gevent
 
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import judge
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.inventory.derived import gid_index
+from rdmaprov.inventory.config import IbWriteBwGate, NodeConfig
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.quoting import sh_join
@@ -62,7 +61,7 @@ def rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     return out
 
 
-def endpoint(node: dict[str, Any], report: NodeReport) -> tuple[str, int, int, float | None]:
+def endpoint(node: NodeConfig, report: NodeReport) -> tuple[str, int, int, float | None]:
     """(device, port, GID index, port rate in Gb/s) this node uses for the test.
 
     The declared rate wins over sysfs: some drivers (irdma) report a 4X width on a 1-lane 25G
@@ -71,21 +70,20 @@ def endpoint(node: dict[str, Any], report: NodeReport) -> tuple[str, int, int, f
     devices = expected_devices(node, report)
     if not devices:
         raise ValueError("no RDMA device to test: declare rdma.devices")
-    rdma = node.get("rdma") or {}
-    port = rdma.get("port", 1)
-    gid = gid_index(node)
-    rate = rdma.get("rate_gbps")
+    port = node.rdma.port
+    gid = node.gid_index
+    rate = node.rdma.rate_gbps
     if rate is None:
         found = report.port(devices[0], port)
         rate = found.rate_gbps if found and found.rate_gbps else None
     return devices[0], port, gid if gid is not None else 0, rate
 
 
-def perftest_command(device: str, port: int, gid: int, settings: dict[str, Any], server: str | None = None) -> str:
+def perftest_command(device: str, port: int, gid: int, settings: IbWriteBwGate, server: str | None = None) -> str:
     """The exact ib_write_bw command line; with `server`, the client that dials it."""
     parts = [
         "ib_write_bw", "-d", device, "-i", str(port), "-x", str(gid), "-p", str(TCP_PORT),
-        "-s", str(settings.get("size", 65536)), "-D", str(settings.get("duration_s", 5)), "--report_gbits", "-F",
+        "-s", str(settings.size), "-D", str(settings.duration_s), "--report_gbits", "-F",
     ]
     if server:
         parts.append(server)
@@ -100,10 +98,10 @@ def _listening(session: Session, name: str, deadline: float) -> bool:
     return False
 
 
-def run_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport], settings: dict[str, Any]) -> GateResult:
+def run_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport], settings: IbWriteBwGate) -> GateResult:
     inventory = session.inventory
     subject = f"{server} -> {client}"
-    timeout = int(settings.get("timeout_s", 60))
+    timeout = settings.timeout_s
     for name in (server, client):
         if name in session.unreachable:
             return GateResult("ib_write_bw", subject, False, f"{name} is unreachable: {session.unreachable[name]}")
@@ -131,18 +129,18 @@ def run_pair(session: Session, server: str, client: str, reports: dict[str, Node
     if parsed is None:
         tail = (client_result.stderr or client_result.stdout).strip().splitlines()[-3:]
         return GateResult("ib_write_bw", subject, False, f"ib_write_bw on {client} gave no result{': ' + error if error else ''}: {' | '.join(tail) or 'no output'}")
-    verdict = judge(parsed.average_gbps, "Gb/s", minimum=settings.get("min_gbps"), fraction=settings.get("fraction", 0.9), reference=rate, what="the port rate")
+    verdict = judge(parsed.average_gbps, "Gb/s", minimum=settings.min_gbps, fraction=settings.fraction, reference=rate, what="the port rate")
     details = {"server_device": s_dev, "client_device": c_dev, "gid_index": c_gid, "bytes": parsed.bytes, "iterations": parsed.iterations, "peak_gbps": parsed.peak_gbps}
     return GateResult("ib_write_bw", subject, verdict.passed, verdict.reason, parsed.average_gbps, verdict.threshold, "Gb/s", details=details)
 
 
 def run_ib_write_bw(session: Session, hosts: list[str], reports: dict[str, NodeReport], newcomers: list[str] | None = None) -> list[GateResult]:
     """The pairs the inventory asks for, or with `newcomers` (bootstrap) each new node against an existing one."""
-    settings = session.inventory.gates.get("ib_write_bw") or {}
+    settings = session.inventory.gates.ib_write_bw
     if newcomers:
         pairs = newcomer_pairs(hosts, newcomers)
     else:
-        pairs = all_pairs(hosts) if settings.get("pairs") == "all" else ring_pairs(hosts)
+        pairs = all_pairs(hosts) if settings.pairs == "all" else ring_pairs(hosts)
     results: list[GateResult] = []
     for batch in rounds(pairs):
         jobs = [gevent.spawn(run_pair, session, server, client, reports, settings) for server, client in batch]

@@ -13,8 +13,8 @@ def run_gates(session: Session, hosts: list[str], reports: dict[str, NodeReport 
     gates = session.inventory.gates
     readable = {name: r for name, r in reports.items() if isinstance(r, NodeReport)}
     results: list[GateResult] = []
-    if (gates.get("ib_write_bw") or {}).get("enabled", True):
+    if gates.ib_write_bw.enabled:
         results.extend(run_ib_write_bw(session, hosts, readable, newcomers))
-    if (gates.get("all_reduce") or {}).get("enabled", True):
+    if gates.all_reduce.enabled:
         results.append(run_all_reduce(session, hosts, readable))
     return results

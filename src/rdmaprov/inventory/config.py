@@ -1,0 +1,356 @@
+"""The inventory's meaning, typed: what one node is asked to be (a host's merged, defaulted
+settings as frozen objects) and what follows from them alone (NCCL environment, GID index, wanted
+MTUs, MPI prefix); the cluster's gates and SSH trust.
+
+The loader builds one `NodeConfig` per distinct merged settings (hosts of one group share it);
+deploys, health checks, gates and `validate` all read it, so a setting means the same thing
+everywhere and a derivation that refuses a setting (a `ValueError`) is found by `validate`
+before anything connects. Defaults come from the schema (fill_defaults ran first): a key with a
+default is read as present, so no default is restated here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+# What each fabric needs when the inventory says nothing (field manuals, DESIGN.md §3).
+_FABRIC_HCA = {"erdma": "erdma", "softroce": "rxe"}
+_FABRIC_GID_INDEX = {"roce": 3, "erdma": 1, "softroce": 1}
+ETHERNET_FABRICS = frozenset({"roce", "erdma", "softroce"})
+
+
+def spec_matches(spec: str, device: str) -> bool:
+    """NCCL_IB_HCA semantics: '=name' is exact, otherwise a prefix; ':port' suffixes are ignored."""
+    name = spec.split(":", 1)[0]
+    if name.startswith("="):
+        return device == name[1:]
+    return device.startswith(name)
+
+
+def hca_specs(hca: str) -> list[str]:
+    """'=a,b' → ['=a', '=b'] (a leading '=' makes every entry exact); 'mlx5' → ['mlx5']."""
+    exact = hca.startswith("=")
+    return [("=" + s if exact else s) for s in hca.lstrip("=").split(",") if s]
+
+
+def _frozen(value: Any) -> Any:
+    """A read-only copy of a settings subtree (mappings as proxies, lists as tuples)."""
+    if isinstance(value, dict):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def plain(value: Any) -> Any:
+    """A frozen subtree back as plain dicts and lists: what recipes and operations take (their
+    arguments are fingerprinted as JSON, so they must read as they did in the YAML)."""
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def _strings(value: list[str] | None) -> tuple[str, ...]:
+    return tuple(value or ())
+
+
+@dataclass(frozen=True)
+class PackagesConfig:
+    rdma: tuple[str, ...] | None  # None: rdmaprov's own sets per distro family
+    extra: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AptMirror:
+    url: str
+    suite: str | None
+    components: tuple[str, ...]
+    key: str | None
+    exclusive: bool
+
+
+@dataclass(frozen=True)
+class YumMirror:
+    baseurl: str
+    gpgkey: str | None
+    exclusive: bool
+
+
+@dataclass(frozen=True)
+class RdmaConfig:
+    devices: tuple[str, ...]
+    storage_hcas: tuple[str, ...]
+    netdevs: tuple[str, ...]
+    rate_gbps: float | None
+    gid_index: int | None
+    port: int
+
+    @property
+    def compute_devices(self) -> list[str]:
+        """The declared devices NCCL may use: storage HCAs never carry NCCL traffic."""
+        return [d for d in self.devices if d not in self.storage_hcas]
+
+
+@dataclass(frozen=True)
+class MpiConfig:
+    source: str  # distro or prefix
+    prefix: str | None
+
+    @property
+    def install_prefix(self) -> str | None:
+        """The prefix of a site MPI (HPC-X…) without its trailing slash; None for the distro's."""
+        if self.source != "prefix":
+            return None
+        if not self.prefix:
+            raise ValueError("mpi.source is prefix but mpi.prefix is not set; give the install prefix (it has bin/mpirun)")
+        return self.prefix.rstrip("/")
+
+    @property
+    def mpicc(self) -> str:
+        prefix = self.install_prefix
+        return f"{prefix}/bin/mpicc" if prefix else "mpicc"
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    """A node with GPUs (count > 0); nodes without have `NodeConfig.gpu` None."""
+
+    count: int
+    model: str | None
+    driver_version: str | None
+    cuda_version: str | None
+    arch: str | None
+    repo: str | None
+    repo_key: str | None
+
+
+@dataclass(frozen=True)
+class NcclConfig:
+    """The nccl section. `source` and `tests` stay mappings as written: they are the build
+    recipes' settings, and the build ids of existing clusters are computed from them."""
+
+    version: str | None
+    source: Mapping[str, Any]
+    tests: Mapping[str, Any]
+    gencode: str | None
+    prefix: str
+    env: Mapping[str, Any]
+
+    @property
+    def source_kind(self) -> str:
+        return str(self.source["kind"])
+
+    @property
+    def tests_enabled(self) -> bool:
+        return bool(self.tests["enabled"])
+
+    @property
+    def tests_prefix(self) -> str:
+        return str(self.tests["prefix"])
+
+    @property
+    def all_reduce_perf(self) -> str:
+        """Where the gate finds all_reduce_perf on a node."""
+        return f"{self.tests_prefix.rstrip('/')}/current/bin/all_reduce_perf"
+
+
+@dataclass(frozen=True)
+class ErdmaConfig:
+    repo: str | None
+    key: str | None
+    packages: tuple[str, ...] | None
+    aiacc_plugin: str | None
+    aiacc_version: str
+    jumbo_frames: bool
+
+    @property
+    def mtu(self) -> int:
+        """The MTU eRDMA's netdevs must have (a wrong one corrupts data)."""
+        return 8500 if self.jumbo_frames else 1400
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    enabled: bool
+    listen: str
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """One node's merged settings. `settings` is the same tree as plain data, for the loader's
+    layer bookkeeping and error positions; code reads the typed fields."""
+
+    fabric: str | None
+    packages: PackagesConfig
+    apt_mirror: AptMirror | None
+    yum_mirror: YumMirror | None
+    rdma: RdmaConfig
+    mtu: Mapping[str, int]
+    netns_mode: str | None
+    memlock: str | int
+    mpi: MpiConfig
+    gpu: GpuConfig | None
+    nccl: NcclConfig
+    erdma: ErdmaConfig
+    exporter: ExporterConfig
+    tags: tuple[str, ...]
+    builds: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def from_settings(cls, node: dict[str, Any]) -> NodeConfig:
+        """The typed view of merged settings that fill_defaults completed."""
+        packages, mirror, rdma = node["packages"], node.get("mirror", {}), node["rdma"]
+        apt, yum = mirror.get("apt"), mirror.get("yum")
+        gpu, nccl, erdma, mpi = node["gpu"], node["nccl"], node["erdma"], node["mpi"]
+        return cls(
+            fabric=node.get("fabric"),
+            packages=PackagesConfig(None if packages.get("rdma") is None else _strings(packages["rdma"]),
+                                    _strings(packages["extra"])),
+            apt_mirror=AptMirror(apt["url"], apt.get("suite"), _strings(apt["components"]), apt.get("key"),
+                                 apt["exclusive"]) if apt else None,
+            yum_mirror=YumMirror(yum["baseurl"], yum.get("gpgkey"), yum["exclusive"]) if yum else None,
+            rdma=RdmaConfig(_strings(rdma.get("devices")), _strings(rdma["storage_hcas"]),
+                            _strings(rdma.get("netdevs")), rdma.get("rate_gbps"), rdma.get("gid_index"), rdma["port"]),
+            mtu=MappingProxyType({name: int(value) for name, value in (node.get("mtu") or {}).items()}),
+            netns_mode=node.get("netns_mode"),
+            memlock=node["limits"]["memlock"],
+            mpi=MpiConfig(mpi["source"], mpi.get("prefix")),
+            gpu=GpuConfig(gpu["count"], gpu.get("model"), gpu.get("driver_version"), gpu.get("cuda_version"),
+                          gpu.get("arch"), gpu.get("repo"), gpu.get("repo_key")) if gpu["count"] > 0 else None,
+            nccl=NcclConfig(nccl.get("version"), _frozen(nccl["source"]), _frozen(nccl["tests"]),
+                            nccl.get("gencode"), nccl["prefix"], _frozen(nccl.get("env") or {})),
+            erdma=ErdmaConfig(erdma.get("repo"), erdma.get("key"),
+                              None if erdma.get("packages") is None else _strings(erdma["packages"]),
+                              erdma.get("aiacc_plugin"), erdma["aiacc_version"], erdma["jumbo_frames"]),
+            exporter=ExporterConfig(node["exporter"]["enabled"], node["exporter"]["listen"]),
+            tags=_strings(node.get("tags")),
+            builds=tuple(_frozen(build) for build in node.get("builds") or ()),
+        )
+
+    @property
+    def nccl_wanted(self) -> bool:
+        """NCCL is installed on GPU nodes that declare a version."""
+        return self.gpu is not None and bool(self.nccl.version)
+
+    @property
+    def gid_index(self) -> int | None:
+        """The RoCE GID index NCCL (and the gates) use: nccl.env, else rdma.gid_index, else the fabric's."""
+        declared = self.nccl.env.get("NCCL_IB_GID_INDEX")
+        if declared is not None:
+            return int(declared)
+        if self.rdma.gid_index is not None:
+            return self.rdma.gid_index
+        return _FABRIC_GID_INDEX.get(self.fabric or "")
+
+    def nccl_environment(self) -> tuple[dict[str, str], list[str]]:
+        """The NCCL variables for this node, and warnings about what had to be corrected.
+
+        Storage HCAs must never carry NCCL traffic: a prefix that would match one is replaced by
+        the exact list of compute devices, and the replacement is reported.
+        """
+        env = {key: str(value) for key, value in self.nccl.env.items()}
+        warnings: list[str] = []
+        storage = self.rdma.storage_hcas
+        devices = self.rdma.compute_devices
+        if "NCCL_IB_HCA" not in env:
+            if self.fabric in _FABRIC_HCA:
+                env["NCCL_IB_HCA"] = _FABRIC_HCA[self.fabric]
+            elif devices:
+                env["NCCL_IB_HCA"] = "=" + ",".join(devices)
+        hca = env.get("NCCL_IB_HCA", "")
+        if hca and not hca.startswith("^"):
+            specs = hca_specs(hca)
+            hit = [s for s in storage if any(spec_matches(spec, s) for spec in specs)]
+            if hit:
+                if not devices:
+                    raise ValueError(
+                        f"NCCL_IB_HCA={hca} matches storage HCA(s) {', '.join(hit)} and rdma.devices is empty, "
+                        "so the compute HCAs cannot be listed instead; "
+                        "declare rdma.devices or give NCCL_IB_HCA as =dev1,dev2"
+                    )
+                env["NCCL_IB_HCA"] = "=" + ",".join(d for d in devices if any(spec_matches(s, d) for s in specs))
+                warnings.append(f"NCCL_IB_HCA={hca} matched storage HCA(s) {', '.join(hit)}; "
+                                f"wrote {env['NCCL_IB_HCA']} instead")
+        gid = self.gid_index
+        if gid is not None:
+            env["NCCL_IB_GID_INDEX"] = str(gid)
+        return dict(sorted(env.items())), warnings
+
+    def wanted_mtus(self) -> dict[str, int]:
+        """{netdev: mtu}: the declared ones, and the eRDMA rule on the RDMA netdevs."""
+        mtus = dict(self.mtu)
+        if self.fabric == "erdma":
+            rule = self.erdma.mtu
+            jumbo = "with" if rule == 8500 else "without"
+            for netdev in self.rdma.netdevs:
+                declared = mtus.setdefault(netdev, rule)
+                if declared != rule:
+                    raise ValueError(
+                        f"mtu.{netdev} is {declared} but eRDMA {jumbo} jumbo frames needs {rule} "
+                        f"(a wrong MTU corrupts data); fix mtu.{netdev} or erdma.jumbo_frames"
+                    )
+        return dict(sorted(mtus.items()))
+
+
+@dataclass(frozen=True)
+class IbWriteBwGate:
+    """ib_write_bw between pairs of nodes, judged against the port rate (or min_gbps)."""
+
+    enabled: bool
+    pairs: str  # ring or all
+    fraction: float
+    min_gbps: float | None
+    duration_s: int
+    timeout_s: int
+    size: int
+
+
+@dataclass(frozen=True)
+class AllReduceGate:
+    """One allreduce sweep across the nodes, judged on busbw at the largest size."""
+
+    enabled: bool
+    fraction: float
+    min_busbw_gbs: float | None
+    min_bytes: str
+    max_bytes: str
+    retries: int
+    timeout_s: int
+    hosts: tuple[str, ...]  # empty: the hosts selected
+    launcher_ifname: str | None
+
+
+@dataclass(frozen=True)
+class GatesConfig:
+    ib_write_bw: IbWriteBwGate
+    all_reduce: AllReduceGate
+
+    @classmethod
+    def from_settings(cls, gates: dict[str, Any]) -> GatesConfig:
+        """The typed view of cluster.gates after fill_defaults."""
+        ib, ar = gates["ib_write_bw"], gates["all_reduce"]
+        return cls(
+            IbWriteBwGate(ib["enabled"], ib["pairs"], ib["fraction"], ib.get("min_gbps"), ib["duration_s"],
+                          ib["timeout_s"], ib["size"]),
+            AllReduceGate(ar["enabled"], ar["fraction"], ar.get("min_busbw_gbs"), ar["min_bytes"], ar["max_bytes"],
+                          ar["retries"], ar["timeout_s"], _strings(ar.get("hosts")), ar.get("launcher_ifname")),
+        )
+
+
+@dataclass(frozen=True)
+class SshTrustConfig:
+    """Passwordless SSH between the nodes for `user` (MPI launches), with pinned host keys."""
+
+    enabled: bool
+    user: str
+    key_type: str
+    hosts_file: bool
+
+    @classmethod
+    def from_settings(cls, trust: dict[str, Any]) -> SshTrustConfig:
+        return cls(trust["enabled"], trust["user"], trust["key_type"], trust["hosts_file"])
