@@ -13,7 +13,7 @@ from typing import Any
 from pyinfra.api import FileDownloadCommand, FileUploadCommand, FunctionCommand
 from pyinfra.context import ctx_host, ctx_state
 
-from rdmaprov.engine.notes import RunNotes
+from rdmaprov.engine.run_context import EngineSettings, RunNotes, context_of, start_run
 from rdmaprov.facts.system import Os
 from rdmaprov.parsers.system import parse_os_release
 
@@ -49,14 +49,19 @@ class FactHost:
         self.noops.append(message)
 
 
-class FactCluster:
-    """Stands in for the per-run cluster cache: {fact class: {host: value}}."""
+class FactCluster(dict):
+    """Stands in for the run's cluster facts, already read: {fact class: {host: value}}, whatever
+    the fact's arguments."""
 
     def __init__(self, values: dict[Any, dict[str, Any]]) -> None:
+        super().__init__()
         self.values = values
 
-    def get(self, state, cls, **kwargs):
-        return self.values.get(cls, {})
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: tuple) -> dict[str, Any]:
+        return self.values.get(key[0], {})
 
 
 class Named:
@@ -65,16 +70,17 @@ class Named:
 
 
 class FactState:
-    """The parts of a pyinfra State operations read: notes, cluster facts, the inventory's hosts in
-    order, the builds each host declared, and whether the run is executing (apply) or planning."""
+    """The parts of a pyinfra State operations read: the inventory's hosts in order and whether the
+    run is executing (apply) or planning; its run context holds notes, cluster facts and the builds
+    each host declared."""
 
     def __init__(self, cluster: dict[Any, dict[str, Any]] | None = None, hosts: list[str] | None = None,
                  builds: dict[str, dict[str, Any]] | None = None, executing: bool = False) -> None:
-        self.rdmaprov_notes = RunNotes()
-        self.rdmaprov_cluster = FactCluster(cluster or {})
         self.inventory = [Named(n) for n in (hosts or ["node1"])]
-        self.rdmaprov_builds = builds or {}
         self.is_executing = executing
+        run = start_run(self, EngineSettings(fact_batching=False))  # type: ignore[arg-type]
+        run.cluster_facts = FactCluster(cluster or {})
+        run.builds = builds or {}
 
 
 def render(command) -> str:
@@ -96,7 +102,7 @@ def run_notes(op: Callable, facts: dict[Any, Any], cluster_facts: dict | None = 
     state = state or FactState(cluster_facts)
     with ctx_state.use(state), ctx_host.use(fake):
         out = [render(c) for c in op._inner(**kwargs)]
-    return out, state.rdmaprov_notes
+    return out, context_of(state).notes  # type: ignore[arg-type]
 
 
 def commands(op: Callable, facts: dict[Any, Any], cluster_facts: dict | None = None, **kwargs) -> list[str]:

@@ -10,6 +10,7 @@ from rdmaprov.deploys.erdma import AIACC_PACKAGE, ErdmaProvider, aiacc_plugin, e
 from rdmaprov.deploys.gpu_driver import nvidia_driver
 from rdmaprov.deploys.nccl import nccl_build, nccl_packages, nccl_tests_build, node_gencode
 from rdmaprov.deploys.repository import yum_section
+from rdmaprov.engine.run_context import context_of
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, InstalledBuild, KeptArchive
 from rdmaprov.facts.gpu import DriverState, Gpus, NvidiaDriver, parse_driver_state
 from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
@@ -308,7 +309,7 @@ def test_declared_builds_are_registered_per_slot():
         for name in ("a", "b"):
             with ctx_host.use(FactHost(name, {})):
                 declare("NCCL", NCCL if name == "a" else None)
-    assert state.rdmaprov_builds == {"NCCL": {"a": NCCL}}
+    assert context_of(state).builds == {"NCCL": {"a": NCCL}}  # type: ignore[arg-type]
 
 
 # --- bad input in the inventory ---------------------------------------------------------------

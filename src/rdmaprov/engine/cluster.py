@@ -10,30 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import gevent
-from gevent.lock import Semaphore
 from pyinfra.api import FactBase, State
 from pyinfra.context import ctx_host, ctx_state
 
-from rdmaprov.engine.factcache import FactNeeded, cache_of, read_fact
-
-
-class ClusterFacts:
-    """The per-run cache: one entry per (fact, arguments), hosts that answered by name."""
-
-    def __init__(self) -> None:
-        self._lock = Semaphore()
-        self._cache: dict[tuple, dict[str, Any]] = {}
-
-    def get(self, state: State, cls: type[FactBase], **kwargs: Any) -> dict[str, Any]:
-        key = (cls, tuple(sorted(kwargs.items())))
-        with self._lock:
-            if key in self._cache:
-                return self._cache[key]
-            found = _read_everywhere(state, cls, kwargs)
-            facts = cache_of(state)
-            if facts is None or not facts.discovering:  # a discovery pass may still lack facts
-                self._cache[key] = found
-            return found
+from rdmaprov.engine.factcache import FactNeeded, read_fact
+from rdmaprov.engine.run_context import context_of
 
 
 def _read_everywhere(state: State, cls: type[FactBase], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -61,8 +42,12 @@ def _read_everywhere(state: State, cls: type[FactBase], kwargs: dict[str, Any]) 
 def cluster_fact(cls: type[FactBase], **kwargs: Any) -> dict[str, Any]:
     """`cls` read from every connected host of this run: {host name: fact value}."""
     state = ctx_state.get()
-    cache: ClusterFacts | None = getattr(state, "rdmaprov_cluster", None)
-    if cache is None:
-        cache = ClusterFacts()
-        state.rdmaprov_cluster = cache  # type: ignore[attr-defined]
-    return cache.get(state, cls, **kwargs)
+    run = context_of(state)
+    key = (cls, tuple(sorted(kwargs.items())))
+    with run.cluster_lock:
+        if key in run.cluster_facts:
+            return run.cluster_facts[key]
+        found = _read_everywhere(state, cls, kwargs)
+        if run.facts is None or not run.facts.discovering:  # a discovery pass may still lack facts
+            run.cluster_facts[key] = found
+        return found

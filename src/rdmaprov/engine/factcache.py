@@ -16,7 +16,6 @@ Set RDMAPROV_FACT_BATCH=0 to read every fact the ordinary way (the check's answe
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -28,16 +27,13 @@ from pyinfra.api.facts import get_fact
 from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.pyinfra_state import privileges
+from rdmaprov.engine.run_context import context_of
 
 Key = tuple[type[FactBase], tuple[tuple[str, Any], ...]]
 
 
 class FactNeeded(Exception):
     """Raised while discovering: an operation asked for a fact that has not been read yet."""
-
-
-def enabled() -> bool:
-    return os.environ.get("RDMAPROV_FACT_BATCH", "1") != "0"
 
 
 def _key(cls: type[FactBase], kwargs: dict[str, Any]) -> Key:
@@ -77,7 +73,8 @@ class FactCache:
 
 
 def cache_of(state: State | None) -> FactCache | None:
-    return getattr(state, "rdmaprov_facts", None) if state is not None else None
+    """The run's batched fact cache (None: facts are read the ordinary way)."""
+    return context_of(state).facts if state is not None else None
 
 
 def read_fact(state: State, target, cls: type[FactBase], kwargs: dict[str, Any]) -> Any:

@@ -1,35 +1,20 @@
 """What operations report besides their commands: diffs, warnings, reboots still owed.
 
 Operation generators run inside pyinfra (at plan time for check, at execute time for apply) where
-no NodeContext exists; they leave notes on the run's state, keyed by host, for the runner to read.
+no NodeContext exists; they leave notes in the run's context (engine/run_context.py), keyed by
+host, for the runner to read.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from pyinfra import host
 from pyinfra.context import ctx_state
 
-
-@dataclass
-class RunNotes:
-    """Per-run notes: diffs and desired-state fingerprints by (host, op hash), warnings and
-    reboot reasons by host."""
-
-    diffs: dict[tuple[str, str], str] = field(default_factory=dict)
-    desired: dict[tuple[str, str], str] = field(default_factory=dict)
-    warnings: dict[str, list[str]] = field(default_factory=dict)
-    reboots: dict[str, list[str]] = field(default_factory=dict)
-
-    def clear(self) -> None:
-        """Forget what fact discovery's trial evaluations noted: the real evaluation notes it again."""
-        for table in (self.diffs, self.desired, self.warnings, self.reboots):
-            table.clear()
+from rdmaprov.engine.run_context import RunNotes, context_of
 
 
 def current_notes() -> RunNotes | None:
-    return getattr(ctx_state.get(), "rdmaprov_notes", None)
+    return context_of(ctx_state.get()).notes if ctx_state.isset() else None
 
 
 def _add(table: dict[str, list[str]], message: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
 from typing import Any
 
 from pyinfra.api import Config, Inventory as PyinfraInventory, State
@@ -12,6 +11,7 @@ from pyinfra.api.connect import connect_all
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import BaseStateCallback, StateStage
 
+from rdmaprov.engine.run_context import context_of, start_run
 from rdmaprov.errors import UserError
 from rdmaprov.inventory.model import HostSpec, Inventory
 
@@ -63,7 +63,7 @@ def build_state(inventory: Inventory, selected: list[str]) -> State:
     )
     # Operations decide lazily at execution time; `check` iterates each generator itself once.
     state = State(pyinfra_inventory, config, check_for_changes=False)
-    state.rdmaprov_round_trips = Counter()  # type: ignore[attr-defined]
+    start_run(state)
     return state
 
 
@@ -83,7 +83,7 @@ def quiet_pyinfra(verbose: bool) -> None:
 
 def _count_round_trips(state: State, host) -> None:
     """Count every command and file transfer on this host's connection (benchmarks report it)."""
-    counter: Counter = state.rdmaprov_round_trips  # type: ignore[attr-defined]
+    counter = context_of(state).round_trips
     connector = host.connector
     for method in ("run_shell_command", "put_file", "get_file"):
         original = getattr(connector, method)

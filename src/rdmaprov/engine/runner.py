@@ -24,10 +24,10 @@ from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.applied import RECORD_PATH, AppliedRecord, AppliedRecordFact, classify, merged_record, write_record
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.engine.factcache import FactCache, enabled, prefetch, read_fact
-from rdmaprov.engine.notes import RunNotes
+from rdmaprov.engine.factcache import FactCache, prefetch, read_fact
 from rdmaprov.engine.pyinfra_state import build_state, connect
 from rdmaprov.engine.results import HostResult, OpResult, RunResult
+from rdmaprov.engine.run_context import context_of
 from rdmaprov.inventory.model import Inventory
 
 Deploy = Callable[[NodeContext], None]
@@ -165,7 +165,7 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
             state.failed_hosts.add(host)
     hosts = list(state.inventory.get_active_hosts())
     prefetch(state, hosts, lambda host: _discover(state, host), seed={h.name: [(AppliedRecordFact, {})] for h in hosts})
-    state.rdmaprov_notes.clear()  # type: ignore[attr-defined]
+    context_of(state).notes.clear()
 
     def read_record(host) -> None:
         with ctx_host.use(host):
@@ -213,7 +213,7 @@ def _reason(exc: BaseException) -> str:
 def _check_ops(state: State, plan: _Plan, results: dict[str, HostResult], observer: Observer) -> None:
     """Plan-only: run each operation's generator once to see the commands it would run, and
     classify each would-be change against the node's applied-state record."""
-    notes: RunNotes = state.rdmaprov_notes  # type: ignore[attr-defined]
+    notes = context_of(state).notes
 
     def check_host(host) -> None:
         result = results[host.name]
@@ -256,7 +256,7 @@ def _record_applied(state: State, inventory: Inventory, plan: _Plan, results: di
     """Store on each reached host the fingerprints of the operations this apply completed there."""
     from rdmaprov import __version__
 
-    notes: RunNotes = state.rdmaprov_notes  # type: ignore[attr-defined]
+    notes = context_of(state).notes
     digest = hashlib.sha256(Path(inventory.path).read_bytes()).hexdigest()
 
     def record(host) -> None:
@@ -303,7 +303,7 @@ def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) 
                 continue
             commands = [describe(c) for c in (meta._commands or [])]
             status = "failed" if meta.did_error() else ("changed" if meta.did_change() else "unchanged")
-            diff = state.rdmaprov_notes.diffs.get((host.name, op_hash))  # type: ignore[attr-defined]
+            diff = context_of(state).notes.diffs.get((host.name, op_hash))
             op = OpResult(name=name, status=status, commands=commands, stdout=list(meta.stdout_lines), stderr=list(meta.stderr_lines),
                           diff=diff if status == "changed" else None, deploy=_deploy_of(plan, host.name, op_hash))
             result.ops.append(op)
@@ -328,9 +328,10 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
     )
     results = {name: HostResult(name=name, address=inventory.hosts[name].address) for name in options.hosts}
     state = build_state(inventory, options.hosts)
-    state.rdmaprov_notes = notes = RunNotes()  # type: ignore[attr-defined]
-    if enabled():
-        state.rdmaprov_facts = FactCache()  # type: ignore[attr-defined]
+    context = context_of(state)
+    notes = context.notes
+    if context.settings.fact_batching:
+        context.facts = FactCache()
     callbacks = _Callbacks(observer, lambda op_hash: _op_name(state, op_hash))
     state.add_callback_handler(callbacks)
 
@@ -371,7 +372,7 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
             if warning not in result.warnings:
                 result.warnings.append(warning)
         result.reboot_required = notes.reboots.get(result.name, [])
-        result.round_trips = state.rdmaprov_round_trips.get(result.name, 0)  # type: ignore[attr-defined]
+        result.round_trips = context.round_trips.get(result.name, 0)
         result.settle()
     run_result.hosts = [results[name] for name in options.hosts]
     run_result.duration_s = time.monotonic() - started

@@ -28,7 +28,8 @@ from rdmaprov.builds.scripts import SOURCE_TARBALL, build_script, install_script
 from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec
 from rdmaprov.engine.cluster import cluster_fact
 from rdmaprov.engine.desired import executing, operation
-from rdmaprov.engine.factcache import cache_of, fact
+from rdmaprov.engine.factcache import fact
+from rdmaprov.engine.run_context import context_of
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, KeptArchive
 from rdmaprov.facts.gpu import Gpus
 from rdmaprov.facts.system import Os
@@ -62,11 +63,8 @@ def recipe(name: str, uses_gpus: bool = False) -> Callable:
 
 def declare(slot: str, settings: Settings | None) -> None:
     """Tell the run that the current host wants the build in `slot` with these settings (while planning)."""
-    state = ctx_state.get()
-    table: dict[str, dict[str, Settings]] = getattr(state, "rdmaprov_builds", None) or {}
-    state.rdmaprov_builds = table  # type: ignore[attr-defined]
     if settings is not None:
-        table.setdefault(slot, {})[host.name] = settings
+        context_of(ctx_state.get()).builds.setdefault(slot, {})[host.name] = settings
 
 
 @dataclass(frozen=True)
@@ -81,12 +79,11 @@ class Placement:
 def _peer_keys(rec: Recipe, slot: str) -> dict[str, str]:
     """Build id of every host that declared `slot`, from the cluster's facts; worked out once per
     run (each host's three operations ask for it: recomputing per host would be quadratic)."""
-    state = ctx_state.get()
-    memo: dict[str, dict[str, str]] = getattr(state, "rdmaprov_build_keys", None) or {}
-    state.rdmaprov_build_keys = memo  # type: ignore[attr-defined]
+    run = context_of(ctx_state.get())
+    memo = run.build_keys
     if slot in memo:
         return memo[slot]
-    declared = getattr(state, "rdmaprov_builds", {}).get(slot, {})
+    declared = run.builds.get(slot, {})
     oses = cluster_fact(Os)
     gpus = cluster_fact(Gpus) if rec.uses_gpus else {}
     keys = {}
@@ -99,8 +96,7 @@ def _peer_keys(rec: Recipe, slot: str) -> dict[str, str]:
             continue  # that node's own operation reports its error
         if spec is not None:
             keys[peer] = spec.key
-    facts = cache_of(state)
-    if facts is None or not facts.discovering:  # a discovery pass may not have every fact yet
+    if run.facts is None or not run.facts.discovering:  # a discovery pass may not have every fact yet
         memo[slot] = keys
     return keys
 
@@ -172,7 +168,7 @@ def _commit(state, host, archive: str) -> bool:
     """Runs on the control machine after the download: keep the archive only if its checksum holds."""
     problem = store.commit(archive)
     if problem:
-        state.rdmaprov_notes.warnings.setdefault(host.name, []).append(problem)  # type: ignore[attr-defined]
+        context_of(state).notes.warnings.setdefault(host.name, []).append(problem)
     return problem is None
 
 

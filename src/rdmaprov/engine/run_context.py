@@ -1,0 +1,84 @@
+"""Everything one run keeps while it goes on, in one place.
+
+pyinfra calls our operations itself, so no argument of ours reaches them: what they share for a
+run (notes, the batched fact cache, cluster-wide facts, build declarations, round-trip counts and
+the settings read from the environment) is found from pyinfra's current State. Each State has one
+RunContext, held in this module's table rather than as attributes set on pyinfra's object. A State
+nobody started a run for (plain pyinfra running deploy/site.py) gets a plain one on first use: no
+fact batching, but the same notes, so warnings and reboot notes are not lost.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+from gevent.lock import Semaphore
+from pyinfra.api import State
+
+if TYPE_CHECKING:
+    from rdmaprov.engine.factcache import FactCache
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The engine's switches, read once from the environment when a run starts."""
+
+    # RDMAPROV_FACT_BATCH=0 reads every fact on its own, as plain pyinfra does.
+    fact_batching: bool = True
+
+    @classmethod
+    def from_environment(cls) -> EngineSettings:
+        return cls(fact_batching=os.environ.get("RDMAPROV_FACT_BATCH", "1") != "0")
+
+
+@dataclass
+class RunNotes:
+    """What operations report besides their commands: diffs and desired-state fingerprints by
+    (host, op hash), warnings and reboot reasons by host."""
+
+    diffs: dict[tuple[str, str], str] = field(default_factory=dict)
+    desired: dict[tuple[str, str], str] = field(default_factory=dict)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    reboots: dict[str, list[str]] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        """Forget what fact discovery's trial evaluations noted: the real evaluation notes it again."""
+        for table in (self.diffs, self.desired, self.warnings, self.reboots):
+            table.clear()
+
+
+@dataclass
+class RunContext:
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    notes: RunNotes = field(default_factory=RunNotes)
+    facts: FactCache | None = None  # the batched fact cache (engine/factcache.py), when batching
+    # Facts read from every host at once (engine/cluster.py), by (fact, arguments).
+    cluster_facts: dict[tuple, dict[str, Any]] = field(default_factory=dict)
+    cluster_lock: Semaphore = field(default_factory=Semaphore)
+    # Builds each host declared while planning ({slot: {host: settings}}) and, once worked out,
+    # every declaring host's build id ({slot: {host: build id}}): operations/builds.py.
+    builds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    build_keys: dict[str, dict[str, str]] = field(default_factory=dict)
+    round_trips: Counter[str] = field(default_factory=Counter)
+
+
+_CONTEXTS: WeakKeyDictionary[State, RunContext] = WeakKeyDictionary()
+
+
+def start_run(state: State, settings: EngineSettings | None = None) -> RunContext:
+    """A fresh context for a run on `state` (settings from the environment unless given)."""
+    context = RunContext(settings=settings or EngineSettings.from_environment())
+    _CONTEXTS[state] = context
+    return context
+
+
+def context_of(state: State) -> RunContext:
+    """The context of the run on `state`; a plain one if no run was started on it."""
+    context = _CONTEXTS.get(state)
+    if context is None:
+        context = _CONTEXTS[state] = RunContext()
+    return context
