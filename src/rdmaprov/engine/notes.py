@@ -7,7 +7,10 @@ host, for the runner to read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyinfra import host
+from pyinfra.api.state import BaseStateCallback, State
 from pyinfra.context import ctx_state
 
 from rdmaprov.engine.run_context import RunNotes, context_of
@@ -43,3 +46,27 @@ def reboot_required(reason: str) -> None:
     notes = current_notes()
     if notes is not None:
         _add(notes.reboots, reason)
+
+
+class NotesPrinter(BaseStateCallback):
+    """For plain pyinfra (deploy/site.py): print each host's new warnings and owed reboots as its
+    operations finish, as `rdmaprov apply` shows them in its results."""
+
+    def __init__(self, write: Callable[[str], None] = print) -> None:
+        self.write = write
+        self.shown: set[tuple[str, str, str]] = set()
+
+    def operation_host_success(self, state: State, host, op_hash, retry_count: int = 0) -> None:  # type: ignore[override]
+        self.show(state, host.name)
+
+    def operation_host_error(self, state: State, host, op_hash, retry_count: int = 0,  # type: ignore[override]
+                             max_retries: int = 0) -> None:
+        self.show(state, host.name)
+
+    def show(self, state: State, name: str) -> None:
+        notes = context_of(state).notes
+        for kind, table in (("warning", notes.warnings), ("reboot required", notes.reboots)):
+            for message in table.get(name, []):
+                if (name, kind, message) not in self.shown:
+                    self.shown.add((name, kind, message))
+                    self.write(f"{name}: {kind}: {message}")
