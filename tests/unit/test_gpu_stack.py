@@ -8,7 +8,7 @@ import pytest
 
 from rdmaprov.deploys.erdma import AIACC_PACKAGE, ErdmaProvider, aiacc_plugin, erdma_userspace, ERDMA_PACKAGES
 from rdmaprov.deploys.gpu_driver import nvidia_driver
-from rdmaprov.deploys.nccl import nccl_build, nccl_packages, nccl_tests_build, node_gencode
+from rdmaprov.deploys.nccl import NCCL_RECIPE, nccl_build, nccl_packages, nccl_tests_build, node_gencode
 from rdmaprov.deploys.repository import yum_section
 from rdmaprov.engine.run_context import context_of
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, InstalledBuild, KeptArchive
@@ -201,7 +201,9 @@ def _cluster(installed: dict[str, InstalledBuild], distro: str = "ubuntu-22.04")
 
 def _state(installed: dict[str, InstalledBuild], executing: bool = False) -> FactState:
     hosts = list(installed)
-    return FactState(_cluster(installed), hosts, {"NCCL": {h: NCCL for h in hosts}}, executing)
+    state = FactState(_cluster(installed), hosts, {"NCCL": {h: NCCL for h in hosts}}, executing)
+    context_of(state).recipes["nccl"] = NCCL_RECIPE  # type: ignore[arg-type]
+    return state
 
 
 def _build(op, host: str, installed: dict[str, InstalledBuild], facts: dict | None = None, executing: bool = False) -> list[str]:
@@ -308,8 +310,9 @@ def test_declared_builds_are_registered_per_slot():
     with ctx_state.use(state):
         for name in ("a", "b"):
             with ctx_host.use(FactHost(name, {})):
-                declare("NCCL", NCCL if name == "a" else None)
+                declare(NCCL_RECIPE, "NCCL", NCCL if name == "a" else None)
     assert context_of(state).builds == {"NCCL": {"a": NCCL}}  # type: ignore[arg-type]
+    assert context_of(state).recipes == {"nccl": NCCL_RECIPE}  # type: ignore[arg-type]
 
 
 # --- bad input in the inventory ---------------------------------------------------------------

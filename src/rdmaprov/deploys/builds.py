@@ -13,15 +13,15 @@ from pyinfra.api import deploy
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.config import plain
-from rdmaprov.operations.builds import artifact_built, artifact_fetched, artifact_installed, declare, recipe
+from rdmaprov.operations.builds import Recipe, artifact_built, artifact_fetched, artifact_installed, declare
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
 
 
-def build_and_ship(ctx: NodeContext, name: str, what: str, settings: dict[str, Any] | None) -> None:
+def build_and_ship(ctx: NodeContext, recipe: Recipe, what: str, settings: dict[str, Any] | None) -> None:
     """The three steps of one build, planned on every host (settings None: not wanted here)."""
-    if not ctx.planned_only:
-        declare(what, settings)
+    declare(recipe, what, settings, wanted=not ctx.planned_only)
+    name = recipe.name
     artifact_built(name=f"{what} built", recipe=name, slot=what, settings=settings)
     artifact_fetched(name=f"{what} fetched to the control machine", recipe=name, slot=what, settings=settings)
     artifact_installed(name=f"{what} installed", recipe=name, slot=what, settings=settings)
@@ -32,7 +32,6 @@ def platform(os_info: OsInfo) -> tuple[str, str]:
     return ("os", f"{os_info.id}-{os_info.version_id}")
 
 
-@recipe("build")
 def user_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
     source = settings["source"]
     index = settings["index"]
@@ -46,6 +45,9 @@ def user_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> Bu
         inputs=(platform(os_info),),
         after_install=settings.get("after_install", ""),
     )
+
+
+USER_BUILD = Recipe("build", user_build)
 
 
 def declared_builds(ctx: NodeContext) -> list[str]:
@@ -66,4 +68,4 @@ def build_settings(ctx: NodeContext, name: str) -> dict[str, Any] | None:
 @deploy("builds")
 def builds(ctx: NodeContext) -> None:
     for name in declared_builds(ctx):
-        build_and_ship(ctx, "build", f"build {name}", build_settings(ctx, name))
+        build_and_ship(ctx, USER_BUILD, f"build {name}", build_settings(ctx, name))

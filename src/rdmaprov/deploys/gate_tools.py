@@ -11,7 +11,7 @@ from pyinfra.api import deploy
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship, platform
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.operations.builds import recipe
+from rdmaprov.operations.builds import Recipe
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
 from rdmaprov.quoting import sh
@@ -25,7 +25,6 @@ def probe_source() -> str:
     return resources.files("rdmaprov.health.gates").joinpath("probe/allreduce_probe.c").read_text()
 
 
-@recipe("allreduce_probe")
 def probe_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
     return BuildSpec(
         name="allreduce-probe",
@@ -37,6 +36,9 @@ def probe_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> B
     )
 
 
+PROBE = Recipe("allreduce_probe", probe_build)
+
+
 @deploy("gate_tools")
 def gate_tools(ctx: NodeContext) -> None:
-    build_and_ship(ctx, "allreduce_probe", "allreduce probe", {"mpicc": ctx.node.mpi.mpicc})
+    build_and_ship(ctx, PROBE, "allreduce probe", {"mpicc": ctx.node.mpi.mpicc})

@@ -18,7 +18,7 @@ from rdmaprov.deploys.builds import build_and_ship, platform
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.config import plain
 from rdmaprov.nvidia import arch_from_compute_cap, arch_problem, cuda_home, gencode
-from rdmaprov.operations.builds import recipe
+from rdmaprov.operations.builds import Recipe
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.packages import BUILD_TOOLS
@@ -69,7 +69,6 @@ def _cuda(settings: dict[str, Any]) -> str:
     return settings["cuda"]
 
 
-@recipe("nccl", uses_gpus=True)
 def nccl_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
     cuda = _cuda(settings)
     code = node_gencode(settings, gpus)
@@ -88,7 +87,6 @@ def mpi_home_lines(settings: dict[str, Any], os_info: OsInfo) -> tuple[str, str]
     return "/usr/lib/x86_64-linux-gnu/openmpi", ""
 
 
-@recipe("nccl_tests", uses_gpus=True)
 def nccl_tests_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
     nccl = settings["nccl"]
     cuda = _cuda(nccl)
@@ -108,6 +106,10 @@ def nccl_tests_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu])
     identity = built.key if built else f"packages {nccl['version']}"
     return BuildSpec(name="nccl-tests", version=version, source=source, script=script, prefix=tests["prefix"],
                      inputs=(platform(os_info), ("cuda", cuda), ("gencode", code), ("nccl", identity), ("mpi", mpi_home)))
+
+
+NCCL_RECIPE = Recipe("nccl", nccl_build, uses_gpus=True)
+NCCL_TESTS_RECIPE = Recipe("nccl_tests", nccl_tests_build, uses_gpus=True)
 
 
 def nccl_settings(ctx: NodeContext) -> dict[str, Any] | None:
@@ -149,8 +151,8 @@ def nccl(ctx: NodeContext) -> None:
     packages(name="NCCL packages", by_family=names, versions=pins)
     tools = {family: BUILD_TOOLS[family] + FETCH_TOOLS[family] for family in BUILD_TOOLS}
     packages(name="NCCL build tools", by_family=tools if settings is not None else {})
-    build_and_ship(ctx, "nccl", "NCCL", settings if from_source else None)
+    build_and_ship(ctx, NCCL_RECIPE, "NCCL", settings if from_source else None)
     managed_file(name="NCCL on the library path", path=LDCONFIG, after_change="ldconfig",
                  content=f"# Managed by rdmaprov: the current NCCL build.\n{config_value(settings['prefix'].rstrip('/') + '/current/lib', 'nccl.prefix')}\n"
                  if from_source else None)
-    build_and_ship(ctx, "nccl_tests", "nccl-tests", nccl_tests_settings(ctx, settings))
+    build_and_ship(ctx, NCCL_TESTS_RECIPE, "nccl-tests", nccl_tests_settings(ctx, settings))

@@ -63,6 +63,7 @@ class RunContext:
     # every declaring host's build id ({slot: {host: build id}}): operations/builds.py.
     builds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     build_keys: dict[str, dict[str, str]] = field(default_factory=dict)
+    recipes: dict[str, Any] = field(default_factory=dict)  # by name: operations/builds.py's Recipe
     round_trips: Counter[str] = field(default_factory=Counter)
 
 

@@ -48,23 +48,14 @@ class Recipe:
     uses_gpus: bool = False
 
 
-RECIPES: dict[str, Recipe] = {}
-
-
-def recipe(name: str, uses_gpus: bool = False) -> Callable:
-    """Register a recipe under `name` (operations receive the name: it hashes stably)."""
-
-    def register(make: Callable[[Settings, OsInfo, list[Gpu]], BuildSpec | None]) -> Callable:
-        RECIPES[name] = Recipe(name, make, uses_gpus)
-        return make
-
-    return register
-
-
-def declare(slot: str, settings: Settings | None) -> None:
-    """Tell the run that the current host wants the build in `slot` with these settings (while planning)."""
-    if settings is not None:
-        context_of(ctx_state.get()).builds.setdefault(slot, {})[host.name] = settings
+def declare(recipe: Recipe, slot: str, settings: Settings | None, wanted: bool = True) -> None:
+    """Tell the run (while planning) which recipe `slot` uses, and, when `wanted`, that the current
+    host wants that build with these settings. Operations receive the recipe's name, which
+    fingerprints stably, and find the recipe here."""
+    run = context_of(ctx_state.get())
+    run.recipes[recipe.name] = recipe
+    if wanted and settings is not None:
+        run.builds.setdefault(slot, {})[host.name] = settings
 
 
 @dataclass(frozen=True)
@@ -103,7 +94,7 @@ def _peer_keys(rec: Recipe, slot: str) -> dict[str, str]:
 
 def placement(name: str, slot: str, settings: Settings | None) -> Placement:
     """Work out, from every node's settings and facts, who builds this host's build and who needs it."""
-    rec = RECIPES[name]
+    rec = context_of(ctx_state.get()).recipes[name]
     if settings is None:
         return Placement(None)
     own = rec.make(settings, fact(Os), fact(Gpus) if rec.uses_gpus else [])
