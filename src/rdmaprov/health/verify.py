@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -90,12 +91,19 @@ def verify_hosts(session: Session, hosts: list[str], reports: dict[str, NodeRepo
     return results
 
 
+GatePicker = Callable[[list[HostVerification] | None], list[str]]
+
+
 def post_deploy(inventory: Inventory, hosts: list[str], gates: bool, verify: bool = True,
-                newcomers: list[str] | None = None) -> tuple[list[HostVerification] | None, list[GateResult]]:
-    """verify on `hosts` (unless verify is False), then the gates over those that could be read
-    (unless gates is False); `newcomers` focuses the pairwise gate on new nodes."""
-    with Session(inventory, hosts) as session:
+                newcomers: list[str] | None = None, gate_hosts: GatePicker | None = None,
+                connect: list[str] | None = None) -> tuple[list[HostVerification] | None, list[GateResult]]:
+    """verify on `hosts` (unless verify is False), then the gates (unless gates is False) over
+    `hosts`, or over the hosts `gate_hosts` picks from the verifications (none: no gates), all
+    through one set of SSH connections to `connect` (default `hosts`); `newcomers` focuses the
+    pairwise gate on new nodes."""
+    with Session(inventory, connect or hosts) as session:
         reports = read_reports(session)
         verifications = verify_hosts(session, hosts, reports) if verify else None
-        gate_results = run_gates(session, hosts, reports, newcomers) if gates else []
+        chosen = gate_hosts(verifications) if gate_hosts else hosts
+        gate_results = run_gates(session, chosen, reports, newcomers) if gates and chosen else []
     return verifications, gate_results

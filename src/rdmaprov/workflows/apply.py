@@ -14,7 +14,7 @@ from rdmaprov.workflows.rolling import Hooks, batch_size, rolling_apply
 from rdmaprov.engine import RunOptions, RunResult
 from rdmaprov.engine.reboot import reboot
 from rdmaprov.inventory.model import Inventory
-from rdmaprov.health.verify import post_deploy
+from rdmaprov.health.verify import HostVerification, post_deploy
 
 
 @dataclass
@@ -47,23 +47,45 @@ def converge(inventory: Inventory, options: RunOptions, settings: ConvergeSettin
     # Without --serial a whole-cluster apply still reboots one host at a time.
     reboot_size = size if settings.serial else 1
     scope = set(settings.verify_hosts) if settings.verify_hosts is not None else None
+    # One batch: verify and the gates share one set of SSH connections at the end.
+    together = settings.verify and settings.gates and size >= len(options.hosts)
+
+    def healthy(result: RunResult) -> list[str]:
+        return [h.name for h in result.hosts if h.status not in ("failed", "unreachable") and (scope is None or h.name in scope)]
 
     def after_batch(result: RunResult, batch: list[str]) -> None:
         if settings.allow_reboot:
             _reboot_owed(inventory, result, batch, reboot_size, log)
-        healthy = [h.name for h in result.hosts if h.status not in ("failed", "unreachable") and (scope is None or h.name in scope)]
-        if settings.verify and healthy:
-            log(f"verify on {len(healthy)} hosts…")
-            result.verify, _ = post_deploy(inventory, healthy, gates=False)
+        verify = healthy(result)
+        if settings.verify and verify and not together:
+            log(f"verify on {len(verify)} hosts…")
+            result.verify, _ = post_deploy(inventory, verify, gates=False)
 
     result = rolling_apply(inventory, options, size, settings.max_fail, Hooks(after_batch, log), observer)
-    if settings.verify and settings.gates:
-        passed = {v.name for v in result.verify or [] if v.status == "ok"}
-        applied = {h.name for h in result.hosts if h.status not in ("failed", "unreachable", "skipped")}
+    applied = [name for name in inventory.host_names()
+               if name in {h.name for h in result.hosts if h.status not in ("failed", "unreachable", "skipped")}]
+
+    def gate_hosts(verifications: list[HostVerification] | None) -> list[str]:
+        passed = {v.name for v in verifications or [] if v.status == "ok"}
         # in inventory order; hosts outside the verify scope (bootstrap's old nodes) need not have been verified
-        gate_hosts = [name for name in inventory.host_names() if name in applied and (name in passed or scope is not None and name not in scope)]
-        if len(gate_hosts) > 1:
-            log(f"gates over {len(gate_hosts)} hosts…")
-            _, result.gates = post_deploy(inventory, gate_hosts, gates=True, verify=False, newcomers=settings.newcomers or None)
+        chosen = [name for name in applied if name in passed or scope is not None and name not in scope]
+        if len(chosen) < 2:
+            return []
+        log(f"gates over {len(chosen)} hosts…")
+        return chosen
+
+    newcomers = settings.newcomers or None
+    if together and applied:
+        verify = healthy(result)
+        if verify:
+            log(f"verify on {len(verify)} hosts…")
+        verifications, result.gates = post_deploy(inventory, verify, gates=True, verify=bool(verify), newcomers=newcomers,
+                                                  gate_hosts=gate_hosts, connect=applied)
+        if verify:
+            result.verify = verifications
+    elif settings.verify and settings.gates:
+        chosen = gate_hosts(result.verify)
+        if chosen:
+            _, result.gates = post_deploy(inventory, chosen, gates=True, verify=False, newcomers=newcomers)
     result.duration_s = time.monotonic() - started
     return result
