@@ -6,17 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.health.gates.all_reduce import judge_run, nic_bandwidth_gbs, parse_probe_output
+from rdmaprov.health.gates.all_reduce import judge_run, nic_bandwidth_gbs, parse_probe_output, transport_verdict
 from rdmaprov.health.gates.bandwidth import allreduce_busbw_gbs, judge, parse_size
 from rdmaprov.health.gates.ib_write_bw import perftest_command, ring_pairs, all_pairs, rounds
 from rdmaprov.inventory.model import HostSpec, SSHSettings
 from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
-from rdmaprov.parsers.nccl_tests import parse_nccl_tests
+from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import parse_node_report, split_sections
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.parsers.rdma import parse_rdma_system
 from rdmaprov.report.junit import junit_xml
 from rdmaprov.health.checks import roce_active_mtu, verify_node
+from rdmaprov.parsers.nccl_debug import parse_nccl_transport
 from tests.support.inventories import gates_config, node_config
 from rdmaprov.health.verify import HostVerification
 from tests.conftest import FIXTURES
@@ -86,14 +87,14 @@ def test_nccl_tests_flattened_erdma_sweep():
 
 
 def test_cpu_probe_output_from_the_lab():
-    run = parse_probe_output((LAB / "allreduce_probe_2vm.txt").read_text())
+    run = parse_probe_output((LAB / "allreduce_probe_2vm.txt").read_text(), 4194304)
     assert [r.size for r in run.rows] == [1048576, 2097152, 4194304]
     last = run.rows[-1]
     assert last.wrong == 0
     assert last.busbw == pytest.approx(4194304 / 82855.979e-6 / 1e9)  # 2 ranks: busbw = algbw
     passed, reason, measured, _ = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 0.0001}}).all_reduce, None)
     assert passed and "busbw at 4194304 B" in reason
-    wrong = parse_probe_output('{"probe": "allreduce", "size": 4, "count": 1, "type": "float", "redop": "sum", "ranks": 2, "time_us": 5.0, "wrong": 1}')
+    wrong = parse_probe_output('{"probe": "allreduce", "size": 4, "count": 1, "type": "float", "redop": "sum", "ranks": 2, "time_us": 5.0, "wrong": 1}', 4)
     assert judge_run(wrong, gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce, None)[:2] == (False, "wrong results: 1 wrong elements, 0 out-of-bounds values")
 
 
@@ -186,3 +187,57 @@ def test_verify_gpu_nodes_count_driver_and_nccl():
     report.nccl_libraries = ["/opt/nccl/current/lib/libnccl.so.2"]
     assert [f for f in verify_node(host, report) if not f.ok and f.subject in ("gpus", "nccl")] == []
     assert not [f for f in verify_node(_lab_host(), report) if f.subject == "gpus"]  # no GPUs declared: not checked
+
+
+def test_nccl_transport_from_its_own_debug_output():
+    socket = parse_nccl_transport((FIXTURES / "gpu-h100" / "all_reduce_perf_nccl_debug_info.txt").read_text())
+    assert socket.socket_hosts() == ["vm"] and socket.no_ib_device == {"vm"} and socket.devices == {}
+    rdma = parse_nccl_transport((SEED / "nccl_tests_all_reduce_perf_2node_10GB.txt").read_text())
+    assert rdma.socket_hosts() == [] and rdma.networks["gpu-pod0"] == {"IBext"}
+    assert rdma.devices == {"gpu-pod0": {"irdma0"}}
+
+
+H100_TABLE = FIXTURES / "gpu-h100" / "all_reduce_perf_1gpu_nccl-tests-2.19.6.txt"
+
+
+def test_a_sweep_that_did_not_finish_never_passes():
+    text = H100_TABLE.read_text()
+    whole = parse_nccl_tests(text)
+    assert whole.complete and len(whole.rows) == 11 and whole.failures == ()
+    cut = parse_nccl_tests(text[:text.index("  16777216")])  # the output ends after 4 rows
+    assert len(cut.rows) == 4 and not cut.complete
+    passed, reason, _, _ = judge_run(cut, gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce, None)
+    assert not passed and reason.startswith("the output ends after 4 rows (largest 8388608 B)")
+    probe = (LAB / "allreduce_probe_2vm.txt").read_text()
+    assert not parse_probe_output(probe, 8388608).complete  # asked up to 8 MiB, stopped at 4 MiB
+
+
+def test_the_root_column_is_found_without_its_header():
+    text = "\n".join(line for line in H100_TABLE.read_text().splitlines() if not line.startswith("#"))
+    rows = parse_nccl_tests(text).rows
+    assert len(rows) == 11 and rows[-1].size == 1073741824 and rows[-1].algbw == 1505.7
+
+
+def test_a_size_printed_twice_counts_at_its_slowest():
+    fast = CollectiveRow(1073741824, 268435456, "float", "sum", 5000.0, 214.7, 20.0, 0)
+    slow = CollectiveRow(1073741824, 268435456, "float", "sum", 50000.0, 21.5, 2.0, 0)
+    run = CollectiveRun([fast, slow], 0, None, complete=True)
+    passed, _, measured, _ = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 10}}).all_reduce, None)
+    assert (passed, measured) == (False, 2.0)
+
+
+def test_wrong_elements_in_the_in_place_column_fail_the_run():
+    bad = CollectiveRow(1048576, 262144, "float", "sum", 4.89, 214.49, 20.0, 0, 20.0, 3)
+    run = CollectiveRun([bad], 0, None, complete=True)
+    passed, reason, _, _ = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 1}}).all_reduce, None)
+    assert not passed and reason.startswith("wrong results: 3 wrong elements")
+
+
+def test_a_fast_enough_run_over_tcp_sockets_or_a_storage_hca_fails():
+    socket = parse_nccl_transport((FIXTURES / "gpu-h100" / "all_reduce_perf_nccl_debug_info.txt").read_text())
+    assert transport_verdict(socket, set(), "busbw ok") == (
+        False, "NCCL used TCP sockets, not RDMA, on vm (NET/IB: no device found): busbw ok")
+    rdma = parse_nccl_transport((SEED / "nccl_tests_all_reduce_perf_2node_10GB.txt").read_text())
+    assert transport_verdict(rdma, set(), "busbw ok") == (True, "busbw ok")
+    assert transport_verdict(rdma, {"irdma0"}, "busbw ok") == (
+        False, "NCCL opened storage HCA(s) irdma0 on gpu-pod0: busbw ok")

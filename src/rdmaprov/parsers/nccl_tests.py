@@ -2,7 +2,11 @@
 
 Works on the table whether or not its line breaks survived (the eRDMA field sweep was flattened
 into one line) and on both column layouts (older nccl-tests have no `root` column and print
-`error` instead of `#wrong`).
+`error` instead of `#wrong`; the root column is recognised by its values, header or not).
+
+A run is complete only when nccl-tests printed its summary (`# Out of bounds values`): a process
+that dies mid-sweep leaves rows that look fine, followed by `Test NCCL failure …` or mpirun's
+abort report, which are collected as `failures`.
 """
 
 from __future__ import annotations
@@ -37,6 +41,13 @@ class CollectiveRun:
     rows: list[CollectiveRow]
     out_of_bounds: int | None
     avg_busbw: float | None
+    complete: bool = False  # the whole sweep ran: nccl-tests' summary (the probe: its last size)
+    failures: tuple[str, ...] = ()  # what the tests or mpirun printed about a failure
+
+
+# How a failed run shows itself: nccl-tests' own checks (common.h) and mpirun's abort report.
+_FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure|Primary job\s+terminated|mpirun detected that one or more|"
+                      r"mpirun noticed that process|MPI_ABORT was invoked")
 
 
 def _wrong(value: str | None) -> int | None:
@@ -47,7 +58,8 @@ def _wrong(value: str | None) -> int | None:
 
 def parse_nccl_tests(text: str) -> CollectiveRun:
     flat = " ".join(text.split())
-    root = r"(?:-?\d+\s+)" if re.search(r"\bredop\s+root\b", flat) else ""
+    # Times always print with decimals, so an integer after the op can only be the root column.
+    root = r"(?:-?\d+\s+)?"
     row = re.compile(
         rf"(?<![\w.:\[/-])(\d+)\s+(\d+)\s+({_TYPES})\s+({_OPS})\s+{root}({_NUM})\s+({_NUM})\s+({_NUM})\s+({_WRONG})"
         rf"(?:\s+({_NUM})\s+({_NUM})\s+({_NUM})\s+({_WRONG}))?(?=\s|$)"
@@ -63,4 +75,6 @@ def parse_nccl_tests(text: str) -> CollectiveRun:
         )
     oob = re.search(r"Out of bounds values\s*:\s*(\d+)", flat)
     avg = re.search(r"Avg bus bandwidth\s*:\s*(" + _NUM + ")", flat)
-    return CollectiveRun(rows, int(oob.group(1)) if oob else None, float(avg.group(1)) if avg else None)
+    failures = tuple(line.strip() for line in text.splitlines() if _FAILURE.search(line))
+    return CollectiveRun(rows, int(oob.group(1)) if oob else None, float(avg.group(1)) if avg else None,
+                         complete=oob is not None, failures=failures)

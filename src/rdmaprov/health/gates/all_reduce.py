@@ -17,6 +17,7 @@ from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import algbw_gbs, allreduce_busbw_gbs, gbps_to_gbs, judge, parse_size
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import AllReduceGate, NodeConfig
+from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.health.checks import expected_devices
@@ -24,8 +25,9 @@ from rdmaprov.health.checks import expected_devices
 HOSTFILE = "/tmp/rdmaprov-allreduce-hosts"
 
 
-def parse_probe_output(text: str) -> CollectiveRun:
-    """The CPU probe's JSON lines → the rows nccl-tests would print (algbw/busbw computed here)."""
+def parse_probe_output(text: str, max_bytes: int) -> CollectiveRun:
+    """The CPU probe's JSON lines → the rows nccl-tests would print (algbw/busbw computed here);
+    complete when the sweep got to its last size (the next doubling would pass `max_bytes`)."""
     rows = []
     for line in text.splitlines():
         line = line.strip()
@@ -35,7 +37,7 @@ def parse_probe_output(text: str) -> CollectiveRun:
         size, time_us, ranks = int(item["size"]), float(item["time_us"]), int(item["ranks"])
         rows.append(CollectiveRow(size, int(item["count"]), item["type"], item["redop"], time_us,
                                   algbw_gbs(size, time_us), allreduce_busbw_gbs(size, time_us, ranks), int(item["wrong"])))
-    return CollectiveRun(rows, None, None)
+    return CollectiveRun(rows, None, None, complete=bool(rows) and rows[-1].size * 2 > max_bytes)
 
 
 def nic_bandwidth_gbs(node: NodeConfig, report: NodeReport | None) -> float | None:
@@ -57,7 +59,8 @@ def mpirun_command(hosts: list[str], session: Session, per_node: int, use_gpus: 
     first = inventory.hosts[hosts[0]].node
     ranks = per_node * len(hosts)
     env, _ = first.nccl_environment()
-    env = {**env, "NCCL_ALGO": "Ring"}
+    # NCCL reports the transport it chose (INIT, NET): the gate checks it is not TCP sockets.
+    env = {**env, "NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
     parts = ["mpirun", "--allow-run-as-root", "--hostfile", HOSTFILE, "-np", str(ranks), "--npernode", str(per_node), "--bind-to", "none",
              "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
     ifname = settings.launcher_ifname
@@ -82,15 +85,36 @@ def hostfile(hosts: list[str], session: Session, slots: int) -> str:
 
 
 def judge_run(run: CollectiveRun, settings: AllReduceGate, nic_gbs: float | None) -> tuple[bool, str, float | None, float | None]:
-    """(passed, reason, measured busbw, threshold) for one run's rows."""
+    """(passed, reason, measured busbw, threshold) for one run: only a complete, successful sweep
+    with no wrong element in either column passes; a size printed twice counts at its slowest."""
+    if run.failures:
+        return False, f"the run failed: {run.failures[0]}", None, None
     if not run.rows:
         return False, "no result rows in the output", None, None
+    if not run.complete:
+        return False, (f"the output ends after {len(run.rows)} rows (largest {max(r.size for r in run.rows)} B) "
+                       "without the sweep's end: the run did not finish"), None, None
     wrong = sum(r.wrong or 0 for r in run.rows) + sum(r.in_place_wrong or 0 for r in run.rows)
     if wrong or run.out_of_bounds:
         return False, f"wrong results: {wrong} wrong elements, {run.out_of_bounds or 0} out-of-bounds values", None, None
-    largest = max(run.rows, key=lambda r: r.size)
+    top = max(r.size for r in run.rows)
+    largest = min((r for r in run.rows if r.size == top), key=lambda r: r.busbw)
     verdict = judge(largest.busbw, "GB/s", minimum=settings.min_busbw_gbs, fraction=settings.fraction, reference=nic_gbs, what="the per-node NIC bandwidth")
     return verdict.passed, f"busbw at {largest.size} B: {verdict.reason}", largest.busbw, verdict.threshold
+
+
+def transport_verdict(transport: NcclTransport, storage: set[str], reason: str) -> tuple[bool, str]:
+    """Fail a run whose numbers passed when NCCL fell back to TCP sockets, or opened one of the
+    `storage` HCAs."""
+    sockets = transport.socket_hosts()
+    if sockets:
+        why = " (NET/IB: no device found)" if transport.no_ib_device & set(sockets) else ""
+        return False, f"NCCL used TCP sockets, not RDMA, on {', '.join(sockets)}{why}: {reason}"
+    opened = {(host, d) for host, devices in transport.devices.items() for d in devices if d in storage}
+    if opened:
+        named = ", ".join(f"{device} on {host}" for host, device in sorted(opened))
+        return False, f"NCCL opened storage HCA(s) {named}: {reason}"
+    return True, reason
 
 
 def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeReport]) -> GateResult:
@@ -112,13 +136,20 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
     reason, measured, threshold, attempt = "", None, None, 0
     for attempt in range(1, retries + 2):
         result = session.run(launcher, f"{write} && {command}", settings.timeout_s)
-        run = parse_nccl_tests(result.stdout) if use_gpus else parse_probe_output(result.stdout)
+        run = parse_nccl_tests(result.stdout) if use_gpus else parse_probe_output(result.stdout, parse_size(settings.max_bytes))
+        tail = [line for line in (result.stderr + "\n" + result.stdout).splitlines() if line.strip()][-3:]
         if not run.rows:
-            tail = [line for line in (result.stderr + "\n" + result.stdout).splitlines() if line.strip()][-3:]
             reason = f"mpirun on {launcher} gave no results: {' | '.join(tail) or 'no output'}"
             continue
         passed, reason, measured, threshold = judge_run(run, settings, nic)
+        if passed and not result.ok:
+            passed, reason = False, f"mpirun on {launcher} exited with an error after the sweep: {' | '.join(tail)}"
+        transport = parse_nccl_transport(result.stdout + "\n" + result.stderr) if use_gpus else None
+        if passed and transport is not None:
+            storage = {d for h in hosts for d in session.inventory.hosts[h].node.rdma.storage_hcas}
+            passed, reason = transport_verdict(transport, storage, reason)
         details = {"kind": "nccl-tests" if use_gpus else "cpu-probe", "ranks": ranks, "command": command,
+                   "transport": {host: sorted(nets) for host, nets in transport.networks.items()} if transport else None,
                    "rows": [{"size": r.size, "time_us": r.time_us, "algbw": round(r.algbw, 6), "busbw": round(r.busbw, 6), "wrong": r.wrong} for r in run.rows]}
         if passed:
             return GateResult("all_reduce", subject, True, reason, measured, threshold, "GB/s", attempt, details)

@@ -1,0 +1,47 @@
+"""NCCL's own account of its transport (NCCL_DEBUG=INFO, subsystems INIT,NET): which network each
+process used and which HCAs NET/IB opened.
+
+The bandwidth number alone cannot tell RDMA from TCP: NCCL falls back to sockets when it finds no
+usable HCA (`NET/IB : No device found`, then `Using network Socket`), and a fast enough Ethernet
+can still clear a threshold. Lines look like
+`gpu-pod0:52047:52056 [0] NCCL INFO NET/IB : Using [0]irdma0:1/RoCE [RO]; OOB net1:10.100.100.1<0>`
+and `gpu-pod0:52047:52056 [0] NCCL INFO Using network IBext`; the host is NCCL's (the node's
+hostname), not necessarily the inventory's name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_PREFIX = r"^\s*(?P<host>[^\s:]+):\d+:\d+\s+\[\d+\]\s+NCCL INFO\s+"
+_NETWORK = re.compile(_PREFIX + r"Using network (?P<network>\S+)")
+_IB_USING = re.compile(_PREFIX + r"NET/IB\s*:\s*Using\s+(?P<devices>.*)")
+_IB_NONE = re.compile(_PREFIX + r"NET/IB\s*:\s*No device found")
+_DEVICE = re.compile(r"\[\d+\]([\w.-]+):\d+/\w+")
+
+
+@dataclass(frozen=True)
+class NcclTransport:
+    """By NCCL's host name: the networks its communicators used, the HCAs NET/IB opened, and
+    whether NET/IB found no device at all."""
+
+    networks: dict[str, set[str]] = field(default_factory=dict)
+    devices: dict[str, set[str]] = field(default_factory=dict)
+    no_ib_device: set[str] = field(default_factory=set)
+
+    def socket_hosts(self) -> list[str]:
+        """Hosts where NCCL carried traffic over TCP sockets."""
+        return sorted(host for host, networks in self.networks.items() if "Socket" in networks)
+
+
+def parse_nccl_transport(text: str) -> NcclTransport:
+    found = NcclTransport()
+    for line in text.splitlines():
+        if match := _NETWORK.match(line):
+            found.networks.setdefault(match["host"], set()).add(match["network"])
+        elif (match := _IB_USING.match(line)) and (devices := _DEVICE.findall(match["devices"])):
+            found.devices.setdefault(match["host"], set()).update(devices)  # "Using [RO]; OOB…": none
+        elif match := _IB_NONE.match(line):
+            found.no_ib_device.add(match["host"])
+    return found
