@@ -11,6 +11,7 @@ from rdmaprov.health.gates.bandwidth import allreduce_busbw_gbs, judge, parse_si
 from rdmaprov.health.gates.ib_write_bw import perftest_command, ring_pairs, all_pairs, rounds
 from rdmaprov.inventory.model import HostSpec, SSHSettings
 from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
+from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import parse_node_report, split_sections
 from rdmaprov.parsers.perftest import parse_bw_output
@@ -241,3 +242,21 @@ def test_a_fast_enough_run_over_tcp_sockets_or_a_storage_hca_fails():
     assert transport_verdict(rdma, set(), "busbw ok") == (True, "busbw ok")
     assert transport_verdict(rdma, {"irdma0"}, "busbw ok") == (
         False, "NCCL opened storage HCA(s) irdma0 on gpu-pod0: busbw ok")
+
+
+def test_output_cut_off_mid_line_reads_as_far_as_it_goes():
+    text = (SEED / "ibv_devinfo-v_irdma0.txt").read_text()
+    [device] = parse_ibv_devinfo(text[:text.index("port:") + len("port:")])  # ends before the number
+    assert device.hca == "irdma0" and device.ports == []
+    assert parse_rdma_link("link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0\nlink rxe1/") == [
+        RdmaLink("rxe0", 1, "ACTIVE", "LINK_UP", "eth0")]
+
+
+def test_perftest_reports_the_largest_size_and_refuses_a_failed_run():
+    text = (SOFTROCE / "ib_write_bw_client_rxe_tcg.txt").read_text()
+    assert parse_bw_output(text).bytes == 65536
+    # What perftest prints when a work request fails (its NOTIFY_COMP_ERROR_SEND macro), as a
+    # Soft-RoCE user reported it with mismatched MTUs; a row printed before it is no result.
+    failed = " Completion with error at client\n Failed status 11: wr_id 0 syndrom 0x0\nscnt=128, ccnt=0\n"
+    with pytest.raises(ValueError, match="perftest reported an error: Completion with error at client"):
+        parse_bw_output(text + failed)

@@ -12,13 +12,15 @@ from rdmaprov.deploys.package_sources import YUM_REPO, yum_repo
 from rdmaprov.deploys.rdma_userspace import rdma_package_sets
 from rdmaprov.inventory.config import YumMirror
 from rdmaprov.facts.files import FileState, ManagedFile, PathExists
-from rdmaprov.facts.rdma import RdmaSystem
+from rdmaprov.deploys.softroce import rxe_links_present
+from rdmaprov.facts.rdma import RdmaLinks, RdmaSystem
 from rdmaprov.facts.ssh import SshIdentityFact
 from rdmaprov.facts.system import InstalledPackages, NetDevices, NetNamespaceCount, Os
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.ssh import KNOWN_HOSTS, key_pair, known_hosts, trusted_keys
 from rdmaprov.packages import RDMA_USERSPACE
+from rdmaprov.parsers.rdma import RdmaLink
 from rdmaprov.parsers.ssh import SshIdentity
 from tests.support.inventories import node_config
 from tests.support.ops import APT_INSTALL, commands, os_fact, run_notes
@@ -166,3 +168,12 @@ def test_known_hosts_pins_real_host_keys_by_name_address_and_hostname():
         f"node1,10.77.0.11,vm1.lab,vm1 {HOSTKEY1}\nnode2,10.77.0.12,vm2 {HOSTKEY2}\n# END {MARKER}\n"
     )
     assert out[-1].endswith(f"mv -f {KNOWN_HOSTS}.rdmaprov-tmp {KNOWN_HOSTS}")
+
+
+def test_rxe_links_are_added_once_even_when_udev_renamed_one():
+    links = [("rxe0", "eth0")]
+    netdevs = {NetDevices: {"lo": 65536, "eth0": 1500}}
+    assert commands(rxe_links_present, {**netdevs, RdmaLinks: []}, links=links) == [
+        "rdma link add rxe0 type rxe netdev eth0"]
+    renamed = [RdmaLink("rocep0s8", 1, "ACTIVE", "LINK_UP", "eth0")]  # the netdev already has its link
+    assert commands(rxe_links_present, {**netdevs, RdmaLinks: renamed}, links=links) == []

@@ -69,6 +69,9 @@ def parse_ibv_devinfo(text: str) -> list[Device]:
         elif device is None:
             continue
         elif key == "port":
+            if not value.strip().isdigit():  # a line cut off mid-way: no port to attach fields to
+                port = None
+                continue
             port = Port(number=int(value))
             device.ports.append(port)
         elif port is None:

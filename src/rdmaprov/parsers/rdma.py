@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -17,13 +18,17 @@ class RdmaLink:
 
 
 def parse_rdma_link(text: str) -> list[RdmaLink]:
-    """`link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0` → RdmaLink."""
+    """`link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0` → RdmaLink; also the older
+    iproute2 form `1/1: mlx5_0/1: state ACTIVE …`. A line cut off before its port is skipped."""
     links = []
     for line in text.splitlines():
         tokens = line.split()
-        if len(tokens) < 2 or tokens[0] != "link" or "/" not in tokens[1]:
+        old_form = bool(tokens) and re.fullmatch(r"\d+/\d+:", tokens[0]) is not None
+        if len(tokens) < 2 or not (tokens[0] == "link" or old_form):
             continue
-        device, _, port = tokens[1].partition("/")
+        device, _, port = tokens[1].rstrip(":").partition("/")
+        if not device or not port.isdigit():
+            continue
         fields = dict(zip(tokens[2::2], tokens[3::2]))
         links.append(RdmaLink(device, int(port), fields.get("state", ""), fields.get("physical_state", ""), fields.get("netdev")))
     return links
