@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.health.gates.all_reduce import judge_run, nic_bandwidth_gbs, parse_probe_output, transport_verdict
-from rdmaprov.health.gates.bandwidth import allreduce_busbw_gbs, judge, parse_size
+from rdmaprov.health.gates.all_reduce import judge_run, nic_bandwidth, parse_probe_output, transport_verdict
+from rdmaprov.health.gates.bandwidth import Bounds, Reference, allreduce_busbw_gbs, judge, parse_size
 from rdmaprov.health.gates.ib_write_bw import perftest_command, ring_pairs, all_pairs, rounds
 from rdmaprov.inventory.model import HostSpec, SSHSettings
 from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
@@ -57,9 +57,14 @@ def test_ib_write_bw_outputs():
     with pytest.raises(ValueError, match="--report_gbits"):
         parse_bw_output(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n 65536 5000 12.0 11.0 0.1\n")
     # 23.14 Gb/s on a 25G port is 92.6%: passes the default 90%.
-    verdict = judge(roce.average_gbps, "Gb/s", minimum=None, fraction=0.9, reference=25.0, what="the port rate")
-    assert verdict.passed and verdict.threshold == pytest.approx(22.5)
-    assert "92.6% of the port rate" in verdict.reason
+    port = Reference(25.0, "irdma0 at 25 Gb/s", "the port rate")
+    verdict = judge(roce.average_gbps, "Gb/s", Bounds(0.9, 0.95, 1.05), port)
+    assert verdict.status == "warn" and verdict.threshold == pytest.approx(22.5)  # passes, below 95%
+    assert verdict.reason == ("23.14 Gb/s (92.6% of the port rate) >= 22.5 Gb/s = 0.90 × the port rate (irdma0 at 25 Gb/s); "
+                              "below the warning level 0.95 × 25 Gb/s")
+    assert judge(24.0, "Gb/s", Bounds(0.9, 0.95, 1.05), port).status == "pass"
+    too_fast = judge(27.0, "Gb/s", Bounds(0.9, 0.95, 1.05), port)
+    assert too_fast.status == "fail" and "measurement error" in too_fast.reason
 
 
 def test_nccl_tests_two_node_run_with_ucx_noise_busbw_by_hand():
@@ -71,10 +76,11 @@ def test_nccl_tests_two_node_run_with_ucx_noise_busbw_by_hand():
     assert allreduce_busbw_gbs(row.size, row.time_us, 2) == pytest.approx(2.8071, abs=1e-4)
     # One 25 Gb/s NIC per node = 3.125 GB/s; 90% of it is 2.8125 GB/s: 2.81 misses it (89.9%).
     node = node_config({"rdma": {"devices": ["irdma0"], "rate_gbps": 25}})
-    passed, reason, measured, threshold = judge_run(run, gates_config().all_reduce, nic_bandwidth_gbs(node, None))
-    assert (passed, measured, threshold) == (False, 2.81, pytest.approx(2.8125))
-    assert "89.9% of the per-node NIC bandwidth" in reason
-    assert judge_run(run, gates_config({"all_reduce": {"fraction": 0.85}}).all_reduce, 3.125)[0] is True
+    verdict = judge_run(run, gates_config().all_reduce, nic_bandwidth(node, None))
+    assert (verdict.passed, verdict.measured, verdict.threshold) == (False, 2.81, pytest.approx(2.8125))
+    assert verdict.reason == ("busbw at 10737418240 B: 2.81 GB/s (89.9% of the per-node NIC bandwidth) < 2.812 GB/s "
+                              "= 0.90 × the per-node NIC bandwidth (1 HCA × 25 Gb/s ÷ 8 = 3.125 GB/s)")
+    assert judge_run(run, gates_config({"all_reduce": {"fraction": 0.85}}).all_reduce, nic_bandwidth(node, None)).passed
 
 
 def test_nccl_tests_flattened_erdma_sweep():
@@ -93,10 +99,11 @@ def test_cpu_probe_output_from_the_lab():
     last = run.rows[-1]
     assert last.wrong == 0
     assert last.busbw == pytest.approx(4194304 / 82855.979e-6 / 1e9)  # 2 ranks: busbw = algbw
-    passed, reason, measured, _ = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 0.0001}}).all_reduce, None)
+    verdict = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 0.0001}}).all_reduce, None)
+    passed, reason = verdict.passed, verdict.reason
     assert passed and "busbw at 4194304 B" in reason
     wrong = parse_probe_output('{"probe": "allreduce", "size": 4, "count": 1, "type": "float", "redop": "sum", "ranks": 2, "time_us": 5.0, "wrong": 1}', 4)
-    assert judge_run(wrong, gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce, None)[:2] == (False, "wrong results: 1 wrong elements, 0 out-of-bounds values")
+    assert (lambda v: (v.passed, v.reason))(judge_run(wrong, gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce, None)) == (False, "wrong results: 1 wrong elements, 0 out-of-bounds values")
 
 
 def test_rdma_system_fixtures():
@@ -207,8 +214,8 @@ def test_a_sweep_that_did_not_finish_never_passes():
     assert whole.complete and len(whole.rows) == 11 and whole.failures == ()
     cut = parse_nccl_tests(text[:text.index("  16777216")])  # the output ends after 4 rows
     assert len(cut.rows) == 4 and not cut.complete
-    passed, reason, _, _ = judge_run(cut, gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce, None)
-    assert not passed and reason.startswith("the output ends after 4 rows (largest 8388608 B)")
+    verdict = judge_run(cut, gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce, None)
+    assert not verdict.passed and verdict.reason.startswith("the output ends after 4 rows (largest 8388608 B)")
     probe = (LAB / "allreduce_probe_2vm.txt").read_text()
     assert not parse_probe_output(probe, 8388608).complete  # asked up to 8 MiB, stopped at 4 MiB
 
@@ -223,25 +230,26 @@ def test_a_size_printed_twice_counts_at_its_slowest():
     fast = CollectiveRow(1073741824, 268435456, "float", "sum", 5000.0, 214.7, 20.0, 0)
     slow = CollectiveRow(1073741824, 268435456, "float", "sum", 50000.0, 21.5, 2.0, 0)
     run = CollectiveRun([fast, slow], 0, None, complete=True)
-    passed, _, measured, _ = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 10}}).all_reduce, None)
-    assert (passed, measured) == (False, 2.0)
+    verdict = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 10}}).all_reduce, None)
+    assert (verdict.passed, verdict.measured) == (False, 2.0)
 
 
 def test_wrong_elements_in_the_in_place_column_fail_the_run():
     bad = CollectiveRow(1048576, 262144, "float", "sum", 4.89, 214.49, 20.0, 0, 20.0, 3)
     run = CollectiveRun([bad], 0, None, complete=True)
-    passed, reason, _, _ = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 1}}).all_reduce, None)
-    assert not passed and reason.startswith("wrong results: 3 wrong elements")
+    verdict = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 1}}).all_reduce, None)
+    assert not verdict.passed and verdict.reason.startswith("wrong results: 3 wrong elements")
 
 
 def test_a_fast_enough_run_over_tcp_sockets_or_a_storage_hca_fails():
     socket = parse_nccl_transport((FIXTURES / "gpu-h100" / "all_reduce_perf_nccl_debug_info.txt").read_text())
-    assert transport_verdict(socket, set(), "busbw ok") == (
-        False, "NCCL used TCP sockets, not RDMA, on vm (NET/IB: no device found): busbw ok")
+    ok = judge(20.0, "GB/s", Bounds(0.9, 0.92, 1.05, minimum=10.0), None)
+    assert ok.passed
+    assert (lambda v: (v.status, v.reason))(transport_verdict(socket, set(), ok)) == (
+        "fail", f"NCCL used TCP sockets, not RDMA, on vm (NET/IB: no device found): {ok.reason}")
     rdma = parse_nccl_transport((SEED / "nccl_tests_all_reduce_perf_2node_10GB.txt").read_text())
-    assert transport_verdict(rdma, set(), "busbw ok") == (True, "busbw ok")
-    assert transport_verdict(rdma, {"irdma0"}, "busbw ok") == (
-        False, "NCCL opened storage HCA(s) irdma0 on gpu-pod0: busbw ok")
+    assert transport_verdict(rdma, set(), ok) == ok
+    assert transport_verdict(rdma, {"irdma0"}, ok).reason == f"NCCL opened storage HCA(s) irdma0 on gpu-pod0: {ok.reason}"
 
 
 def test_output_cut_off_mid_line_reads_as_far_as_it_goes():

@@ -304,6 +304,8 @@ class IbWriteBwGate:
     enabled: bool
     pairs: str  # ring or all
     fraction: float
+    warn_fraction: float
+    max_fraction: float
     min_gbps: float | None
     duration_s: int
     timeout_s: int
@@ -316,6 +318,8 @@ class AllReduceGate:
 
     enabled: bool
     fraction: float
+    warn_fraction: float
+    max_fraction: float
     min_busbw_gbs: float | None
     min_bytes: str
     max_bytes: str
@@ -335,9 +339,10 @@ class GatesConfig:
         """The typed view of cluster.gates after fill_defaults."""
         ib, ar = gates["ib_write_bw"], gates["all_reduce"]
         return cls(
-            IbWriteBwGate(ib["enabled"], ib["pairs"], ib["fraction"], ib.get("min_gbps"), ib["duration_s"],
-                          ib["timeout_s"], ib["size"]),
-            AllReduceGate(ar["enabled"], ar["fraction"], ar.get("min_busbw_gbs"), ar["min_bytes"], ar["max_bytes"],
+            IbWriteBwGate(ib["enabled"], ib["pairs"], ib["fraction"], ib["warn_fraction"], ib["max_fraction"],
+                          ib.get("min_gbps"), ib["duration_s"], ib["timeout_s"], ib["size"]),
+            AllReduceGate(ar["enabled"], ar["fraction"], ar["warn_fraction"], ar["max_fraction"], ar.get("min_busbw_gbs"),
+                          ar["min_bytes"], ar["max_bytes"],
                           ar["retries"], ar["timeout_s"], _strings(ar.get("hosts")), ar.get("launcher_ifname")),
         )
 

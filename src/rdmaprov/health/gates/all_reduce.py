@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 
 from rdmaprov.deploys.gate_tools import PROBE_BINARY
 from rdmaprov.engine.session import Session
-from rdmaprov.health.gates.bandwidth import algbw_gbs, allreduce_busbw_gbs, gbps_to_gbs, judge, parse_size
+from rdmaprov.health.gates.bandwidth import (
+    Bounds, Reference, Verdict, algbw_gbs, allreduce_busbw_gbs, failed, gbps_to_gbs, judge, parse_size,
+)
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import AllReduceGate, NodeConfig
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
@@ -40,7 +43,7 @@ def parse_probe_output(text: str, max_bytes: int) -> CollectiveRun:
     return CollectiveRun(rows, None, None, complete=bool(rows) and rows[-1].size * 2 > max_bytes)
 
 
-def nic_bandwidth_gbs(node: NodeConfig, report: NodeReport | None) -> float | None:
+def nic_bandwidth(node: NodeConfig, report: NodeReport | None) -> Reference | None:
     """Per-node NIC bandwidth in GB/s: compute devices × declared (else measured) port rate."""
     devices = expected_devices(node, report) if report else list(node.rdma.devices)
     if not devices:
@@ -49,7 +52,11 @@ def nic_bandwidth_gbs(node: NodeConfig, report: NodeReport | None) -> float | No
     if rate is None and report:
         port = report.port(devices[0], node.rdma.port)
         rate = port.rate_gbps if port and port.rate_gbps else None
-    return gbps_to_gbs(rate * len(devices)) if rate else None
+    if not rate:
+        return None
+    value = gbps_to_gbs(rate * len(devices))
+    hcas = f"{len(devices)} HCA{'s' if len(devices) > 1 else ''}"
+    return Reference(value, f"{hcas} × {rate:g} Gb/s ÷ 8 = {value:.4g} GB/s", "the per-node NIC bandwidth")
 
 
 def mpirun_command(hosts: list[str], session: Session, per_node: int, use_gpus: bool) -> tuple[str, int]:
@@ -84,37 +91,39 @@ def hostfile(hosts: list[str], session: Session, slots: int) -> str:
     return "".join(f"{session.inventory.hosts[name].address} slots={slots}\n" for name in hosts)
 
 
-def judge_run(run: CollectiveRun, settings: AllReduceGate, nic_gbs: float | None) -> tuple[bool, str, float | None, float | None]:
-    """(passed, reason, measured busbw, threshold) for one run: only a complete, successful sweep
-    with no wrong element in either column passes; a size printed twice counts at its slowest."""
+def judge_run(run: CollectiveRun, settings: AllReduceGate, nic: Reference | None) -> Verdict:
+    """The verdict on one run: only a complete, successful sweep with no wrong element in either
+    column passes; a size printed twice counts at its slowest."""
     if run.failures:
-        return False, f"the run failed: {run.failures[0]}", None, None
+        return failed(f"the run failed: {run.failures[0]}", "GB/s")
     if not run.rows:
-        return False, "no result rows in the output", None, None
+        return failed("no result rows in the output", "GB/s")
     if not run.complete:
-        return False, (f"the output ends after {len(run.rows)} rows (largest {max(r.size for r in run.rows)} B) "
-                       "without the sweep's end: the run did not finish"), None, None
+        return failed(f"the output ends after {len(run.rows)} rows (largest {max(r.size for r in run.rows)} B) "
+                      "without the sweep's end: the run did not finish", "GB/s")
     wrong = sum(r.wrong or 0 for r in run.rows) + sum(r.in_place_wrong or 0 for r in run.rows)
     if wrong or run.out_of_bounds:
-        return False, f"wrong results: {wrong} wrong elements, {run.out_of_bounds or 0} out-of-bounds values", None, None
+        return failed(f"wrong results: {wrong} wrong elements, {run.out_of_bounds or 0} out-of-bounds values", "GB/s")
     top = max(r.size for r in run.rows)
     largest = min((r for r in run.rows if r.size == top), key=lambda r: r.busbw)
-    verdict = judge(largest.busbw, "GB/s", minimum=settings.min_busbw_gbs, fraction=settings.fraction, reference=nic_gbs, what="the per-node NIC bandwidth")
-    return verdict.passed, f"busbw at {largest.size} B: {verdict.reason}", largest.busbw, verdict.threshold
+    bounds = Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_busbw_gbs)
+    verdict = judge(largest.busbw, "GB/s", bounds, nic)
+    return replace(verdict, reason=f"busbw at {largest.size} B: {verdict.reason}")
 
 
-def transport_verdict(transport: NcclTransport, storage: set[str], reason: str) -> tuple[bool, str]:
+def transport_verdict(transport: NcclTransport, storage: set[str], verdict: Verdict) -> Verdict:
     """Fail a run whose numbers passed when NCCL fell back to TCP sockets, or opened one of the
     `storage` HCAs."""
     sockets = transport.socket_hosts()
     if sockets:
         why = " (NET/IB: no device found)" if transport.no_ib_device & set(sockets) else ""
-        return False, f"NCCL used TCP sockets, not RDMA, on {', '.join(sockets)}{why}: {reason}"
+        return replace(verdict, status="fail",
+                       reason=f"NCCL used TCP sockets, not RDMA, on {', '.join(sockets)}{why}: {verdict.reason}")
     opened = {(host, d) for host, devices in transport.devices.items() for d in devices if d in storage}
     if opened:
         named = ", ".join(f"{device} on {host}" for host, device in sorted(opened))
-        return False, f"NCCL opened storage HCA(s) {named}: {reason}"
-    return True, reason
+        return replace(verdict, status="fail", reason=f"NCCL opened storage HCA(s) {named}: {verdict.reason}")
+    return verdict
 
 
 def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeReport]) -> GateResult:
@@ -131,26 +140,26 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
     per_node = len(reports[launcher].gpus) if use_gpus else 1  # one rank per GPU, else per node
     command, ranks = mpirun_command(hosts, session, per_node, use_gpus)
     write = f"printf %s {shlex.quote(hostfile(hosts, session, per_node))} > {HOSTFILE}"
-    nic = nic_bandwidth_gbs(session.inventory.hosts[launcher].node, reports[launcher])
-    retries = settings.retries
-    reason, measured, threshold, attempt = "", None, None, 0
-    for attempt in range(1, retries + 2):
+    nic = nic_bandwidth(session.inventory.hosts[launcher].node, reports[launcher])
+    verdict, attempt = failed("not run", "GB/s"), 0
+    for attempt in range(1, settings.retries + 2):
         result = session.run(launcher, f"{write} && {command}", settings.timeout_s)
         run = parse_nccl_tests(result.stdout) if use_gpus else parse_probe_output(result.stdout, parse_size(settings.max_bytes))
         tail = [line for line in (result.stderr + "\n" + result.stdout).splitlines() if line.strip()][-3:]
         if not run.rows:
-            reason = f"mpirun on {launcher} gave no results: {' | '.join(tail) or 'no output'}"
+            verdict = failed(f"mpirun on {launcher} gave no results: {' | '.join(tail) or 'no output'}", "GB/s")
             continue
-        passed, reason, measured, threshold = judge_run(run, settings, nic)
-        if passed and not result.ok:
-            passed, reason = False, f"mpirun on {launcher} exited with an error after the sweep: {' | '.join(tail)}"
+        verdict = judge_run(run, settings, nic)
+        if verdict.passed and not result.ok:
+            verdict = replace(verdict, status="fail",
+                              reason=f"mpirun on {launcher} exited with an error after the sweep: {' | '.join(tail)}")
         transport = parse_nccl_transport(result.stdout + "\n" + result.stderr) if use_gpus else None
-        if passed and transport is not None:
+        if verdict.passed and transport is not None:
             storage = {d for h in hosts for d in session.inventory.hosts[h].node.rdma.storage_hcas}
-            passed, reason = transport_verdict(transport, storage, reason)
+            verdict = transport_verdict(transport, storage, verdict)
         details = {"kind": "nccl-tests" if use_gpus else "cpu-probe", "ranks": ranks, "command": command,
                    "transport": {host: sorted(nets) for host, nets in transport.networks.items()} if transport else None,
                    "rows": [{"size": r.size, "time_us": r.time_us, "algbw": round(r.algbw, 6), "busbw": round(r.busbw, 6), "wrong": r.wrong} for r in run.rows]}
-        if passed:
-            return GateResult("all_reduce", subject, True, reason, measured, threshold, "GB/s", attempt, details)
-    return GateResult("all_reduce", subject, False, reason, measured, threshold, "GB/s", attempt, {"command": command})
+        if verdict.passed:
+            return GateResult.of("all_reduce", subject, verdict, attempt, details)
+    return GateResult.of("all_reduce", subject, verdict, attempt, {"command": command})

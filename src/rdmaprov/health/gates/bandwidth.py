@@ -35,27 +35,67 @@ def parse_size(text: str) -> int:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """Pass or fail, the figure, the threshold it was held to, and a sentence saying why."""
+class Reference:
+    """What the hardware can carry, and how that figure was worked out ("2 HCAs × 200 Gb/s ÷ 8")."""
 
-    passed: bool
-    measured: float
-    threshold: float
+    value: float
+    formula: str
+    what: str  # "the port rate", "the per-node NIC bandwidth"
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A gate's settings: pass at fraction × reference (or an absolute minimum), warn below
+    warn_fraction × reference, and fail above max_fraction × reference as a measurement error."""
+
+    fraction: float
+    warn_fraction: float
+    max_fraction: float
+    minimum: float | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """pass, warn or fail; the figure; the threshold it was held to; a sentence with the arithmetic."""
+
+    status: str
+    measured: float | None
+    threshold: float | None
     unit: str
     reason: str
+    expected: float | None = None  # the reference (line rate), where known
+
+    @property
+    def passed(self) -> bool:
+        return self.status != "fail"
 
 
-def judge(measured: float, unit: str, *, minimum: float | None, fraction: float, reference: float | None, what: str) -> Verdict:
-    """Hold `measured` to an absolute minimum, else to fraction × reference (e.g. the NIC's rate)."""
-    if minimum is not None:
-        threshold = minimum
-        basis = f"the inventory's minimum {minimum:g} {unit}"
+def failed(reason: str, unit: str = "") -> Verdict:
+    """A run that gave no figure to judge."""
+    return Verdict("fail", None, None, unit, reason)
+
+
+def judge(measured: float, unit: str, bounds: Bounds, reference: Reference | None) -> Verdict:
+    """Hold `measured` to an absolute minimum, else to fraction × reference, showing the sums."""
+    expected = reference.value if reference else None
+    if bounds.minimum is not None:
+        threshold, basis = bounds.minimum, f"the inventory's minimum {bounds.minimum:g} {unit}"
     elif reference is not None:
-        threshold = fraction * reference
-        basis = f"{fraction:.0%} of {what} {reference:g} {unit}"
+        threshold = bounds.fraction * reference.value
+        basis = f"{bounds.fraction:.2f} × {reference.what} ({reference.formula})"
     else:
-        return Verdict(False, measured, 0.0, unit, "no threshold: declare rdma.rate_gbps for the nodes or an absolute minimum in cluster.gates")
+        return Verdict("fail", measured, None, unit, "no threshold: declare rdma.rate_gbps for the nodes or an "
+                       "absolute minimum in cluster.gates")
+    share = f" ({measured / reference.value:.1%} of {reference.what})" if reference else ""
+    if reference is not None and measured > bounds.max_fraction * reference.value:
+        return Verdict("fail", measured, threshold, unit, f"measurement error: {measured:.4g} {unit}{share} is above "
+                       f"{bounds.max_fraction:.2f} × {reference.what} ({reference.formula}): not Ring, or the "
+                       "declared rate is wrong", expected)
     passed = measured >= threshold
-    share = f" ({measured / reference:.1%} of {what})" if reference else ""
-    reason = f"{measured:.4g} {unit}{share} {'>=' if passed else '<'} {threshold:.4g} {unit} ({basis})"
-    return Verdict(passed, measured, threshold, unit, reason)
+    reason = f"{measured:.4g} {unit}{share} {'>=' if passed else '<'} {threshold:.4g} {unit} = {basis}"
+    if not passed:
+        return Verdict("fail", measured, threshold, unit, reason, expected)
+    if reference is not None and measured < bounds.warn_fraction * reference.value:
+        return Verdict("warn", measured, threshold, unit, f"{reason}; below the warning level "
+                       f"{bounds.warn_fraction:.2f} × {reference.value:.4g} {unit}", expected)
+    return Verdict("pass", measured, threshold, unit, reason, expected)

@@ -12,7 +12,7 @@ import time
 import gevent
 
 from rdmaprov.engine.session import Session
-from rdmaprov.health.gates.bandwidth import judge
+from rdmaprov.health.gates.bandwidth import Bounds, Reference, judge
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import IbWriteBwGate, NodeConfig
 from rdmaprov.parsers.node import NodeReport
@@ -129,9 +129,11 @@ def run_pair(session: Session, server: str, client: str, reports: dict[str, Node
     if parsed is None:
         tail = (client_result.stderr or client_result.stdout).strip().splitlines()[-3:]
         return GateResult("ib_write_bw", subject, False, f"ib_write_bw on {client} gave no result{': ' + error if error else ''}: {' | '.join(tail) or 'no output'}")
-    verdict = judge(parsed.average_gbps, "Gb/s", minimum=settings.min_gbps, fraction=settings.fraction, reference=rate, what="the port rate")
+    bounds = Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)
+    reference = Reference(rate, f"{s_dev} at {rate:g} Gb/s", "the port rate") if rate else None
+    verdict = judge(parsed.average_gbps, "Gb/s", bounds, reference)
     details = {"server_device": s_dev, "client_device": c_dev, "gid_index": c_gid, "bytes": parsed.bytes, "iterations": parsed.iterations, "peak_gbps": parsed.peak_gbps}
-    return GateResult("ib_write_bw", subject, verdict.passed, verdict.reason, parsed.average_gbps, verdict.threshold, "Gb/s", details=details)
+    return GateResult.of("ib_write_bw", subject, verdict, details=details)
 
 
 def run_ib_write_bw(session: Session, hosts: list[str], reports: dict[str, NodeReport], newcomers: list[str] | None = None) -> list[GateResult]:

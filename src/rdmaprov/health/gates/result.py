@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rdmaprov.health.gates.bandwidth import Verdict
+
 
 @dataclass
 class GateResult:
@@ -17,6 +19,18 @@ class GateResult:
     unit: str = ""
     attempts: int = 1
     details: dict[str, Any] = field(default_factory=dict)
+    status: str = ""  # pass, warn (passed, below the warning level) or fail
+    expected: float | None = None  # the line rate the figure is measured against, where known
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = "pass" if self.passed else "fail"
+
+    @classmethod
+    def of(cls, gate: str, subject: str, verdict: Verdict, attempts: int = 1,
+           details: dict[str, Any] | None = None) -> GateResult:
+        return cls(gate, subject, verdict.passed, verdict.reason, verdict.measured, verdict.threshold, verdict.unit,
+                   attempts, details or {}, verdict.status, verdict.expected)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
