@@ -27,6 +27,10 @@ def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     assert gates["ib_write_bw"]["passed"] and gates["ib_write_bw"]["measured"] > 0, gates
     assert gates["all_reduce"]["passed"] and gates["all_reduce"]["details"]["kind"] == "cpu-probe", gates
     assert gates["all_reduce"]["details"]["rows"][-1]["size"] == 4 << 20
+    # the node gate judged each node alone: lab VMs have no GPU, so each is skipped, not failed
+    node_gates = [g for g in first["gates"] if g["gate"] == "node"]
+    assert [(g["subject"], g["status"], g["passed"]) for g in node_gates] == [("node1", "skipped", True), ("node2", "skipped", True)]
+    assert node_gates[0]["reason"].startswith("skipped (no GPU")
 
     for node in ("node1", "node2"):
         devinfo = vm_lab.ssh(node, "ibv_devinfo -d rxe0").stdout

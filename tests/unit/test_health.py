@@ -6,14 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.health.gates.all_reduce import judge_run, nic_bandwidth, parse_probe_output, transport_verdict
+from rdmaprov.health.gates.all_reduce import all_reduce_bounds, judge_run, nic_bandwidth, parse_probe_output, transport_verdict
+from rdmaprov.health.gates.node import default_threshold, judge_node, node_command
 from rdmaprov.health.gates.bandwidth import Bounds, Reference, allreduce_busbw_gbs, judge, parse_size
 from rdmaprov.health.gates.ib_write_bw import perftest_command, ring_pairs, all_pairs, rounds
 from rdmaprov.inventory.model import HostSpec, SSHSettings
 from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
-from rdmaprov.parsers.node import parse_node_report, split_sections
+from rdmaprov.parsers.node import Gpu, parse_node_report, split_sections
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.parsers.rdma import parse_rdma_system
 from rdmaprov.report.junit import junit_xml
@@ -76,11 +77,11 @@ def test_nccl_tests_two_node_run_with_ucx_noise_busbw_by_hand():
     assert allreduce_busbw_gbs(row.size, row.time_us, 2) == pytest.approx(2.8071, abs=1e-4)
     # One 25 Gb/s NIC per node = 3.125 GB/s; 90% of it is 2.8125 GB/s: 2.81 misses it (89.9%).
     node = node_config({"rdma": {"devices": ["irdma0"], "rate_gbps": 25}})
-    verdict = judge_run(run, gates_config().all_reduce, nic_bandwidth(node, None))
+    verdict = judge_run(run, all_reduce_bounds(gates_config().all_reduce), nic_bandwidth(node, None))
     assert (verdict.passed, verdict.measured, verdict.threshold) == (False, 2.81, pytest.approx(2.8125))
     assert verdict.reason == ("busbw at 10737418240 B: 2.81 GB/s (89.9% of the per-node NIC bandwidth) < 2.812 GB/s "
                               "= 0.90 × the per-node NIC bandwidth (1 HCA × 25 Gb/s ÷ 8 = 3.125 GB/s)")
-    assert judge_run(run, gates_config({"all_reduce": {"fraction": 0.85}}).all_reduce, nic_bandwidth(node, None)).passed
+    assert judge_run(run, all_reduce_bounds(gates_config({"all_reduce": {"fraction": 0.85}}).all_reduce), nic_bandwidth(node, None)).passed
 
 
 def test_nccl_tests_flattened_erdma_sweep():
@@ -99,11 +100,11 @@ def test_cpu_probe_output_from_the_lab():
     last = run.rows[-1]
     assert last.wrong == 0
     assert last.busbw == pytest.approx(4194304 / 82855.979e-6 / 1e9)  # 2 ranks: busbw = algbw
-    verdict = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 0.0001}}).all_reduce, None)
+    verdict = judge_run(run, all_reduce_bounds(gates_config({"all_reduce": {"min_busbw_gbs": 0.0001}}).all_reduce), None)
     passed, reason = verdict.passed, verdict.reason
     assert passed and "busbw at 4194304 B" in reason
     wrong = parse_probe_output('{"probe": "allreduce", "size": 4, "count": 1, "type": "float", "redop": "sum", "ranks": 2, "time_us": 5.0, "wrong": 1}', 4)
-    assert (lambda v: (v.passed, v.reason))(judge_run(wrong, gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce, None)) == (False, "wrong results: 1 wrong elements, 0 out-of-bounds values")
+    assert (lambda v: (v.passed, v.reason))(judge_run(wrong, all_reduce_bounds(gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce), None)) == (False, "wrong results: 1 wrong elements, 0 out-of-bounds values")
 
 
 def test_rdma_system_fixtures():
@@ -214,7 +215,7 @@ def test_a_sweep_that_did_not_finish_never_passes():
     assert whole.complete and len(whole.rows) == 11 and whole.failures == ()
     cut = parse_nccl_tests(text[:text.index("  16777216")])  # the output ends after 4 rows
     assert len(cut.rows) == 4 and not cut.complete
-    verdict = judge_run(cut, gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce, None)
+    verdict = judge_run(cut, all_reduce_bounds(gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce), None)
     assert not verdict.passed and verdict.reason.startswith("the output ends after 4 rows (largest 8388608 B)")
     probe = (LAB / "allreduce_probe_2vm.txt").read_text()
     assert not parse_probe_output(probe, 8388608).complete  # asked up to 8 MiB, stopped at 4 MiB
@@ -230,14 +231,14 @@ def test_a_size_printed_twice_counts_at_its_slowest():
     fast = CollectiveRow(1073741824, 268435456, "float", "sum", 5000.0, 214.7, 20.0, 0)
     slow = CollectiveRow(1073741824, 268435456, "float", "sum", 50000.0, 21.5, 2.0, 0)
     run = CollectiveRun([fast, slow], 0, None, complete=True)
-    verdict = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 10}}).all_reduce, None)
+    verdict = judge_run(run, all_reduce_bounds(gates_config({"all_reduce": {"min_busbw_gbs": 10}}).all_reduce), None)
     assert (verdict.passed, verdict.measured) == (False, 2.0)
 
 
 def test_wrong_elements_in_the_in_place_column_fail_the_run():
     bad = CollectiveRow(1048576, 262144, "float", "sum", 4.89, 214.49, 20.0, 0, 20.0, 3)
     run = CollectiveRun([bad], 0, None, complete=True)
-    verdict = judge_run(run, gates_config({"all_reduce": {"min_busbw_gbs": 1}}).all_reduce, None)
+    verdict = judge_run(run, all_reduce_bounds(gates_config({"all_reduce": {"min_busbw_gbs": 1}}).all_reduce), None)
     assert not verdict.passed and verdict.reason.startswith("wrong results: 3 wrong elements")
 
 
@@ -268,3 +269,22 @@ def test_perftest_reports_the_largest_size_and_refuses_a_failed_run():
     failed = " Completion with error at client\n Failed status 11: wr_id 0 syndrom 0x0\nscnt=128, ccnt=0\n"
     with pytest.raises(ValueError, match="perftest reported an error: Completion with error at client"):
         parse_bw_output(text + failed)
+
+
+def test_node_gate_thresholds_and_verdicts_on_a_real_run():
+    h100 = Gpu("NVIDIA H100 80GB HBM3", "9.0", "580.159.04")
+    assert default_threshold([h100] * 8) == (460.0, "the default for 8 H100 SXM GPUs")
+    assert default_threshold([Gpu("NVIDIA H100 PCIe", "9.0", "535")] * 8) is None  # no NVLink mesh
+    assert default_threshold([h100] * 4) is None
+    settings = gates_config().node
+    assert judge_node("", True, [h100] * 4, settings).reason == (
+        "no threshold for 4 × NVIDIA H100 80GB HBM3: set gates.node.min_busbw_gbs")
+    text = H100_TABLE.read_text()  # one GPU: busbw 0, held here to an explicit minimum of 0
+    explicit = gates_config({"node": {"min_busbw_gbs": 0}}).node
+    verdict = judge_node(text, True, [h100] * 8, explicit)
+    assert verdict.passed and verdict.reason.endswith(">= 0 GB/s = gates.node.min_busbw_gbs 0 GB/s")
+    assert not judge_node(text, False, [h100] * 8, explicit).passed  # all_reduce_perf exited non-zero
+    slow = judge_node(text, True, [h100] * 8, settings)
+    assert not slow.passed and "the default for 8 H100 SXM GPUs 460 GB/s" in slow.reason
+    assert node_command("/opt/nccl-tests/current/bin/all_reduce_perf", {"NCCL_IB_HCA": "=mlx5_0"}, 8, settings) == (
+        "env NCCL_IB_HCA==mlx5_0 /opt/nccl-tests/current/bin/all_reduce_perf -b 1M -e 1G -f 2 -g 8 -c 1 -o sum")

@@ -61,7 +61,7 @@ def print_gates(results: list[GateResult], console: Console) -> None:
     for column in ("gate", "between", "verdict", "measured", "why"):
         table.add_column(column)
     for gate in results:
-        verdict = {"pass": "[green]PASS[/]", "warn": "[yellow]WARN[/]"}.get(gate.status, "[red]FAIL[/]")
+        verdict = {"pass": "[green]PASS[/]", "warn": "[yellow]WARN[/]", "skipped": "SKIP"}.get(gate.status, "[red]FAIL[/]")
         measured = f"{gate.measured:.4g} {gate.unit}" if gate.measured is not None else ""
         table.add_row(gate.gate, gate.subject, verdict, measured, gate.reason + (f" (attempt {gate.attempts})" if gate.attempts > 1 else ""))
     console.print(table)

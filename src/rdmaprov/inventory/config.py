@@ -298,6 +298,17 @@ class NodeConfig:
 
 
 @dataclass(frozen=True)
+class NodeGate:
+    """all_reduce_perf over each node's own GPUs, all nodes at once."""
+
+    enabled: bool
+    min_busbw_gbs: float | None
+    min_bytes: str
+    max_bytes: str
+    timeout_s: int
+
+
+@dataclass(frozen=True)
 class IbWriteBwGate:
     """ib_write_bw between pairs of nodes, judged against the port rate (or min_gbps)."""
 
@@ -331,14 +342,16 @@ class AllReduceGate:
 
 @dataclass(frozen=True)
 class GatesConfig:
+    node: NodeGate
     ib_write_bw: IbWriteBwGate
     all_reduce: AllReduceGate
 
     @classmethod
     def from_settings(cls, gates: dict[str, Any]) -> GatesConfig:
         """The typed view of cluster.gates after fill_defaults."""
-        ib, ar = gates["ib_write_bw"], gates["all_reduce"]
+        nd, ib, ar = gates["node"], gates["ib_write_bw"], gates["all_reduce"]
         return cls(
+            NodeGate(nd["enabled"], nd.get("min_busbw_gbs"), nd["min_bytes"], nd["max_bytes"], nd["timeout_s"]),
             IbWriteBwGate(ib["enabled"], ib["pairs"], ib["fraction"], ib["warn_fraction"], ib["max_fraction"],
                           ib.get("min_gbps"), ib["duration_s"], ib["timeout_s"], ib["size"]),
             AllReduceGate(ar["enabled"], ar["fraction"], ar["warn_fraction"], ar["max_fraction"], ar.get("min_busbw_gbs"),

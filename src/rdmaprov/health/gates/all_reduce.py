@@ -91,7 +91,7 @@ def hostfile(hosts: list[str], session: Session, slots: int) -> str:
     return "".join(f"{session.inventory.hosts[name].address} slots={slots}\n" for name in hosts)
 
 
-def judge_run(run: CollectiveRun, settings: AllReduceGate, nic: Reference | None) -> Verdict:
+def judge_run(run: CollectiveRun, bounds: Bounds, nic: Reference | None) -> Verdict:
     """The verdict on one run: only a complete, successful sweep with no wrong element in either
     column passes; a size printed twice counts at its slowest."""
     if run.failures:
@@ -106,9 +106,12 @@ def judge_run(run: CollectiveRun, settings: AllReduceGate, nic: Reference | None
         return failed(f"wrong results: {wrong} wrong elements, {run.out_of_bounds or 0} out-of-bounds values", "GB/s")
     top = max(r.size for r in run.rows)
     largest = min((r for r in run.rows if r.size == top), key=lambda r: r.busbw)
-    bounds = Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_busbw_gbs)
     verdict = judge(largest.busbw, "GB/s", bounds, nic)
     return replace(verdict, reason=f"busbw at {largest.size} B: {verdict.reason}")
+
+
+def all_reduce_bounds(settings: AllReduceGate) -> Bounds:
+    return Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_busbw_gbs)
 
 
 def transport_verdict(transport: NcclTransport, storage: set[str], verdict: Verdict) -> Verdict:
@@ -134,7 +137,8 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
     if down:
         return GateResult("all_reduce", subject, False, f"cannot run across {', '.join(down)}: not reachable or not readable")
     if len(hosts) < 2:
-        return GateResult("all_reduce", subject, False, "needs at least two hosts")
+        return GateResult("all_reduce", subject, True, "skipped (one host: the node gate judges it alone)",
+                          status="skipped")
     use_gpus = all(reports[h].gpus for h in hosts)
     launcher = hosts[0]
     per_node = len(reports[launcher].gpus) if use_gpus else 1  # one rank per GPU, else per node
@@ -149,7 +153,7 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
         if not run.rows:
             verdict = failed(f"mpirun on {launcher} gave no results: {' | '.join(tail) or 'no output'}", "GB/s")
             continue
-        verdict = judge_run(run, settings, nic)
+        verdict = judge_run(run, all_reduce_bounds(settings), nic)
         if verdict.passed and not result.ok:
             verdict = replace(verdict, status="fail",
                               reason=f"mpirun on {launcher} exited with an error after the sweep: {' | '.join(tail)}")

@@ -52,6 +52,7 @@ class Bounds:
     warn_fraction: float
     max_fraction: float
     minimum: float | None = None
+    minimum_source: str = "the inventory's minimum"  # what the minimum is, as the verdict names it
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def judge(measured: float, unit: str, bounds: Bounds, reference: Reference | Non
     """Hold `measured` to an absolute minimum, else to fraction × reference, showing the sums."""
     expected = reference.value if reference else None
     if bounds.minimum is not None:
-        threshold, basis = bounds.minimum, f"the inventory's minimum {bounds.minimum:g} {unit}"
+        threshold, basis = bounds.minimum, f"{bounds.minimum_source} {bounds.minimum:g} {unit}"
     elif reference is not None:
         threshold = bounds.fraction * reference.value
         basis = f"{bounds.fraction:.2f} × {reference.what} ({reference.formula})"

@@ -10,8 +10,8 @@ from rdmaprov.health.gates.bandwidth import Verdict
 
 @dataclass
 class GateResult:
-    gate: str  # "ib_write_bw" or "all_reduce"
-    subject: str  # "node1 -> node2", or the hosts of an all_reduce
+    gate: str  # "node", "ib_write_bw" or "all_reduce"
+    subject: str  # the node, "node1 -> node2", or the hosts of an all_reduce
     passed: bool
     reason: str
     measured: float | None = None
@@ -19,7 +19,7 @@ class GateResult:
     unit: str = ""
     attempts: int = 1
     details: dict[str, Any] = field(default_factory=dict)
-    status: str = ""  # pass, warn (passed, below the warning level) or fail
+    status: str = ""  # pass, warn (passed, below the warning level), skipped (nothing to test) or fail
     expected: float | None = None  # the line rate the figure is measured against, where known
 
     def __post_init__(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.all_reduce import run_all_reduce
 from rdmaprov.health.gates.ib_write_bw import run_ib_write_bw
+from rdmaprov.health.gates.node import run_node_gate
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.parsers.node import NodeReport
 
@@ -13,6 +14,8 @@ def run_gates(session: Session, hosts: list[str], reports: dict[str, NodeReport 
     gates = session.inventory.gates
     readable = {name: r for name, r in reports.items() if isinstance(r, NodeReport)}
     results: list[GateResult] = []
+    if gates.node.enabled:
+        results.extend(run_node_gate(session, hosts, readable))
     if gates.ib_write_bw.enabled:
         results.extend(run_ib_write_bw(session, hosts, readable, newcomers))
     if gates.all_reduce.enabled:
