@@ -136,18 +136,10 @@ def _finish(result, args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
-    import time
-    from datetime import datetime, timezone
-
-    from rdmaprov.engine.results import RunResult
-    from rdmaprov.health.verify import post_deploy
+    from rdmaprov.workflows.verify import verify
 
     inventory, hosts = _selection(args)
-    started = time.monotonic()
-    result = RunResult("verify", str(inventory.path), inventory.name, datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    result.verify, result.gates = post_deploy(inventory, hosts, gates=args.gates)
-    result.duration_s = time.monotonic() - started
-    return _finish(result, args, out)
+    return _finish(verify(inventory, hosts, gates=args.gates), args, out)
 
 
 def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
