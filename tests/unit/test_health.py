@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from rdmaprov.health.gates.all_reduce import all_reduce_bounds, judge_run, nic_bandwidth, parse_probe_output, transport_verdict
+from rdmaprov.health.diagnose import localize, neighbour_pairs
+from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.node import default_threshold, judge_node, node_command
 from rdmaprov.health.gates.bandwidth import Bounds, Reference, allreduce_busbw_gbs, judge, parse_size
 from rdmaprov.health.gates.ib_write_bw import perftest_command, ring_pairs, all_pairs, rounds
@@ -288,3 +290,27 @@ def test_node_gate_thresholds_and_verdicts_on_a_real_run():
     assert not slow.passed and "the default for 8 H100 SXM GPUs 460 GB/s" in slow.reason
     assert node_command("/opt/nccl-tests/current/bin/all_reduce_perf", {"NCCL_IB_HCA": "=mlx5_0"}, 8, settings) == (
         "env NCCL_IB_HCA==mlx5_0 /opt/nccl-tests/current/bin/all_reduce_perf -b 1M -e 1G -f 2 -g 8 -c 1 -o sum")
+
+
+def _pair_test(slow: set[str], log: list[list[tuple[str, str]]]):
+    """Pair results as the fabric would give them with the `slow` nodes' links throttled."""
+    def test(pairs):
+        log.append(pairs)
+        return [GateResult("ib_write_bw", f"{a} -> {b}", not {a, b} & slow, "2.1 Gb/s < 22.5 Gb/s" if {a, b} & slow else "ok")
+                for a, b in pairs]
+    return test
+
+
+def test_diagnosis_names_the_slow_node_in_two_rounds():
+    names = [f"n{i}" for i in range(1, 8)]
+    assert neighbour_pairs(names) == [("n1", "n2"), ("n3", "n4"), ("n5", "n6"), ("n1", "n7")]
+    log: list = []
+    diagnosis = localize(names, _pair_test({"n4"}, log))
+    assert list(diagnosis.suspects) == ["n4"] and diagnosis.rounds == 2
+    assert diagnosis.suspects["n4"] == ["n3 -> n4: 2.1 Gb/s < 22.5 Gb/s", "n2 -> n4: 2.1 Gb/s < 22.5 Gb/s"]
+    assert diagnosis.cleared == ["n1", "n2", "n3", "n5", "n6", "n7"] and diagnosis.exit_code == 4
+    assert log[1] == [("n1", "n3"), ("n2", "n4")]  # each doubtful node against a different cleared one
+    healthy = localize(names, _pair_test(set(), []))
+    assert healthy.rounds == 1 and healthy.cleared == names and healthy.exit_code == 0
+    hopeless = localize(["a", "b"], _pair_test({"a"}, []))
+    assert set(hopeless.undecided) == {"a", "b"} and hopeless.exit_code == 4

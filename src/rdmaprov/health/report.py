@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from rdmaprov.health.diagnose import Diagnosis
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.health.verify import HostVerification
@@ -65,3 +66,18 @@ def print_gates(results: list[GateResult], console: Console) -> None:
         measured = f"{gate.measured:.4g} {gate.unit}" if gate.measured is not None else ""
         table.add_row(gate.gate, gate.subject, verdict, measured, gate.reason + (f" (attempt {gate.attempts})" if gate.attempts > 1 else ""))
     console.print(table)
+
+
+def print_diagnosis(diagnosis: Diagnosis, console: Console) -> None:
+    """Suspects with their evidence first, then who was cleared."""
+    table = Table(title=f"diagnosis ({diagnosis.rounds} round{'s' if diagnosis.rounds != 1 else ''} of pair tests)")
+    for column in ("node", "verdict", "evidence"):
+        table.add_column(column)
+    for name, evidence in diagnosis.suspects.items():
+        table.add_row(name, "[red]SUSPECT[/]", "\n".join(evidence))
+    for name, why in diagnosis.undecided.items():
+        table.add_row(name, "[yellow]UNDECIDED[/]", why)
+    for name in diagnosis.cleared:
+        table.add_row(name, "[green]cleared[/]", "")
+    console.print(table)
+    print_gates([t for t in diagnosis.tests if t.gate == "node"], console)

@@ -143,6 +143,12 @@ def run_ib_write_bw(session: Session, hosts: list[str], reports: dict[str, NodeR
         pairs = newcomer_pairs(hosts, newcomers)
     else:
         pairs = all_pairs(hosts) if settings.pairs == "all" else ring_pairs(hosts)
+    return run_pairs(session, pairs, reports)
+
+
+def run_pairs(session: Session, pairs: list[tuple[str, str]], reports: dict[str, NodeReport]) -> list[GateResult]:
+    """ib_write_bw for each (server, client) pair, in rounds where no node is in two pairs at once."""
+    settings = session.inventory.gates.ib_write_bw
     results: list[GateResult] = []
     for batch in rounds(pairs):
         jobs = [gevent.spawn(run_pair, session, server, client, reports, settings) for server, client in batch]

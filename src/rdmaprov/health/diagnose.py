@@ -1,0 +1,92 @@
+"""Fault localization: from "the cluster is slow" to "this node is", in two rounds of pair tests.
+
+Round 1 pairs every node with a neighbour, all pairs at once (a node left over pairs with the
+first node, in a round of its own). A pair that passes clears both nodes. Round 2 tests each node
+of a failing pair against a node round 1 cleared: a node that fails against a known-good peer is
+a suspect, one that passes is cleared. Pairs run in rounds where no node is in two tests at once,
+so the time is rounds × one test, not nodes × one test.
+
+The pair test is ib_write_bw between the two nodes' RDMA devices (the same gate as verify's);
+the node gate then runs on the suspects (skipped where there is no GPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rdmaprov.health.gates.result import GateResult
+
+PairTest = Callable[[list[tuple[str, str]]], list[GateResult]]
+
+
+def neighbour_pairs(names: list[str]) -> list[tuple[str, str]]:
+    """⌈N/2⌉ pairs covering every node once; an odd node out pairs with the first node."""
+    pairs = [(names[i], names[i + 1]) for i in range(0, len(names) - 1, 2)]
+    if len(names) % 2 and len(names) > 1:
+        pairs.append((names[0], names[-1]))
+    return pairs
+
+
+@dataclass
+class Diagnosis:
+    """Who is suspect, on what evidence, and who was cleared; every test that was run."""
+
+    suspects: dict[str, list[str]] = field(default_factory=dict)
+    cleared: list[str] = field(default_factory=list)
+    undecided: dict[str, str] = field(default_factory=dict)  # no known-good peer to tell
+    tests: list[GateResult] = field(default_factory=list)
+    rounds: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        return 4 if self.suspects or self.undecided else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"suspects": self.suspects, "cleared": self.cleared, "undecided": self.undecided,
+                "rounds": self.rounds, "tests": [t.to_json() for t in self.tests]}
+
+
+def _evidence(result: GateResult) -> str:
+    return f"{result.subject}: {result.reason}"
+
+
+def localize(names: list[str], test: PairTest) -> Diagnosis:
+    """Run the two rounds with `test` (which runs a list of pairs, at once where it can) and
+    name the suspects."""
+    diagnosis = Diagnosis()
+    first = test(neighbour_pairs(names))
+    diagnosis.tests += first
+    diagnosis.rounds = 1
+    good = [n for n in names if any(r.passed and n in _pair(r) for r in first)]
+    doubtful = [n for n in names if n not in good]
+    if not doubtful:
+        diagnosis.cleared = list(names)
+        return diagnosis
+    if not good:
+        for name in doubtful:
+            failures = [_evidence(r) for r in first if name in _pair(r)]
+            diagnosis.undecided[name] = "no node passed round 1, so none can vouch for a peer: " + "; ".join(failures)
+        return diagnosis
+    # Round 2: each doubtful node against a different known-good node where there are enough.
+    retest = [(good[i % len(good)], name) for i, name in enumerate(doubtful)]
+    second = test(retest)
+    diagnosis.tests += second
+    diagnosis.rounds = 2
+    by_node = {_pair(r)[1]: r for r in second}
+    for name in doubtful:
+        result = by_node.get(name)
+        if result is not None and result.passed:
+            good.append(name)
+        else:
+            evidence = [_evidence(r) for r in first + second if name in _pair(r) and not r.passed]
+            diagnosis.suspects[name] = evidence
+    diagnosis.cleared = [n for n in names if n in good]
+    return diagnosis
+
+
+def _pair(result: GateResult) -> tuple[str, str]:
+    """(server, client) of a pair test's subject "a -> b"."""
+    server, _, client = result.subject.partition(" -> ")
+    return server, client
