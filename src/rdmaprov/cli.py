@@ -143,23 +143,16 @@ def _cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from dataclasses import asdict
-
-    from rdmaprov.engine.session import Session
+    from rdmaprov.health.facts_report import read_facts
     from rdmaprov.health.report import print_facts
-    from rdmaprov.health.verify import read_reports
 
     inventory, hosts = _selection(args)
-    with Session(inventory, hosts) as session:
-        reports = read_reports(session)
-        unreachable = dict(session.unreachable)
+    facts = read_facts(inventory, hosts)
     if args.json:
-        doc = {name: ({"error": str(r)} if isinstance(r, Exception) else asdict(r)) for name, r in reports.items()}
-        doc.update({name: {"unreachable": reason} for name, reason in unreachable.items()})
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(facts.to_json(), indent=2))
     else:
-        print_facts(reports, unreachable, out)
-    return 4 if unreachable or any(isinstance(r, Exception) for r in reports.values()) else 0
+        print_facts(facts.reports, facts.unreachable, out)
+    return facts.exit_code
 
 
 def _cmd_lab(args: argparse.Namespace, out: Console, err: Console) -> int:
