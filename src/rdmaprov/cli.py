@@ -3,6 +3,7 @@
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from rich.console import Console
@@ -58,6 +59,11 @@ def _selection(args: argparse.Namespace):
     return inventory, hosts
 
 
+def _log_to(err: Console) -> Callable[[str], None]:
+    """Progress messages of a long step, on stderr so that stdout stays the result (table or JSON)."""
+    return lambda msg: err.print(msg, highlight=False)
+
+
 def _converge_settings(args: argparse.Namespace):
     from rdmaprov.workflows.apply import ConvergeSettings
     from rdmaprov.workflows.rolling import parse_max_fail
@@ -76,7 +82,7 @@ def _cmd_apply(args: argparse.Namespace, out: Console, err: Console) -> int:
     options = RunOptions(command="apply", hosts=hosts, deploys=select_deploys(args.tags))
     settings = _converge_settings(args)
     with RichObserver(err, verbose=args.verbose) as observer:
-        result = converge(inventory, options, settings, log=lambda msg: err.print(msg, highlight=False), observer=observer)
+        result = converge(inventory, options, settings, log=_log_to(err), observer=observer)
     return _finish(result, args, out)
 
 
@@ -106,9 +112,9 @@ def _cmd_bootstrap(args: argparse.Namespace, out: Console, err: Console) -> int:
     inventory, newcomers = _selection(args)
     if args.ask_pass:
         inventory = with_password(inventory, newcomers, getpass.getpass(f"SSH password for {', '.join(newcomers)}: "))
-    log = lambda msg: err.print(msg, highlight=False)  # noqa: E731
     with RichObserver(err, verbose=args.verbose) as observer:
-        result = bootstrap(inventory, newcomers, _converge_settings(args), log, observer, by_password=args.ask_pass)
+        result = bootstrap(inventory, newcomers, _converge_settings(args), _log_to(err), observer,
+                           by_password=args.ask_pass)
     return _finish(result, args, out)
 
 
