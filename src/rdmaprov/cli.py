@@ -4,12 +4,15 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from rich.console import Console
 
 from rdmaprov import __version__
 from rdmaprov.errors import UserError
+
+if TYPE_CHECKING:  # imported by the commands that use it, after main() patched gevent
+    from rdmaprov.lab.lab import Lab
 
 # Commands that never open a connection: no gevent patching (it costs a fifth of a second).
 _OFFLINE = {"validate"}
@@ -161,53 +164,58 @@ def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
     return facts.exit_code
 
 
-def _cmd_lab(args: argparse.Namespace, out: Console, err: Console) -> int:
-    import os
+def _lab(args: argparse.Namespace) -> "Lab":
+    """The lab that --dir names, or the default one (where inventories/lab.yaml expects its keys)."""
     from pathlib import Path
 
-    from rich.table import Table
-
-    from rdmaprov.lab import lab as labmod
+    from rdmaprov.lab.lab import Lab
     from rdmaprov.lab.paths import default_lab_dir
 
-    lab = labmod.Lab(Path(args.dir) if args.dir else default_lab_dir())
-    if args.lab_command == "up":
-        settings = labmod.LabSettings(nodes=args.nodes, kind=args.kind, subnet=args.subnet, bridge=args.bridge, memory_mb=args.memory)
-        state = labmod.up(lab, settings, log=lambda msg: err.print(msg, highlight=False))
-        timings = state["timings"]
-        rss = sum(labmod.node_rss_kib(node) for node in lab.nodes()) // 1024
-        out.print(
-            f"lab up: {len(state['nodes'])} {state['kind']} nodes in {timings['total_s']:.0f}s "
-            f"(image {timings['image_s']:.0f}s, mirror {timings['mirror_s']:.0f}s, boot to SSH {timings['boot_to_ssh_s']:.0f}s), "
-            f"nodes' memory {rss} MiB",
-            highlight=False,
-        )
-        out.print(f"inventory: {lab.inventory}  (next: rdmaprov apply {lab.inventory})", highlight=False)
+    return Lab(Path(args.dir) if args.dir else default_lab_dir())
+
+
+def _cmd_lab_up(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.lab.lab import LabSettings, up
+    from rdmaprov.lab.report import up_summary
+
+    lab = _lab(args)
+    settings = LabSettings(nodes=args.nodes, kind=args.kind, subnet=args.subnet, bridge=args.bridge,
+                           memory_mb=args.memory)
+    for line in up_summary(lab, up(lab, settings, log=_log_to(err))):
+        out.print(line, highlight=False)
+    return 0
+
+
+def _cmd_lab_down(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.lab.lab import down
+    from rdmaprov.lab.report import down_summary
+
+    out.print(down_summary(down(_lab(args))), highlight=False)
+    return 0
+
+
+def _cmd_lab_status(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.lab.lab import status
+    from rdmaprov.lab.report import status_exit_code, status_table
+
+    lab = _lab(args)
+    rows = status(lab)
+    if args.json:
+        print(json.dumps(rows, indent=2))
         return 0
-    if args.lab_command == "down":
-        removed = labmod.down(lab)
-        out.print(f"lab down: removed {', '.join(removed) if removed else 'nothing (no lab running)'}", highlight=False)
-        return 0
-    if args.lab_command == "status":
-        rows = labmod.status(lab)
-        if args.json:
-            print(json.dumps(rows, indent=2))
-            return 0
-        if not rows:
-            out.print(f"no lab running from {lab.dir}")
-            return 0
-        table = Table(title=f"lab {lab.dir}")
-        columns = list(rows[0])
-        for column in columns:
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*(str(row[c]) for c in columns))
-        out.print(table)
-        return 0 if all(r["running"] and r["ssh"] for r in rows) else 4
-    node = labmod.find_node(lab, args.node)
-    command = labmod.ssh_command(lab, node, args.remote, tty=not args.remote and sys.stdin.isatty())
+    out.print(status_table(lab.dir, rows))
+    return status_exit_code(rows)
+
+
+def _cmd_lab_ssh(args: argparse.Namespace, out: Console, err: Console) -> NoReturn:
+    """Replace this process with ssh, so that the terminal and the remote exit status are the user's."""
+    import os
+
+    from rdmaprov.lab.lab import find_node, ssh_command
+
+    lab = _lab(args)
+    command = ssh_command(lab, find_node(lab, args.node), args.remote, tty=not args.remote and sys.stdin.isatty())
     os.execvp(command[0], command)
-    return 0  # not reached
 
 
 def _cmd_exporter(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -286,13 +294,16 @@ def build_parser() -> argparse.ArgumentParser:
     lab_up.add_argument("--subnet", default="10.77.0.0/24")
     lab_up.add_argument("--bridge", default="rdmaprov0")
     lab_up.add_argument("--memory", type=int, default=1024, help="MiB per VM")
-    lab_sub.add_parser("down", help="stop every node and remove what the lab created")
+    lab_up.set_defaults(handler=_cmd_lab_up)
+    lab_down = lab_sub.add_parser("down", help="stop every node and remove what the lab created")
+    lab_down.set_defaults(handler=_cmd_lab_down)
     lab_status = lab_sub.add_parser("status", help="nodes, their PIDs and whether SSH answers")
     lab_status.add_argument("--json", action="store_true")
+    lab_status.set_defaults(handler=_cmd_lab_status)
     lab_ssh = lab_sub.add_parser("ssh", help="log into a node (or run a command there)")
     lab_ssh.add_argument("node")
     lab_ssh.add_argument("remote", nargs=argparse.REMAINDER)
-    lab.set_defaults(handler=_cmd_lab)
+    lab_ssh.set_defaults(handler=_cmd_lab_ssh)
     return parser
 
 
