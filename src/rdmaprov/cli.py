@@ -1,4 +1,4 @@
-"""The `rdmaprov` command line: parse arguments, call the modules, print, exit with a meaningful code."""
+"""The `rdmaprov` command line: parse arguments, make one call per command, print, exit with a meaningful code."""
 
 import argparse
 import json
@@ -96,7 +96,8 @@ def _cmd_check(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     inventory, hosts = _selection(args)
     with RichObserver(err, verbose=args.verbose) as observer:
-        result = drift_check(inventory, hosts, select_deploys(args.tags), verify=not args.skip_verify, gates=args.gates, observer=observer)
+        result = drift_check(inventory, hosts, select_deploys(args.tags), verify=not args.skip_verify, gates=args.gates,
+                             observer=observer)
     if args.textfile:
         from rdmaprov.report.textfile import render_metrics, write_textfile
 
@@ -224,86 +225,166 @@ def _cmd_exporter(args: argparse.Namespace, out: Console, err: Console) -> int:
     return exporter_main(["--listen", args.listen, "--sysfs", args.sysfs])
 
 
+# Options that several commands share are declared once, in parent parsers (argparse's `parents=`).
+# Where commands explain a shared option differently, its parent is built once per explanation.
+
+_RUN_EXIT_CODES = "Exit codes: 0 nothing to do, 2 changes, 4 failures, 6 both."
+_LIMIT_HELP = "hosts, groups or globs (repeat or comma-separate)"
+
+
+def _parent(*parents: _Parser) -> _Parser:
+    """A parser that only lends options to commands: no -h of its own (each command has one)."""
+    return _Parser(add_help=False, parents=list(parents))
+
+
+def _flag(*flags: str, help_text: str | None = None) -> _Parser:
+    """An on/off option as a parent, for the commands that share it."""
+    parent = _parent()
+    parent.add_argument(*flags, action="store_true", help=help_text)
+    return parent
+
+
+def _json_option(help_text: str | None = None) -> _Parser:
+    return _flag("--json", help_text=help_text)
+
+
+def _verbose_option(help_text: str | None = None) -> _Parser:
+    return _flag("--verbose", "-v", help_text=help_text)
+
+
+def _junit_option(help_text: str) -> _Parser:
+    parent = _parent()
+    parent.add_argument("--junit", metavar="PATH", help=help_text)
+    return parent
+
+
+def _selection_options(limit_help: str | None = None) -> _Parser:
+    """The inventory and --limit: which hosts a command reaches."""
+    parent = _parent()
+    parent.add_argument("inventory")
+    parent.add_argument("--limit", "-l", action="append", metavar="PATTERN", help=limit_help)
+    return parent
+
+
+def _tags_option() -> _Parser:
+    parent = _parent()
+    parent.add_argument("--tags", "-t", action="append", metavar="DEPLOY",
+                        help="run only these deploys (repeat or comma-separate)")
+    return parent
+
+
+def _run_output_options() -> _Parser:
+    """How apply, check and bootstrap report a run: one kind of result, so one set of options."""
+    return _parent(
+        _json_option("print the result as JSON (schemas/result.schema.json)"),
+        _flag("--diff", help_text="show file diffs (always shown by check)"),
+        _verbose_option("show every operation and pyinfra's log"),
+        _junit_option("write verification and gate results as JUnit XML"),
+    )
+
+
+def _converge_options() -> _Parser:
+    """How apply and bootstrap roll changes out (workflows/rolling.py): batches, reboots, what runs after."""
+    parent = _parent()
+    parent.add_argument("--skip-gates", action="store_true", help="verify after applying, but run no bandwidth gates")
+    parent.add_argument("--skip-verify", action="store_true", help="neither verify nor gates after applying")
+    parent.add_argument("--allow-reboot", action="store_true",
+                        help="reboot hosts whose settings need it (netns mode), batch by batch, then verify them")
+    parent.add_argument("--serial", metavar="N|P%",
+                        help="apply N hosts (or P%% of them) at a time, each batch verified before the next; "
+                             "also the reboot batch (default: all at once, reboots one at a time)")
+    parent.add_argument("--max-fail", metavar="P%",
+                        help="stop when more than P%% of a batch's hosts fail (the rest are reported not run)")
+    return parent
+
+
+def _add_run_command(sub: argparse._SubParsersAction, name: str, text: str,
+                     parents: list[_Parser]) -> _Parser:
+    """A command that runs deploys: its one-line help, restated with the exit codes as its description."""
+    return sub.add_parser(name, help=text, description=f"{text}. {_RUN_EXIT_CODES}", parents=parents)
+
+
+def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
+    lab = sub.add_parser("lab", help="a local test cluster: QEMU VMs with SoftRoCE, or containers")
+    lab.add_argument("--dir", help="lab state directory (default ~/.cache/rdmaprov/lab)")
+    actions = lab.add_subparsers(dest="lab_command", required=True, metavar="ACTION", parser_class=_Parser)
+
+    up = actions.add_parser("up", help="build the image once, boot the nodes, write their inventory")
+    up.add_argument("--nodes", type=int, default=2)
+    up.add_argument("--kind", choices=["vm", "container"], default="vm")
+    up.add_argument("--subnet", default="10.77.0.0/24")
+    up.add_argument("--bridge", default="rdmaprov0")
+    up.add_argument("--memory", type=int, default=1024, help="MiB per VM")
+    up.set_defaults(handler=_cmd_lab_up)
+
+    down = actions.add_parser("down", help="stop every node and remove what the lab created")
+    down.set_defaults(handler=_cmd_lab_down)
+
+    status = actions.add_parser("status", help="nodes, their PIDs and whether SSH answers", parents=[_json_option()])
+    status.set_defaults(handler=_cmd_lab_status)
+
+    ssh = actions.add_parser("ssh", help="log into a node (or run a command there)")
+    ssh.add_argument("node")
+    ssh.add_argument("remote", nargs=argparse.REMAINDER)
+    ssh.set_defaults(handler=_cmd_lab_ssh)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rdmaprov", description="Provision and check RDMA GPU training clusters.")
     parser.add_argument("--version", action="version", version=f"rdmaprov {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Subcommands (and theirs) are _Parser too, so that their usage errors also exit 64.
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    selection, tags, run_output = _selection_options(_LIMIT_HELP), _tags_option(), _run_output_options()
+    converge = _converge_options()
 
     validate = sub.add_parser("validate", help="check inventory files against the schema")
     validate.add_argument("inventory", nargs="+")
     validate.set_defaults(handler=_cmd_validate)
 
-    for name, text in (("apply", "converge every selected node"), ("check", "report drift: what apply would change and which facts no longer hold, changing nothing"),
-                       ("bootstrap", "bring new nodes (--limit) into the cluster: full stack on them, SSH trust renewed on every node")):
-        cmd = sub.add_parser(name, help=text, description=f"{text}. Exit codes: 0 nothing to do, 2 changes, 4 failures, 6 both.")
-        cmd.add_argument("inventory")
-        cmd.add_argument("--limit", "-l", action="append", metavar="PATTERN", help="hosts, groups or globs (repeat or comma-separate)"
-                         + ("; for bootstrap: the new nodes" if name == "bootstrap" else ""))
-        if name != "bootstrap":
-            cmd.add_argument("--tags", "-t", action="append", metavar="DEPLOY", help="run only these deploys (repeat or comma-separate)")
-        cmd.add_argument("--json", action="store_true", help="print the result as JSON (schemas/result.schema.json)")
-        cmd.add_argument("--diff", action="store_true", help="show file diffs (always shown by check)")
-        cmd.add_argument("--verbose", "-v", action="store_true", help="show every operation and pyinfra's log")
-        cmd.add_argument("--junit", metavar="PATH", help="write verification and gate results as JUnit XML")
-        if name == "check":
-            cmd.add_argument("--gates", action="store_true", help="also run the bandwidth gates")
-            cmd.add_argument("--skip-verify", action="store_true", help="only plan: do not check the facts (ports, MTU, netns…)")
-            cmd.add_argument("--textfile", metavar="PATH", help="write drift metrics for node_exporter's textfile collector (e.g. /var/lib/node_exporter/textfile/rdmaprov.prom)")
-            cmd.set_defaults(handler=_cmd_check)
-            continue
-        cmd.add_argument("--skip-gates", action="store_true", help="verify after applying, but run no bandwidth gates")
-        cmd.add_argument("--skip-verify", action="store_true", help="neither verify nor gates after applying")
-        cmd.add_argument("--allow-reboot", action="store_true", help="reboot hosts whose settings need it (netns mode), batch by batch, then verify them")
-        cmd.add_argument("--serial", metavar="N|P%", help="apply N hosts (or P%% of them) at a time, each batch verified before the next; "
-                         "also the reboot batch (default: all at once, reboots one at a time)")
-        cmd.add_argument("--max-fail", metavar="P%", help="stop when more than P%% of a batch's hosts fail (the rest are reported not run)")
-        if name == "bootstrap":
-            cmd.add_argument("--ask-pass", action="store_true", help="prompt once for the new nodes' SSH (and sudo) password; installs ssh.key's public half for later runs")
-            cmd.set_defaults(handler=_cmd_bootstrap)
-        else:
-            cmd.set_defaults(handler=_cmd_apply)
+    apply = _add_run_command(sub, "apply", "converge every selected node", [selection, tags, run_output, converge])
+    apply.set_defaults(handler=_cmd_apply)
 
-    verify = sub.add_parser("verify", help="check every RDMA port and setting against the inventory (and run the gates)",
-                            description="Exit codes: 0 all checks pass, 4 a check or gate failed or a host was unreachable.")
-    verify.add_argument("inventory")
-    verify.add_argument("--limit", "-l", action="append", metavar="PATTERN")
-    verify.add_argument("--gates", action="store_true", help="also run the bandwidth gates (ib_write_bw pairs, all_reduce)")
-    verify.add_argument("--json", action="store_true")
-    verify.add_argument("--junit", metavar="PATH", help="write the results as JUnit XML")
-    verify.add_argument("--verbose", "-v", action="store_true", help="show passing checks too")
+    check = _add_run_command(
+        sub, "check", "report drift: what apply would change and which facts no longer hold, changing nothing",
+        [selection, tags, run_output])
+    check.add_argument("--gates", action="store_true", help="also run the bandwidth gates")
+    check.add_argument("--skip-verify", action="store_true",
+                       help="only plan: do not check the facts (ports, MTU, netns…)")
+    check.add_argument("--textfile", metavar="PATH",
+                       help="write drift metrics for node_exporter's textfile collector "
+                            "(e.g. /var/lib/node_exporter/textfile/rdmaprov.prom)")
+    check.set_defaults(handler=_cmd_check)
+
+    bootstrap = _add_run_command(
+        sub, "bootstrap",
+        "bring new nodes (--limit) into the cluster: full stack on them, SSH trust renewed on every node",
+        [_selection_options(f"{_LIMIT_HELP}; for bootstrap: the new nodes"), run_output, converge])
+    bootstrap.add_argument("--ask-pass", action="store_true",
+                           help="prompt once for the new nodes' SSH (and sudo) password; "
+                                "installs ssh.key's public half for later runs")
+    bootstrap.set_defaults(handler=_cmd_bootstrap)
+
+    verify = sub.add_parser(
+        "verify", help="check every RDMA port and setting against the inventory (and run the gates)",
+        description="Exit codes: 0 all checks pass, 4 a check or gate failed or a host was unreachable.",
+        parents=[_selection_options(),
+                 _flag("--gates", help_text="also run the bandwidth gates (ib_write_bw pairs, all_reduce)"),
+                 _json_option(), _junit_option("write the results as JUnit XML"),
+                 _verbose_option("show passing checks too")])
     verify.set_defaults(handler=_cmd_verify)
 
-    facts = sub.add_parser("facts", help="RDMA devices, ports, GIDs, MTUs, netns mode, memlock, GPUs and NCCL of every node")
-    facts.add_argument("inventory")
-    facts.add_argument("--limit", "-l", action="append", metavar="PATTERN")
-    facts.add_argument("--json", action="store_true")
-    facts.add_argument("--verbose", "-v", action="store_true")
+    facts = sub.add_parser("facts",
+                           help="RDMA devices, ports, GIDs, MTUs, netns mode, memlock, GPUs and NCCL of every node",
+                           parents=[_selection_options(), _json_option(), _verbose_option()])
     facts.set_defaults(handler=_cmd_facts)
 
-    exporter = sub.add_parser("exporter", help="serve RDMA port state and counters for Prometheus (what the exporter deploy runs)")
+    exporter = sub.add_parser("exporter",
+                              help="serve RDMA port state and counters for Prometheus (what the exporter deploy runs)")
     exporter.add_argument("--listen", default="0.0.0.0:9879", help="ADDR:PORT (default 0.0.0.0:9879)")
     exporter.add_argument("--sysfs", default="/sys/class/infiniband", help=argparse.SUPPRESS)
     exporter.set_defaults(handler=_cmd_exporter)
 
-    lab = sub.add_parser("lab", help="a local test cluster: QEMU VMs with SoftRoCE, or containers")
-    lab.add_argument("--dir", help="lab state directory (default ~/.cache/rdmaprov/lab)")
-    lab_sub = lab.add_subparsers(dest="lab_command", required=True, metavar="ACTION")
-    lab_up = lab_sub.add_parser("up", help="build the image once, boot the nodes, write their inventory")
-    lab_up.add_argument("--nodes", type=int, default=2)
-    lab_up.add_argument("--kind", choices=["vm", "container"], default="vm")
-    lab_up.add_argument("--subnet", default="10.77.0.0/24")
-    lab_up.add_argument("--bridge", default="rdmaprov0")
-    lab_up.add_argument("--memory", type=int, default=1024, help="MiB per VM")
-    lab_up.set_defaults(handler=_cmd_lab_up)
-    lab_down = lab_sub.add_parser("down", help="stop every node and remove what the lab created")
-    lab_down.set_defaults(handler=_cmd_lab_down)
-    lab_status = lab_sub.add_parser("status", help="nodes, their PIDs and whether SSH answers")
-    lab_status.add_argument("--json", action="store_true")
-    lab_status.set_defaults(handler=_cmd_lab_status)
-    lab_ssh = lab_sub.add_parser("ssh", help="log into a node (or run a command there)")
-    lab_ssh.add_argument("node")
-    lab_ssh.add_argument("remote", nargs=argparse.REMAINDER)
-    lab_ssh.set_defaults(handler=_cmd_lab_ssh)
+    _add_lab_parser(sub)
     return parser
 
 

@@ -1,7 +1,9 @@
-"""The reports the command line only prints: the lab's, the facts', verify's."""
+"""The command line: every command's options (flags, help, defaults) and usage errors as users and
+scripts rely on them, and the reports the CLI only prints: the lab's, the facts', verify's."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 from dataclasses import asdict
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from rdmaprov import cli
 from rdmaprov.health.facts_report import FactsReport, read_facts
 from rdmaprov.inventory import load_inventory
 from rdmaprov.lab.lab import Lab
@@ -18,6 +21,152 @@ from rdmaprov.lab.report import down_summary, status_exit_code, status_table, up
 from rdmaprov.parsers.node import parse_node_report
 from rdmaprov.workflows.verify import verify
 from tests.conftest import FIXTURES
+
+LIMIT = "hosts, groups or globs (repeat or comma-separate)"
+TAGS = (("--tags", "-t"), "run only these deploys (repeat or comma-separate)", None, "DEPLOY")
+RUN_OUTPUT = [
+    (("--json",), "print the result as JSON (schemas/result.schema.json)", False, None),
+    (("--diff",), "show file diffs (always shown by check)", False, None),
+    (("--verbose", "-v"), "show every operation and pyinfra's log", False, None),
+    (("--junit",), "write verification and gate results as JUnit XML", None, "PATH"),
+]
+CONVERGE = [
+    (("--skip-gates",), "verify after applying, but run no bandwidth gates", False, None),
+    (("--skip-verify",), "neither verify nor gates after applying", False, None),
+    (("--allow-reboot",), "reboot hosts whose settings need it (netns mode), batch by batch, then verify them",
+     False, None),
+    (("--serial",), "apply N hosts (or P%% of them) at a time, each batch verified before the next; "
+                    "also the reboot batch (default: all at once, reboots one at a time)", None, "N|P%"),
+    (("--max-fail",), "stop when more than P%% of a batch's hosts fail (the rest are reported not run)", None, "P%"),
+]
+INVENTORY = ("inventory", None, None, None)
+
+# (flags or dest, help, default, metavar) of every argument, in the order --help lists them.
+OPTIONS = {
+    "validate": [INVENTORY],
+    "apply": [INVENTORY, (("--limit", "-l"), LIMIT, None, "PATTERN"), TAGS, *RUN_OUTPUT, *CONVERGE],
+    "check": [
+        INVENTORY, (("--limit", "-l"), LIMIT, None, "PATTERN"), TAGS, *RUN_OUTPUT,
+        (("--gates",), "also run the bandwidth gates", False, None),
+        (("--skip-verify",), "only plan: do not check the facts (ports, MTU, netns…)", False, None),
+        (("--textfile",), "write drift metrics for node_exporter's textfile collector "
+                          "(e.g. /var/lib/node_exporter/textfile/rdmaprov.prom)", None, "PATH"),
+    ],
+    "bootstrap": [
+        INVENTORY, (("--limit", "-l"), f"{LIMIT}; for bootstrap: the new nodes", None, "PATTERN"),
+        *RUN_OUTPUT, *CONVERGE,
+        (("--ask-pass",), "prompt once for the new nodes' SSH (and sudo) password; "
+                          "installs ssh.key's public half for later runs", False, None),
+    ],
+    "verify": [
+        INVENTORY, (("--limit", "-l"), None, None, "PATTERN"),
+        (("--gates",), "also run the bandwidth gates (ib_write_bw pairs, all_reduce)", False, None),
+        (("--json",), None, False, None),
+        (("--junit",), "write the results as JUnit XML", None, "PATH"),
+        (("--verbose", "-v"), "show passing checks too", False, None),
+    ],
+    "facts": [
+        INVENTORY, (("--limit", "-l"), None, None, "PATTERN"), (("--json",), None, False, None),
+        (("--verbose", "-v"), None, False, None),
+    ],
+    "exporter": [
+        (("--listen",), "ADDR:PORT (default 0.0.0.0:9879)", "0.0.0.0:9879", None),
+        (("--sysfs",), argparse.SUPPRESS, "/sys/class/infiniband", None),
+    ],
+    "lab": [(("--dir",), "lab state directory (default ~/.cache/rdmaprov/lab)", None, None)],
+    "lab up": [
+        (("--nodes",), None, 2, None), (("--kind",), None, "vm", None), (("--subnet",), None, "10.77.0.0/24", None),
+        (("--bridge",), None, "rdmaprov0", None), (("--memory",), "MiB per VM", 1024, None),
+    ],
+    "lab down": [],
+    "lab status": [(("--json",), None, False, None)],
+    "lab ssh": [("node", None, None, None), ("remote", None, None, None)],
+}
+
+
+def _command_parser(path: str) -> argparse.ArgumentParser:
+    parser = cli.build_parser()
+    for name in path.split():
+        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+    return parser
+
+
+@pytest.mark.parametrize("path", sorted(OPTIONS))
+def test_every_command_keeps_its_options_help_and_defaults(path):
+    parser = _command_parser(path)
+    found = [(tuple(a.option_strings) or a.dest, a.help, a.default, a.metavar) for a in parser._actions
+             if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+    assert found == OPTIONS[path]
+    help_text = parser.format_help()
+    for flags, *_ in OPTIONS[path]:
+        if isinstance(flags, tuple) and flags != ("--sysfs",):
+            assert flags[0] in help_text
+
+
+@pytest.mark.parametrize(("line", "expected", "handler"), [
+    ("validate a.yaml b.yaml", {"inventory": ["a.yaml", "b.yaml"]}, cli._cmd_validate),
+    ("apply inv.yaml", {"inventory": "inv.yaml", "limit": None, "tags": None, "json": False, "diff": False,
+                        "verbose": False, "junit": None, "skip_gates": False, "skip_verify": False,
+                        "allow_reboot": False, "serial": None, "max_fail": None}, cli._cmd_apply),
+    ("apply inv.yaml -l a,b --limit c -t nccl --tags mtu --json --diff -v --junit j.xml --skip-gates --skip-verify "
+     "--allow-reboot --serial 25% --max-fail 10%",
+     {"inventory": "inv.yaml", "limit": ["a,b", "c"], "tags": ["nccl", "mtu"], "json": True, "diff": True,
+      "verbose": True, "junit": "j.xml", "skip_gates": True, "skip_verify": True, "allow_reboot": True,
+      "serial": "25%", "max_fail": "10%"}, cli._cmd_apply),
+    ("check inv.yaml --gates --skip-verify --textfile t.prom -l x",
+     {"inventory": "inv.yaml", "limit": ["x"], "tags": None, "json": False, "diff": False, "verbose": False,
+      "junit": None, "gates": True, "skip_verify": True, "textfile": "t.prom"}, cli._cmd_check),
+    ("bootstrap inv.yaml -l n1 --ask-pass --serial 1",
+     {"inventory": "inv.yaml", "limit": ["n1"], "json": False, "diff": False, "verbose": False, "junit": None,
+      "skip_gates": False, "skip_verify": False, "allow_reboot": False, "serial": "1", "max_fail": None,
+      "ask_pass": True}, cli._cmd_bootstrap),
+    ("verify inv.yaml --gates --json --junit p -v -l a",
+     {"inventory": "inv.yaml", "limit": ["a"], "gates": True, "json": True, "junit": "p", "verbose": True},
+     cli._cmd_verify),
+    ("facts inv.yaml --json -v", {"inventory": "inv.yaml", "limit": None, "json": True, "verbose": True},
+     cli._cmd_facts),
+    ("exporter --listen 1.2.3.4:5", {"listen": "1.2.3.4:5", "sysfs": "/sys/class/infiniband"}, cli._cmd_exporter),
+    ("lab --dir /x up --nodes 3 --kind container --subnet 10.0.0.0/24 --bridge br --memory 512",
+     {"dir": "/x", "lab_command": "up", "nodes": 3, "kind": "container", "subnet": "10.0.0.0/24", "bridge": "br",
+      "memory": 512}, cli._cmd_lab_up),
+    ("lab down", {"dir": None, "lab_command": "down"}, cli._cmd_lab_down),
+    ("lab status --json", {"dir": None, "lab_command": "status", "json": True}, cli._cmd_lab_status),
+    ("lab ssh node1 uname -a", {"dir": None, "lab_command": "ssh", "node": "node1", "remote": ["uname", "-a"]},
+     cli._cmd_lab_ssh),
+])
+def test_command_lines_parse_as_before(line, expected, handler):
+    args = vars(cli.build_parser().parse_args(line.split()))
+    assert args.pop("command") == line.split()[0]
+    assert args.pop("handler") is handler
+    assert args == expected
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("", "the following arguments are required: COMMAND"),
+    ("nosuch", "invalid choice: 'nosuch'"),
+    ("apply", "the following arguments are required: inventory"),
+    ("bootstrap inv.yaml -t x", "unrecognized arguments: -t x"),
+    ("check inv.yaml --serial 1", "unrecognized arguments: --serial 1"),
+    ("verify inv.yaml --diff", "unrecognized arguments: --diff"),
+    ("lab", "the following arguments are required: ACTION"),
+    ("lab up --kind x", "argument --kind: invalid choice: 'x'"),
+    ("lab up --nodes x", "argument --nodes: invalid int value: 'x'"),
+])
+def test_usage_errors_exit_64_at_every_level(line, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.build_parser().parse_args(line.split())
+    assert info.value.code == cli.EXIT_USAGE == 64
+    stderr = capsys.readouterr().err
+    assert stderr.startswith("usage: rdmaprov")
+    assert message in stderr and stderr.endswith("(exit 64: usage error)\n")
+
+
+def test_main_returns_validate_outcome_without_going_online(tmp_path, capsys):
+    good = tmp_path / "good.yaml"
+    good.write_text("cluster: {name: c}\nhosts:\n  a: {address: 10.0.0.1}\n")
+    assert cli.main(["validate", str(good)]) == 0
+    assert f"{good}: ok (1 hosts" in capsys.readouterr().out
+    assert cli.main(["validate", str(tmp_path / "missing.yaml")]) == cli.EXIT_INVALID
 
 
 def _rendered(renderable) -> str:
