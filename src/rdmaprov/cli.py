@@ -165,6 +165,19 @@ def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
     return facts.exit_code
 
 
+def _cmd_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.health.report import print_diagnosis
+    from rdmaprov.workflows.diagnose import diagnose
+
+    inventory, hosts = _selection(args)
+    diagnosis = diagnose(inventory, hosts)
+    if args.json:
+        print(json.dumps(diagnosis.to_json(), indent=2))
+    else:
+        print_diagnosis(diagnosis, out)
+    return diagnosis.exit_code
+
+
 def _lab(args: argparse.Namespace) -> "Lab":
     """The lab that --dir names, or the default one (where inventories/lab.yaml expects its keys)."""
     from pathlib import Path
@@ -377,6 +390,12 @@ def build_parser() -> argparse.ArgumentParser:
                            help="RDMA devices, ports, GIDs, MTUs, netns mode, memlock, GPUs and NCCL of every node",
                            parents=[_selection_options(), _json_option(), _verbose_option()])
     facts.set_defaults(handler=_cmd_facts)
+
+    diagnose = sub.add_parser(
+        "diagnose", help="find the nodes that make the cluster slow: pair tests in two rounds, then the node gate",
+        description="Exit codes: 0 every node cleared, 4 suspects, or nodes no test could clear.",
+        parents=[_selection_options(), _json_option("print the diagnosis as JSON")])
+    diagnose.set_defaults(handler=_cmd_diagnose)
 
     exporter = sub.add_parser("exporter",
                               help="serve RDMA port state and counters for Prometheus (what the exporter deploy runs)")

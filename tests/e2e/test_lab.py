@@ -319,6 +319,25 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
     assert sum(h["changed"] for h in again["hosts"]) == 0
 
 
+def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab):
+    """Three converged VMs (after the bootstrap test): healthy, every node is cleared in one round;
+    with node3's link throttled for real (tbf on its eth0), node3 alone is named, in two rounds."""
+    full = vm_lab.full_inventory
+    code, healthy = rdmaprov_json("diagnose", full, timeout=900)
+    assert (code, healthy["suspects"], healthy["cleared"], healthy["rounds"]) == (0, {}, ["node1", "node2", "node3"], 1), healthy
+    throttle = vm_lab.ssh("node3", "tc qdisc replace dev eth0 root tbf rate 200kbit burst 8kbit latency 100ms")
+    assert throttle.returncode == 0, throttle.stderr
+    try:
+        code, slow = rdmaprov_json("diagnose", full, timeout=900)
+    finally:
+        vm_lab.ssh("node3", "tc qdisc del dev eth0 root")
+    assert code == 4 and list(slow["suspects"]) == ["node3"], slow
+    assert slow["cleared"] == ["node1", "node2"] and slow["rounds"] == 2
+    assert all("node3" in line for line in slow["suspects"]["node3"])
+    [node_gate] = [t for t in slow["tests"] if t["gate"] == "node"]
+    assert (node_gate["subject"], node_gate["status"]) == ("node3", "skipped")
+
+
 def test_netns_mode_needing_a_reboot_is_reported_and_rebooted_only_when_allowed(vm_lab, tmp_path):
     # Another network namespace on node2 makes the live switch impossible.
     assert vm_lab.ssh("node2", "ip netns add rdmaprov-blocker").returncode == 0
