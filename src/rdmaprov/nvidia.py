@@ -103,6 +103,8 @@ def cuda_repo(os_info: OsInfo, base: str | None = None) -> CudaRepo:
         distro = "rhel8" if os_info.id == "alinux" and os_info.major == "3" else f"rhel{os_info.major}"
     else:
         raise ValueError(f"no NVIDIA CUDA repository for {os_info.pretty_name}: set gpu.repo to a mirror that has one, or install the driver yourself and leave gpu.driver_version unset")
+    # parse_os_release puts ubuntu and debian in the debian family; the branch above checked rhel.
+    assert os_info.family is not None, f"{os_info.pretty_name} has no package family but passed as {distro}"
     url = f"{(base or CUDA_REPO).rstrip('/')}/{distro}/x86_64"
     return CudaRepo(distro, url, f"{url}/{REPO_KEY[os_info.family]}")
 

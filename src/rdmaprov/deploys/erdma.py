@@ -52,6 +52,7 @@ def erdma_userspace(by_family: dict[str, list[str]]):
         host.noop("not an eRDMA node")
         return
     os_info = known_os()
+    assert os_info.family is not None, "known_os raises for a distro without a package family"
     names = by_family.get(os_info.family, [])
     installed = fact(InstalledPackages)
     if fact(ErdmaProvider) and all(n in installed for n in names):
@@ -71,6 +72,7 @@ def aiacc_plugin(source: str | None, version: str):
         host.noop("no AIACC plugin declared")
         return
     os_info = known_os()
+    assert os_info.family is not None, "known_os raises for a distro without a package family"
     have = fact(PackageVersions, names=(AIACC_PACKAGE,)).get(AIACC_PACKAGE, "")
     if have.split("-")[0] == version:
         host.noop(f"{AIACC_PACKAGE} {have} installed")

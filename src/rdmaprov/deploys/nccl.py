@@ -146,13 +146,15 @@ def nccl_packages(nccl: dict[str, Any] | None) -> tuple[dict[str, list[str]], di
 @deploy("nccl")
 def nccl(ctx: NodeContext) -> None:
     settings = nccl_settings(ctx)
-    from_source = settings is not None and not from_packages(settings)
+    # The settings when NCCL is built from source, else None.
+    source = settings if settings is not None and not from_packages(settings) else None
     names, pins = nccl_packages(settings)
     packages(name="NCCL packages", by_family=names, versions=pins)
     tools = {family: BUILD_TOOLS[family] + FETCH_TOOLS[family] for family in BUILD_TOOLS}
     packages(name="NCCL build tools", by_family=tools if settings is not None else {})
-    build_and_ship(ctx, NCCL_RECIPE, "NCCL", settings if from_source else None)
+    build_and_ship(ctx, NCCL_RECIPE, "NCCL", source)
     managed_file(name="NCCL on the library path", path=LDCONFIG, after_change="ldconfig",
-                 content=f"# Managed by rdmaprov: the current NCCL build.\n{config_value(settings['prefix'].rstrip('/') + '/current/lib', 'nccl.prefix')}\n"
-                 if from_source else None)
+                 content="# Managed by rdmaprov: the current NCCL build.\n"
+                 f"{config_value(source['prefix'].rstrip('/') + '/current/lib', 'nccl.prefix')}\n"
+                 if source is not None else None)
     build_and_ship(ctx, NCCL_TESTS_RECIPE, "nccl-tests", nccl_tests_settings(ctx, settings))

@@ -70,7 +70,9 @@ def repository_files(slug: str, title: str, family: str | None, apt_source: str 
     return {
         keyfile: key_text if upload_key else None,
         f"/etc/apt/sources.list.d/{slug}.list": apt_line(options, (apt_source or "").split(" "), f"{title} source") if wanted_apt else None,
-        f"/etc/yum.repos.d/{slug}.repo": yum_section(slug, title, yum_baseurl, key if remote_key else f"file://{keyfile}") if wanted_yum else None,
+        f"/etc/yum.repos.d/{slug}.repo":
+            yum_section(slug, title, yum_baseurl, key if remote_key else f"file://{keyfile}")
+            if wanted_yum and yum_baseurl is not None else None,
     }
 
 

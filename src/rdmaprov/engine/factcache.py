@@ -89,7 +89,7 @@ def read_fact(state: State, target, cls: type[FactBase], kwargs: dict[str, Any])
 def fact(cls: type[FactBase], **kwargs: Any) -> Any:
     """What operations call instead of host.get_fact: served from this run's batch when it can be."""
     state = ctx_state.get() if ctx_state.isset() else None
-    if cache_of(state) is None:
+    if state is None or cache_of(state) is None:
         return current_host.get_fact(cls, **kwargs)
     return read_fact(state, ctx_host.get(), cls, kwargs)
 
@@ -98,7 +98,7 @@ def mark_current_host_changed() -> None:
     """An operation is about to run commands on the current host (apply only)."""
     state = ctx_state.get() if ctx_state.isset() else None
     cache = cache_of(state)
-    if cache is not None and state.is_executing:
+    if cache is not None and state is not None and state.is_executing:
         cache.mark_changed(ctx_host.get().name)
 
 

@@ -26,11 +26,24 @@ from rdmaprov.engine.applied import RECORD_PATH, AppliedRecord, AppliedRecordFac
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.factcache import FactCache, prefetch, read_fact
 from rdmaprov.engine.pyinfra_state import build_state, connect
-from rdmaprov.engine.results import HostResult, OpResult, RunResult
+from rdmaprov.engine.results import HostResult, OpResult, OpStatus, RunResult
 from rdmaprov.engine.run_context import context_of
 from rdmaprov.inventory.model import Inventory
 
-Deploy = Callable[[NodeContext], None]
+class Deploy(Protocol):
+    """What pyinfra's @deploy makes of `def name(ctx: NodeContext)` (a PyinfraOperation), as the
+    engine uses it. pyinfra types the call with its global arguments (_sudo…) first, so the
+    context goes by keyword."""
+
+    @property
+    def _inner(self) -> Callable[[NodeContext], object]: ...  # the function @deploy wrapped
+
+    def __call__(self, *, ctx: NodeContext, _if: Callable[[], bool] | None = None) -> object: ...
+
+
+def deploy_name(deploy: Deploy) -> str:
+    """The deploy's function name (STACK's keys, --tags, RunOptions.host_deploys)."""
+    return deploy._inner.__name__
 
 
 class Observer(Protocol):
@@ -63,7 +76,7 @@ class RunOptions:
     host_deploys: dict[str, set[str]] = field(default_factory=dict)
 
     def runs(self, host: str, deploy: Deploy) -> bool:
-        return host not in self.host_deploys or deploy.__name__ in self.host_deploys[host]
+        return host not in self.host_deploys or deploy_name(deploy) in self.host_deploys[host]
 
 
 def _never() -> bool:
@@ -142,15 +155,16 @@ def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict
                     ctx.planned_only = not options.runs(host.name, deploy)
                     try:
                         if ctx.planned_only:
-                            deploy(ctx, _if=_never)
+                            deploy(ctx=ctx, _if=_never)
                         else:
-                            deploy(ctx)
+                            deploy(ctx=ctx)
                     finally:
-                        _name_ops(state, host, deploy.__name__, host.op_hash_order[first:], plan)
+                        _name_ops(state, host, deploy_name(deploy), host.op_hash_order[first:], plan)
         except Exception as exc:  # a fact or deploy error fails this host only
+            error = f"planning failed: {_reason(exc)}"
             results[host.name].status = "failed"
-            results[host.name].error = f"planning failed: {_reason(exc)}"
-            observer.host_done(host.name, "plan", False, results[host.name].error)
+            results[host.name].error = error
+            observer.host_done(host.name, "plan", False, error)
         else:
             observer.host_done(host.name, "plan", True)
         finally:
@@ -232,9 +246,9 @@ def _check_ops(state: State, plan: _Plan, results: dict[str, HostResult], observ
                     result.status = "failed"
                     result.error = f"{name}: {_reason(exc)}"
                     return
-                status = "would_change" if commands else "unchanged"
+                status: OpStatus = "would_change" if commands else "unchanged"
                 diff = notes.diffs.get((host.name, op_hash))
-                deploy = _deploy_of(plan, host.name, op_hash)
+                deploy = plan.deploys[(host.name, op_hash)]  # _name_ops filled it with plan.keys
                 recorded = record.ops.get(plan.keys[(host.name, op_hash)])
                 desired = notes.desired.get((host.name, op_hash))
                 if recorded is not None and recorded != desired and deploy not in result.inputs_changed:
@@ -302,7 +316,7 @@ def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) 
                 result.ops.append(OpResult(name=name, status="skipped", deploy=_deploy_of(plan, host.name, op_hash)))
                 continue
             commands = [describe(c) for c in (meta._commands or [])]
-            status = "failed" if meta.did_error() else ("changed" if meta.did_change() else "unchanged")
+            status: OpStatus = "failed" if meta.did_error() else ("changed" if meta.did_change() else "unchanged")
             diff = context_of(state).notes.diffs.get((host.name, op_hash))
             op = OpResult(name=name, status=status, commands=commands, stdout=list(meta.stdout_lines), stderr=list(meta.stderr_lines),
                           diff=diff if status == "changed" else None, deploy=_deploy_of(plan, host.name, op_hash))

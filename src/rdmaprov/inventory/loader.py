@@ -29,7 +29,7 @@ from rdmaprov.inventory.validate import schema_problems
 
 def _host_definitions(data: dict[str, Any]) -> list[tuple[str, str | None, tuple, Any]]:
     """(host, group or None, document path, body) for every place a host is named."""
-    places = []
+    places: list[tuple[str, str | None, tuple, Any]] = []
     for name, body in (data.get("hosts") or {}).items():
         places.append((name, None, ("hosts", name), body))
     for group, gbody in (data.get("groups") or {}).items():
@@ -203,12 +203,12 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     for name, in_groups in memberships.items():
         for group in in_groups:
             members[group].append(name)
-    groups = {g: tuple(names) for g, names in members.items()}
+    group_hosts = {g: tuple(names) for g, names in members.items()}
     return Inventory(
         path=path,
         name=cluster["name"],
         hosts=hosts,
-        groups=groups,
+        groups=group_hosts,
         gates=GatesConfig.from_settings(filled["gates"]),
         ssh_trust=SshTrustConfig.from_settings(filled["ssh_trust"]),
         parallel=cluster.get("parallel"),

@@ -10,7 +10,7 @@ import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from rdmaprov.errors import Problem
 from rdmaprov.inventory.config import GatesConfig, NodeConfig, SshTrustConfig
@@ -124,6 +124,12 @@ def fill_defaults(value: dict[str, Any], schema: dict[str, Any], root: dict[str,
             if nested:
                 filled[key] = nested
     return filled
+
+
+@overload
+def resolve_path(value: str, base: Path) -> str: ...
+@overload
+def resolve_path(value: None, base: Path) -> None: ...
 
 
 def resolve_path(value: str | None, base: Path) -> str | None:

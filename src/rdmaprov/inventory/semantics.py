@@ -12,7 +12,7 @@ from typing import Any
 from rdmaprov.errors import Problem
 from rdmaprov.health.gates.bandwidth import parse_size
 from rdmaprov.inventory.config import NodeConfig
-from rdmaprov.inventory.source import SourceMap
+from rdmaprov.inventory.source import DocPath, SourceMap
 from rdmaprov.nvidia import arch_problem, driver_problem, parse_version
 
 # AIACC NCCL plugin version → the NCCL versions it supports (first, last minor of NCCL 2).
@@ -21,7 +21,7 @@ AIACC_NCCL = {"1.0.2": ((2, 8), (2, 16))}
 
 @dataclass(frozen=True)
 class NodeIssue:
-    key: tuple[str, ...]
+    key: DocPath
     message: str
     fix: str
 

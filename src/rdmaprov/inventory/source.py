@@ -14,11 +14,19 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
 from rdmaprov.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from yaml._yaml import Mark as _CMark
+
+    # Events carry libyaml's C marks when the C parser reads, PyYAML's own otherwise: the same fields.
+    _Mark: TypeAlias = yaml.Mark | _CMark
 
 DocPath = tuple[str | int, ...]
 
@@ -74,8 +82,15 @@ def format_path(path: DocPath) -> str:
     return text
 
 
-def _position(mark: yaml.Mark) -> tuple[int, int]:
+def _position(mark: _Mark) -> tuple[int, int]:
     return mark.line + 1, mark.column + 1
+
+
+def _start(event: yaml.Event) -> _Mark:
+    """Where an event starts. The marks are optional only for events built by hand: PyYAML's
+    parsers, Python and libyaml alike, mark every event they emit."""
+    assert event.start_mark is not None, f"the YAML parser emitted {type(event).__name__} without a position"
+    return event.start_mark
 
 
 class _Merge:
@@ -117,15 +132,15 @@ class _Reader:
         self.documents = 0
         self.root: Any = None
 
-    def fatal(self, mark: yaml.Mark | None, message: str, fix: str) -> UserError:
+    def fatal(self, mark: _Mark | None, message: str, fix: str) -> UserError:
         line, col = _position(mark) if mark else (None, None)
         return UserError(Problem(self.smap.file, message, line, col, fix=fix))
 
-    def problem(self, mark: yaml.Mark, path: DocPath, message: str, fix: str) -> None:
+    def problem(self, mark: _Mark, path: DocPath, message: str, fix: str) -> None:
         line, col = _position(mark)
         self.problems.append(Problem(self.smap.file, message, line, col, format_path(path), fix))
 
-    def count(self, weight: int, mark: yaml.Mark) -> None:
+    def count(self, weight: int, mark: _Mark) -> None:
         self.values += weight
         if self.values > MAX_VALUES:
             raise self.fatal(mark, f"the document expands to more than {MAX_VALUES:,} values (aliases that repeat aliases?)",
@@ -140,19 +155,22 @@ class _Reader:
             return top.path + (len(top.data),)
         return top.path + (top.key,) if top.has_key else None
 
-    def start(self, event: yaml.Event, data: dict | list) -> None:
+    def start(self, event: yaml.CollectionStartEvent, data: dict | list) -> None:
+        mark = _start(event)
         path = self.child_path()
         if path is None:  # a complex key (`? [a, b]`): reported when it ends
             path = self.stack[-1].path + ("?",)
         if len(self.stack) >= MAX_DEPTH:
-            raise self.fatal(event.start_mark, f"nested more than {MAX_DEPTH} levels deep", "an inventory needs fewer than 10 levels: check brackets and indentation")
+            raise self.fatal(mark, f"nested more than {MAX_DEPTH} levels deep",
+                             "an inventory needs fewer than 10 levels: check brackets and indentation")
         if event.tag not in _COLLECTION_TAGS:
-            self.problem(event.start_mark, path, f"unsupported YAML tag {event.tag}", "remove the tag: inventories use plain mappings and lists")
-        self.smap.values[path] = _position(event.start_mark)
-        self.count(1, event.start_mark)
+            self.problem(mark, path, f"unsupported YAML tag {event.tag}",
+                         "remove the tag: inventories use plain mappings and lists")
+        self.smap.values[path] = _position(mark)
+        self.count(1, mark)
         self.stack.append(_Frame(path, data, event.anchor))
 
-    def end(self, mark: yaml.Mark) -> None:
+    def end(self, mark: _Mark) -> None:
         frame = self.stack.pop()
         if isinstance(frame.data, dict) and frame.merges:
             merged: dict = {}
@@ -166,6 +184,7 @@ class _Reader:
         self.add(frame.data, frame.weight, mark)
 
     def scalar(self, event: yaml.ScalarEvent) -> None:
+        mark = _start(event)
         tag = event.tag
         if tag is None or tag == "!":
             tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
@@ -178,38 +197,45 @@ class _Reader:
         else:
             construct = _CONSTRUCTOR.yaml_constructors.get(tag)
             if construct is None:
-                path = self.child_path() or (self.stack[-1].path if self.stack else ())
-                self.problem(event.start_mark, path, f"unsupported YAML tag {tag}", "remove the tag: inventories use plain strings, numbers and booleans")
+                at = self.child_path() or (self.stack[-1].path if self.stack else ())
+                self.problem(mark, at, f"unsupported YAML tag {tag}",
+                             "remove the tag: inventories use plain strings, numbers and booleans")
                 value = event.value
             else:
-                node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+                # typeshed's Node takes PyYAML's Python Mark only; PyYAML's own C composer gives it the
+                # C marks, which have the same fields (a constructor's error message prints them).
+                node = yaml.ScalarNode(tag, event.value, cast("yaml.Mark", mark),
+                                       cast("yaml.Mark | None", event.end_mark), event.style)
                 try:
                     value = construct(_CONSTRUCTOR, node)
                 except (yaml.YAMLError, ValueError, TypeError) as exc:
-                    self.problem(event.start_mark, self.child_path() or (), f"cannot read {event.value!r} as {tag}: {exc}", "quote the value to keep it a string")
+                    self.problem(mark, self.child_path() or (), f"cannot read {event.value!r} as {tag}: {exc}",
+                                 "quote the value to keep it a string")
                     value = event.value
         path = self.child_path()
         if path is not None:
-            self.smap.values[path] = _position(event.start_mark)
+            self.smap.values[path] = _position(mark)
         if event.anchor is not None:
             self.anchors[event.anchor] = (value, 1)
-        self.count(1, event.start_mark)
-        self.add(value, 1, event.start_mark, key_text=event.value)
+        self.count(1, mark)
+        self.add(value, 1, mark, key_text=event.value)
 
     def alias(self, event: yaml.AliasEvent) -> None:
+        mark = _start(event)
         if any(frame.anchor == event.anchor for frame in self.stack):
-            raise self.fatal(event.start_mark, f"alias *{event.anchor} refers to a value that contains it (a loop)",
+            raise self.fatal(mark, f"alias *{event.anchor} refers to a value that contains it (a loop)",
                              f"an alias can only repeat a value that is complete before it: move *{event.anchor} out of &{event.anchor}")
         if event.anchor not in self.anchors:
-            raise self.fatal(event.start_mark, f"alias *{event.anchor} has no anchor &{event.anchor} before it", f"define &{event.anchor} first, or fix the name")
+            raise self.fatal(mark, f"alias *{event.anchor} has no anchor &{event.anchor} before it",
+                             f"define &{event.anchor} first, or fix the name")
         value, weight = self.anchors[event.anchor]
-        self.count(weight, event.start_mark)
+        self.count(weight, mark)
         path = self.child_path()
         if path is not None:
-            self.smap.values[path] = _position(event.start_mark)
-        self.add(value, weight, event.start_mark)
+            self.smap.values[path] = _position(mark)
+        self.add(value, weight, mark)
 
-    def add(self, value: Any, weight: int, mark: yaml.Mark, key_text: str = "") -> None:
+    def add(self, value: Any, weight: int, mark: _Mark, key_text: str = "") -> None:
         """Put a finished value into the collection being read (or make it the document)."""
         if not self.stack:
             self.root = value
@@ -229,7 +255,7 @@ class _Reader:
             else:
                 top.data[top.key] = value
 
-    def key(self, top: _Frame, value: Any, mark: yaml.Mark, text: str) -> None:
+    def key(self, top: _Frame, value: Any, mark: _Mark, text: str) -> None:
         top.has_key, top.key, top.skip_value = True, value, False
         if isinstance(value, _Merge):
             return
@@ -251,14 +277,14 @@ class _Reader:
         top.key_lines[value] = mark.line + 1
         self.smap.keys[top.path + (value,)] = _position(mark)
 
-    def merge(self, top: _Frame, value: Any, mark: yaml.Mark) -> None:
+    def merge(self, top: _Frame, value: Any, mark: _Mark) -> None:
         sources = value if isinstance(value, list) else [value]
         if not all(isinstance(source, dict) for source in sources):
             self.problem(mark, top.path + ("<<",), "a merge key (<<) takes a mapping or a list of mappings", "merge an alias of a mapping: `<<: *defaults`")
             return
         top.merges.extend(sources)
 
-    def document(self, mark: yaml.Mark) -> None:
+    def document(self, mark: _Mark) -> None:
         self.documents += 1
         if self.documents > 1:
             raise self.fatal(mark, "more than one YAML document (a second `---`)", "keep one inventory per file")
@@ -293,20 +319,20 @@ def parse_yaml(text: str, name: str) -> tuple[Any, SourceMap, list[Problem]]:
     that is not a name, a duplicated key, a tag: the rest of the document is checked too, so
     every problem is reported at once). YAML that cannot be read raises UserError."""
     reader = _Reader(name)
-    handlers = {
-        yaml.ScalarEvent: reader.scalar,
-        yaml.AliasEvent: reader.alias,
-        yaml.MappingStartEvent: lambda event: reader.start(event, {}),
-        yaml.SequenceStartEvent: lambda event: reader.start(event, []),
-        yaml.MappingEndEvent: lambda event: reader.end(event.start_mark),
-        yaml.SequenceEndEvent: lambda event: reader.end(event.start_mark),
-        yaml.DocumentStartEvent: lambda event: reader.document(event.start_mark),
-    }
     try:
         for event in yaml.parse(text, Loader=_LOADER):
-            handler = handlers.get(type(event))
-            if handler is not None:
-                handler(event)
+            if isinstance(event, yaml.ScalarEvent):
+                reader.scalar(event)
+            elif isinstance(event, yaml.AliasEvent):
+                reader.alias(event)
+            elif isinstance(event, yaml.MappingStartEvent):
+                reader.start(event, {})
+            elif isinstance(event, yaml.SequenceStartEvent):
+                reader.start(event, [])
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                reader.end(_start(event))
+            elif isinstance(event, yaml.DocumentStartEvent):
+                reader.document(_start(event))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = _position(mark) if mark else (None, None)

@@ -114,11 +114,14 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
     schema = error.schema if isinstance(error.schema, dict) else {}
     hint = schema.get("description", "")
     kind = error.validator
-    value = error.instance
+    # What the validator reported on: Unset only in a ValidationError built by hand, never in one
+    # that validation raised. Both are JSON data: the inventory's value and the schema's rule.
+    value: Any = error.instance
+    rule: Any = error.validator_value
 
     if kind == "additionalProperties" and isinstance(value, dict):
         allowed = _allowed_keys(schema)
-        problems = []
+        problems: list[Problem] = []
         for key in value:
             if key in allowed:
                 continue
@@ -130,15 +133,15 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
         missing = error.message.split("'")[1] if "'" in error.message else error.message
         return [smap.problem(path, f"missing required key {missing!r}", f"add `{missing}:` here")]
     if kind == "type":
-        expected = _expected_types(error.validator_value)
+        expected = _expected_types(rule)
         return [smap.problem(path, f"expected {expected}, found {_describe(value)}", f"write {expected}" + (f" — {hint}" if hint else ""))]
     if kind == "enum":
-        options = [str(o) for o in error.validator_value]
+        options = [str(o) for o in rule]
         guess = _suggest(str(value), options)
         fix = (guess + " " if guess else "") + f"use one of: {', '.join(options)}"
         return [smap.problem(path, f"{_describe(value)} is not allowed", fix)]
     if kind == "const":
-        return [smap.problem(path, f"expected {error.validator_value!r}, found {_describe(value)}", hint)]
+        return [smap.problem(path, f"expected {rule!r}, found {_describe(value)}", hint)]
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         words = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than", "exclusiveMaximum": "less than"}
         bounds = []
@@ -150,7 +153,7 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
     if kind == "pattern" and "propertyNames" in error.schema_path:
         return [smap.problem(path + (value,), f"name {_describe(value)} is not allowed", hint or _NAME_FIX, prefer_key=True)]
     if kind == "pattern":
-        form = "" if hint else f" ({error.validator_value})"
+        form = "" if hint else f" ({rule})"
         return [smap.problem(path, f"{_describe(value)} does not have the expected form{form}", hint)]
     if kind in ("minLength", "minItems"):
         return [smap.problem(path, "must not be empty", hint)]
@@ -162,12 +165,12 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
         # A branch whose root type differs from the value is not what the user meant; report the rest.
         relevant = [sub for sub in error.context if sub.relative_path or sub.validator not in ("type", "const")]
         if not relevant:
-            types = [sub.validator_value for sub in error.context if sub.validator == "type"]
+            types: list[Any] = [sub.validator_value for sub in error.context if sub.validator == "type"]
             flat = [t for ts in types for t in ([ts] if isinstance(ts, str) else ts)]
             consts = [repr(sub.validator_value) for sub in error.context if sub.validator == "const"]
             expected = " or ".join(consts + ([_expected_types(flat)] if flat else []))
             return [smap.problem(path, f"expected {expected}, found {_describe(value)}", hint)]
-        problems: list[Problem] = []
+        problems = []
         for sub in relevant:
             problems.extend(_explain(sub, smap))
         return problems

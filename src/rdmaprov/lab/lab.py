@@ -12,6 +12,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import gevent
 
@@ -112,8 +113,8 @@ def _wait_for_node(lab: Lab, node: Node, deadline: float) -> list[str]:
     while time.monotonic() < deadline:
         if node.report.exists():
             text = node.report.read_bytes().decode(errors="replace")
-            keys = [line.split(HOSTKEY_MARK, 1)[1].split()[:2] for line in text.splitlines() if HOSTKEY_MARK in line]
-            keys = [f"{node.address} {k[0]} {k[1]}" for k in keys if len(k) == 2]
+            found = [line.split(HOSTKEY_MARK, 1)[1].split()[:2] for line in text.splitlines() if HOSTKEY_MARK in line]
+            keys = [f"{node.address} {k[0]} {k[1]}" for k in found if len(k) == 2]
         if keys:
             try:
                 with socket.create_connection((node.address, 22), timeout=2) as sock:
@@ -129,7 +130,10 @@ def _wait_for_node(lab: Lab, node: Node, deadline: float) -> list[str]:
     raise UserError(f"lab node {node.name} did not answer SSH within the boot timeout; console log: {node.console}")
 
 
-def _collect(func, *args):
+_T = TypeVar("_T")
+
+
+def _collect(func: Callable[..., _T], *args: object) -> _T | UserError:
     """Run func in a greenlet, returning a UserError instead of letting gevent print a traceback."""
     try:
         return func(*args)
@@ -246,10 +250,12 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
         deadline = time.monotonic() + settings.boot_timeout
         jobs = [gevent.spawn(_collect, _wait_for_node, lab, node, deadline) for node in nodes]
         gevent.joinall(jobs)
-        errors = [job.value for job in jobs if isinstance(job.value, UserError)]
+        # get() re-raises what killed a greenlet (_collect catches only UserError); .value was None.
+        results = [job.get() for job in jobs]
+        errors = [result for result in results if isinstance(result, UserError)]
         if errors:
             raise UserError([p for e in errors for p in e.problems])
-        known = [line for job in jobs for line in job.value]
+        known = [line for result in results if not isinstance(result, UserError) for line in result]
         lab.known_hosts.write_text("\n".join(known) + "\n")
         timings["boot_to_ssh_s"] = time.monotonic() - step
         _check_login(lab, nodes)

@@ -55,6 +55,7 @@ def packages(by_family: dict[str, list[str]], versions: dict[str, str] | None = 
     """Install the family's packages that are not installed yet (never removes). A package given
     a version in `versions` is installed at exactly that version when another one is installed."""
     os_info = known_os()
+    assert os_info.family is not None, "known_os raises for a distro without a package family"
     family = os_info.family
     names = by_family.get(family, [])
     versions = versions or {}

@@ -117,10 +117,11 @@ def parse_sysfs_ports(lines: list[str]) -> list[SysfsPort]:
             index, _, rest = value.partition(" ")
             if index.isdigit():
                 attrs.setdefault((device, int(number), int(index)), {})[key] = rest.strip()
-    for (device, number, index), found in attrs.items():
+    for (device, port_number, gid_index), found in attrs.items():
         gid = found.get("gid", "")
         if gid and gid != ZERO_GID:
-            ports[(device, number)].gids[index] = SysfsGid(index, gid, found.get("gid_type", ""), found.get("gid_ndev", ""))
+            ports[(device, port_number)].gids[gid_index] = SysfsGid(gid_index, gid, found.get("gid_type", ""),
+                                                                    found.get("gid_ndev", ""))
     return list(ports.values())
 
 

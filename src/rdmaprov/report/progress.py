@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 
 class RichObserver:
@@ -22,7 +22,7 @@ class RichObserver:
             console=console,
             transient=True,
         )
-        self.task = None
+        self.task: TaskID | None = None
         self.ops = 0
 
     def __enter__(self) -> "RichObserver":

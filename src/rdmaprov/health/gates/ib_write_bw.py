@@ -153,5 +153,7 @@ def run_pairs(session: Session, pairs: list[tuple[str, str]], reports: dict[str,
     for batch in rounds(pairs):
         jobs = [gevent.spawn(run_pair, session, server, client, reports, settings) for server, client in batch]
         gevent.joinall(jobs)
-        results.extend(job.value if job.successful() else GateResult("ib_write_bw", f"{pair[0]} -> {pair[1]}", False, f"gate crashed: {job.exception}") for job, pair in zip(jobs, batch))
+        results.extend(job.get() if job.successful() else GateResult("ib_write_bw", f"{pair[0]} -> {pair[1]}", False,
+                                                                      f"gate crashed: {job.exception}")
+                       for job, pair in zip(jobs, batch))
     return results
