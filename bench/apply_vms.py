@@ -30,17 +30,31 @@ def main() -> None:
         for _ in range(args.repeat):
             m = measure(rdmaprov("apply", inventory, "--skip-verify", "--json"))
             result = run_json(m)
-            assert result["exit_code"] == 0, f"re-apply changed something: {[(h['name'], h['changed']) for h in result['hosts']]}"
+            assert result["exit_code"] == 0, (
+                f"re-apply changed something: {[(h['name'], h['changed']) for h in result['hosts']]}"
+            )
             reapply.append({"wall_s": round(m.wall_s, 2), "round_trips": [h["round_trips"] for h in result["hosts"]]})
             c = measure(rdmaprov("check", inventory, "--skip-verify", "--json"))
             assert run_json(c)["exit_code"] == 0
             check.append(round(c.wall_s, 2))
         again = median([r["wall_s"] for r in reapply])
-        rows = [["first apply", f"{first.wall_s:.1f}", changes], ["no-op re-apply (median)", f"{again:.2f}", 0], ["check (median)", f"{median(check):.2f}", "-"]]
+        rows = [
+            ["first apply", f"{first.wall_s:.1f}", changes],
+            ["no-op re-apply (median)", f"{again:.2f}", 0],
+            ["check (median)", f"{median(check):.2f}", "-"],
+        ]
         print(table(["run", "wall s", "changes"], rows))
         print(f"re-apply / check: {again / median(check):.2f}x (goal <= 2x)")
-        path = write_result("apply_vms", {"first_apply_s": round(first.wall_s, 1), "first_apply_changes": changes, "reapply": reapply,
-                                          "check_s": check, "ratio_reapply_to_check": round(again / median(check), 3)})
+        path = write_result(
+            "apply_vms",
+            {
+                "first_apply_s": round(first.wall_s, 1),
+                "first_apply_changes": changes,
+                "reapply": reapply,
+                "check_s": check,
+                "ratio_reapply_to_check": round(again / median(check), 3),
+            },
+        )
         print(f"wrote {path}")
     finally:
         lab_down(lab_dir)

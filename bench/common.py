@@ -46,8 +46,14 @@ def measure(argv: list[str], env: dict[str, str] | None = None, timeout: int = 3
 
     with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
         started = time.monotonic()
-        proc = subprocess.run([sys.executable, "-c", _WRAPPER, rss.name, *argv], capture_output=True, text=True, cwd=REPO,
-                              env=dict(os.environ, **(env or {})), timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-c", _WRAPPER, rss.name, *argv],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=dict(os.environ, **(env or {})),
+            timeout=timeout,
+        )
         wall = time.monotonic() - started
         rss_kib = int(rss.read() or 0)
     return Measured(proc.returncode, wall, rss_kib / 1024, proc.stdout, proc.stderr)
@@ -58,8 +64,25 @@ def rdmaprov(*args: str) -> list[str]:
 
 
 def lab_up(lab_dir: Path, kind: str, nodes: int, subnet: str, bridge: str) -> None:
-    proc = subprocess.run(rdmaprov("lab", "--dir", str(lab_dir), "up", "--kind", kind, "--nodes", str(nodes), "--subnet", subnet, "--bridge", bridge),
-                          cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(
+        rdmaprov(
+            "lab",
+            "--dir",
+            str(lab_dir),
+            "up",
+            "--kind",
+            kind,
+            "--nodes",
+            str(nodes),
+            "--subnet",
+            subnet,
+            "--bridge",
+            bridge,
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"lab up failed:\n{proc.stdout}\n{proc.stderr}")
     print(proc.stdout.strip())
@@ -73,13 +96,20 @@ def run_json(measured: Measured) -> dict:
     try:
         return json.loads(measured.stdout)
     except json.JSONDecodeError:
-        raise SystemExit(f"no JSON (exit {measured.code}):\n{measured.stdout[-2000:]}\n{measured.stderr[-2000:]}")
+        raise SystemExit(
+            f"no JSON (exit {measured.code}):\n{measured.stdout[-2000:]}\n{measured.stderr[-2000:]}"
+        ) from None
 
 
 def machine() -> dict:
     with open("/proc/meminfo") as handle:
         mem_kib = int(handle.readline().split()[1])
-    return {"cpus": os.cpu_count(), "memory_gib": round(mem_kib / 1024 / 1024, 1), "kernel": platform.release(), "python": platform.python_version()}
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(mem_kib / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
 
 
 def median(values: list[float]) -> float:
@@ -88,7 +118,13 @@ def median(values: list[float]) -> float:
 
 def write_result(name: str, doc: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    doc = {"benchmark": name, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": " ".join(sys.argv), **doc}
+    doc = {
+        "benchmark": name,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "command": " ".join(sys.argv),
+        **doc,
+    }
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return path
@@ -96,5 +132,5 @@ def write_result(name: str, doc: dict) -> Path:
 
 def table(headers: list[str], rows: list[list]) -> str:
     widths = [max(len(str(x)) for x in [h, *[r[i] for r in rows]]) for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(str(c).rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    line = lambda cells: "  ".join(str(c).rjust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
     return "\n".join([line(headers), line(["-" * w for w in widths]), *[line(r) for r in rows]])

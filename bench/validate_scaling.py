@@ -34,7 +34,10 @@ def inventory_text(hosts: int, key: Path) -> str:
     for rack in range((hosts + RACK - 1) // RACK):
         lines += [f"  rack{rack}:", f"    vars: {{tags: [rack{rack}], mtu: {{eth0: 9000}}}}", "    hosts:"]
         for index in range(rack * RACK, min(hosts, (rack + 1) * RACK)):
-            lines.append(f"      gpu{index}: {{address: 10.{index // 65536}.{index // 256 % 256}.{index % 256}, vars: {{tags: [node{index}]}}}}")
+            lines.append(
+                f"      gpu{index}: "
+                f"{{address: 10.{index // 65536}.{index // 256 % 256}.{index % 256}, vars: {{tags: [node{index}]}}}}"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -47,7 +50,10 @@ def main() -> None:
     rows, samples = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "id"
-        key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nnot used: validate only reads the header\n-----END OPENSSH PRIVATE KEY-----\n")
+        key.write_text(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nnot used: validate only reads the header\n-----END OPENSSH PRIVATE "
+            "KEY-----\n"
+        )
         key.chmod(0o600)
         for size in sizes:
             path = Path(tmp) / f"hosts-{size}.yaml"
@@ -57,9 +63,20 @@ def main() -> None:
                 raise SystemExit(f"validate failed on {size} hosts:\n{runs[0].stderr[-2000:]}")
             wall = median([run.wall_s for run in runs])
             rss = max(run.peak_rss_mib for run in runs)
-            samples[size] = {"wall_s": [round(r.wall_s, 3) for r in runs], "peak_rss_mib": [round(r.peak_rss_mib, 1) for r in runs],
-                             "bytes": path.stat().st_size}
-            rows.append([size, f"{path.stat().st_size / 1024:.0f} KiB", f"{wall:.2f}", f"{1000 * wall / size:.3f}", f"{rss:.0f}"])
+            samples[size] = {
+                "wall_s": [round(r.wall_s, 3) for r in runs],
+                "peak_rss_mib": [round(r.peak_rss_mib, 1) for r in runs],
+                "bytes": path.stat().st_size,
+            }
+            rows.append(
+                [
+                    size,
+                    f"{path.stat().st_size / 1024:.0f} KiB",
+                    f"{wall:.2f}",
+                    f"{1000 * wall / size:.3f}",
+                    f"{rss:.0f}",
+                ]
+            )
     print(table(["hosts", "file", "wall s (median)", "ms/host", "peak RSS MiB"], rows))
     print(f"wrote {write_result('validate_scaling', {'repeat': args.repeat, 'samples': samples})}")
 

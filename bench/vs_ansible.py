@@ -56,15 +56,33 @@ def give_nodes_python_apt(lab_dir: Path, names: list[str], work: Path) -> None:
     subprocess.run(["tar", "-cf", str(bundle), "-C", str(debs), "."], check=True)
     for name in names:
         with bundle.open("rb") as tar:
-            proc = subprocess.run(rdmaprov("lab", "--dir", str(lab_dir), "ssh", name, "--",
-                                           "mkdir -p /tmp/python-apt && tar -xf - -C /tmp/python-apt && dpkg -i /tmp/python-apt/*.deb >/dev/null"),
-                                  cwd=REPO, stdin=tar, capture_output=True, text=True)
+            proc = subprocess.run(
+                rdmaprov(
+                    "lab",
+                    "--dir",
+                    str(lab_dir),
+                    "ssh",
+                    name,
+                    "--",
+                    "mkdir -p /tmp/python-apt && tar -xf - -C /tmp/python-apt && dpkg -i /tmp/python-apt/*.deb "
+                    ">/dev/null",
+                ),
+                cwd=REPO,
+                stdin=tar,
+                capture_output=True,
+                text=True,
+            )
         if proc.returncode != 0:
             raise SystemExit(f"installing python3-apt on {name} failed: {proc.stderr[-1000:]}")
 
 
 def node_file(lab_dir: Path, node: str, path: str) -> str:
-    proc = subprocess.run(rdmaprov("lab", "--dir", str(lab_dir), "ssh", node, "--", f"cat {path}"), cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(
+        rdmaprov("lab", "--dir", str(lab_dir), "ssh", node, "--", f"cat {path}"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"cannot read {path} on {node}: {proc.stderr}")
     return proc.stdout
@@ -73,7 +91,7 @@ def node_file(lab_dir: Path, node: str, path: str) -> str:
 def block(text: str, cluster: str) -> str:
     begin, end = f"# BEGIN rdmaprov cluster {cluster} (managed by rdmaprov)", f"# END rdmaprov cluster {cluster}"
     lines = text.splitlines()
-    return "\n".join(lines[lines.index(begin) + 1:lines.index(end)])
+    return "\n".join(lines[lines.index(begin) + 1 : lines.index(end)])
 
 
 def write_playbook(lab_dir: Path, work: Path, nodes: int) -> tuple[Path, Path, Path]:
@@ -83,25 +101,55 @@ def write_playbook(lab_dir: Path, work: Path, nodes: int) -> tuple[Path, Path, P
     ssh = inventory["cluster"]["ssh"]
     hosts = inventory["groups"]["nodes"]["hosts"]
     names = [f"node{i}" for i in range(1, nodes + 1)]
-    tasks: list[dict] = [{"name": "RDMA userspace", "ansible.builtin.apt": {"name": RDMA_USERSPACE["debian"], "state": "present"}}]
+    tasks: list[dict] = [
+        {"name": "RDMA userspace", "ansible.builtin.apt": {"name": RDMA_USERSPACE["debian"], "state": "present"}}
+    ]
     for path in WHOLE_FILES:
         mode = "0600" if path.endswith("authorized_keys") else "0644"
-        tasks.append({"name": f"file {path}", "ansible.builtin.copy": {"dest": path, "content": node_file(lab_dir, "node1", path), "mode": mode, "owner": "root", "group": "root"}})
+        tasks.append(
+            {
+                "name": f"file {path}",
+                "ansible.builtin.copy": {
+                    "dest": path,
+                    "content": node_file(lab_dir, "node1", path),
+                    "mode": mode,
+                    "owner": "root",
+                    "group": "root",
+                },
+            }
+        )
     tasks.append({"name": "SSH key pair exists", "ansible.builtin.stat": {"path": "/root/.ssh/id_ed25519"}})
     for path in BLOCK_FILES:
-        tasks.append({"name": f"block in {path}", "ansible.builtin.blockinfile": {
-            "path": path, "block": block(node_file(lab_dir, "node1", path), cluster),
-            "marker": "{mark}", "marker_begin": f"# BEGIN rdmaprov cluster {cluster} (managed by rdmaprov)",
-            "marker_end": f"# END rdmaprov cluster {cluster}"}})
+        tasks.append(
+            {
+                "name": f"block in {path}",
+                "ansible.builtin.blockinfile": {
+                    "path": path,
+                    "block": block(node_file(lab_dir, "node1", path), cluster),
+                    "marker": "{mark}",
+                    "marker_begin": f"# BEGIN rdmaprov cluster {cluster} (managed by rdmaprov)",
+                    "marker_end": f"# END rdmaprov cluster {cluster}",
+                },
+            }
+        )
     work.mkdir(parents=True, exist_ok=True)
     playbook = work / "site.yml"
-    playbook.write_text(yaml.safe_dump([{"hosts": "nodes", "gather_facts": False, "tasks": tasks}], sort_keys=False, width=1000))
+    playbook.write_text(
+        yaml.safe_dump([{"hosts": "nodes", "gather_facts": False, "tasks": tasks}], sort_keys=False, width=1000)
+    )
     ini = work / "hosts.ini"
-    ini.write_text("[nodes]\n" + "".join(f"{n} ansible_host={hosts[n]['address']}\n" for n in names)
-                   + f"[nodes:vars]\nansible_user={ssh['user']}\nansible_ssh_private_key_file={ssh['key']}\nansible_python_interpreter=/usr/bin/python3\n")
+    ini.write_text(
+        "[nodes]\n"
+        + "".join(f"{n} ansible_host={hosts[n]['address']}\n" for n in names)
+        + f"[nodes:vars]\nansible_user={ssh['user']}\nansible_ssh_private_key_file={ssh['key']}\n"
+        + "ansible_python_interpreter=/usr/bin/python3\n"
+    )
     cfg = work / "ansible.cfg"
-    cfg.write_text("[defaults]\nforks = 50\nhost_key_checking = True\nstdout_callback = default\n"
-                   f"[ssh_connection]\npipelining = True\nssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile={ssh['known_hosts']}\n")
+    cfg.write_text(
+        "[defaults]\nforks = 50\nhost_key_checking = True\nstdout_callback = default\n"
+        "[ssh_connection]\npipelining = True\nssh_args = -o ControlMaster=auto -o ControlPersist=60s -o "
+        f"UserKnownHostsFile={ssh['known_hosts']}\n"
+    )
     return playbook, ini, cfg
 
 
@@ -126,22 +174,42 @@ def main() -> None:
         env = {"ANSIBLE_CONFIG": str(cfg)}
         ours, theirs = [], []
         for _ in range(args.repeat):
-            m = measure(rdmaprov("check", inventory, "--tags", CONTAINER_TAGS, "--skip-verify", "--limit", limit, "--json"))
+            m = measure(
+                rdmaprov("check", inventory, "--tags", CONTAINER_TAGS, "--skip-verify", "--limit", limit, "--json")
+            )
             assert run_json(m)["exit_code"] == 0, "rdmaprov found drift on a converged lab"
             ours.append(m.wall_s)
             a = measure([str(ansible), "-i", str(ini), str(playbook), "--check"], env=env)
             recap = [line for line in a.stdout.splitlines() if "changed=" in line]
             if a.code != 0 or any("changed=0" not in line for line in recap) or len(recap) != args.nodes:
-                raise SystemExit(f"ansible --check does not see the converged state as converged (exit {a.code}):\n{a.stdout[-3000:]}\n{a.stderr[-2000:]}")
+                raise SystemExit(
+                    "ansible --check does not see the converged state as converged (exit "
+                    f"{a.code}):\n{a.stdout[-3000:]}\n{a.stderr[-2000:]}"
+                )
             theirs.append(a.wall_s)
         version = subprocess.run([str(ansible), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-        rows = [["rdmaprov check", f"{median(ours):.2f}", " ".join(f"{x:.2f}" for x in ours)],
-                [f"ansible-playbook --check ({version.split('[')[-1].rstrip(']') if '[' in version else version})", f"{median(theirs):.2f}", " ".join(f"{x:.2f}" for x in theirs)]]
+        rows = [
+            ["rdmaprov check", f"{median(ours):.2f}", " ".join(f"{x:.2f}" for x in ours)],
+            [
+                f"ansible-playbook --check ({version.split('[')[-1].rstrip(']') if '[' in version else version})",
+                f"{median(theirs):.2f}",
+                " ".join(f"{x:.2f}" for x in theirs),
+            ],
+        ]
         print(table(["tool", "median s", "runs s"], rows))
         speedup = median(theirs) / median(ours)
         print(f"rdmaprov is {speedup:.1f}x faster than Ansible on {args.nodes} hosts (goal >= 3x)")
-        path = write_result("vs_ansible", {"nodes": args.nodes, "tasks": len(json.loads(json.dumps(yaml.safe_load(playbook.read_text())[0]["tasks"]))),
-                                           "ansible_version": version, "rdmaprov_s": ours, "ansible_s": theirs, "speedup": round(speedup, 2)})
+        path = write_result(
+            "vs_ansible",
+            {
+                "nodes": args.nodes,
+                "tasks": len(json.loads(json.dumps(yaml.safe_load(playbook.read_text())[0]["tasks"]))),
+                "ansible_version": version,
+                "rdmaprov_s": ours,
+                "ansible_s": theirs,
+                "speedup": round(speedup, 2),
+            },
+        )
         print(f"wrote {path}")
     finally:
         if own:

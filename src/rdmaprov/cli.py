@@ -71,15 +71,20 @@ def _converge_settings(args: argparse.Namespace):
     from rdmaprov.workflows.apply import ConvergeSettings
     from rdmaprov.workflows.rolling import parse_max_fail
 
-    return ConvergeSettings(serial=args.serial, max_fail=parse_max_fail(args.max_fail), allow_reboot=args.allow_reboot,
-                            verify=not args.skip_verify, gates=not args.skip_gates)
+    return ConvergeSettings(
+        serial=args.serial,
+        max_fail=parse_max_fail(args.max_fail),
+        allow_reboot=args.allow_reboot,
+        verify=not args.skip_verify,
+        gates=not args.skip_gates,
+    )
 
 
 def _cmd_apply(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from rdmaprov.workflows.apply import converge
     from rdmaprov.deploys import select_deploys
     from rdmaprov.engine import RunOptions
     from rdmaprov.report.progress import RichObserver
+    from rdmaprov.workflows.apply import converge
 
     inventory, hosts = _selection(args)
     options = RunOptions(command="apply", hosts=hosts, deploys=select_deploys(args.tags))
@@ -90,14 +95,20 @@ def _cmd_apply(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _cmd_check(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from rdmaprov.workflows.check import drift_check
     from rdmaprov.deploys import select_deploys
     from rdmaprov.report.progress import RichObserver
+    from rdmaprov.workflows.check import drift_check
 
     inventory, hosts = _selection(args)
     with RichObserver(err, verbose=args.verbose) as observer:
-        result = drift_check(inventory, hosts, select_deploys(args.tags), verify=not args.skip_verify, gates=args.gates,
-                             observer=observer)
+        result = drift_check(
+            inventory,
+            hosts,
+            select_deploys(args.tags),
+            verify=not args.skip_verify,
+            gates=args.gates,
+            observer=observer,
+        )
     if args.textfile:
         from rdmaprov.report.textfile import render_metrics, write_textfile
 
@@ -108,8 +119,8 @@ def _cmd_check(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _cmd_bootstrap(args: argparse.Namespace, out: Console, err: Console) -> int:
     import getpass
 
-    from rdmaprov.workflows.bootstrap import bootstrap, with_password
     from rdmaprov.report.progress import RichObserver
+    from rdmaprov.workflows.bootstrap import bootstrap, with_password
 
     if not args.limit:
         raise UserError("bootstrap needs --limit: the new nodes to bring in (e.g. --limit gpu-new-01,gpu-new-02)")
@@ -117,8 +128,9 @@ def _cmd_bootstrap(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.ask_pass:
         inventory = with_password(inventory, newcomers, getpass.getpass(f"SSH password for {', '.join(newcomers)}: "))
     with RichObserver(err, verbose=args.verbose) as observer:
-        result = bootstrap(inventory, newcomers, _converge_settings(args), _log_to(err), observer,
-                           by_password=args.ask_pass)
+        result = bootstrap(
+            inventory, newcomers, _converge_settings(args), _log_to(err), observer, by_password=args.ask_pass
+        )
     return _finish(result, args, out)
 
 
@@ -193,8 +205,9 @@ def _cmd_lab_up(args: argparse.Namespace, out: Console, err: Console) -> int:
     from rdmaprov.lab.report import up_summary
 
     lab = _lab(args)
-    settings = LabSettings(nodes=args.nodes, kind=args.kind, subnet=args.subnet, bridge=args.bridge,
-                           memory_mb=args.memory)
+    settings = LabSettings(
+        nodes=args.nodes, kind=args.kind, subnet=args.subnet, bridge=args.bridge, memory_mb=args.memory
+    )
     for line in up_summary(lab, up(lab, settings, log=_log_to(err))):
         out.print(line, highlight=False)
     return 0
@@ -281,8 +294,9 @@ def _selection_options(limit_help: str | None = None) -> _Parser:
 
 def _tags_option() -> _Parser:
     parent = _parent()
-    parent.add_argument("--tags", "-t", action="append", metavar="DEPLOY",
-                        help="run only these deploys (repeat or comma-separate)")
+    parent.add_argument(
+        "--tags", "-t", action="append", metavar="DEPLOY", help="run only these deploys (repeat or comma-separate)"
+    )
     return parent
 
 
@@ -301,18 +315,26 @@ def _converge_options() -> _Parser:
     parent = _parent()
     parent.add_argument("--skip-gates", action="store_true", help="verify after applying, but run no bandwidth gates")
     parent.add_argument("--skip-verify", action="store_true", help="neither verify nor gates after applying")
-    parent.add_argument("--allow-reboot", action="store_true",
-                        help="reboot hosts whose settings need it (netns mode), batch by batch, then verify them")
-    parent.add_argument("--serial", metavar="N|P%",
-                        help="apply N hosts (or P%% of them) at a time, each batch verified before the next; "
-                             "also the reboot batch (default: all at once, reboots one at a time)")
-    parent.add_argument("--max-fail", metavar="P%",
-                        help="stop when more than P%% of a batch's hosts fail (the rest are reported not run)")
+    parent.add_argument(
+        "--allow-reboot",
+        action="store_true",
+        help="reboot hosts whose settings need it (netns mode), batch by batch, then verify them",
+    )
+    parent.add_argument(
+        "--serial",
+        metavar="N|P%",
+        help="apply N hosts (or P%% of them) at a time, each batch verified before the next; "
+        "also the reboot batch (default: all at once, reboots one at a time)",
+    )
+    parent.add_argument(
+        "--max-fail",
+        metavar="P%",
+        help="stop when more than P%% of a batch's hosts fail (the rest are reported not run)",
+    )
     return parent
 
 
-def _add_run_command(sub: argparse._SubParsersAction, name: str, text: str,
-                     parents: list[_Parser]) -> _Parser:
+def _add_run_command(sub: argparse._SubParsersAction, name: str, text: str, parents: list[_Parser]) -> _Parser:
     """A command that runs deploys: its one-line help, restated with the exit codes as its description."""
     return sub.add_parser(name, help=text, description=f"{text}. {_RUN_EXIT_CODES}", parents=parents)
 
@@ -358,47 +380,68 @@ def build_parser() -> argparse.ArgumentParser:
     apply.set_defaults(handler=_cmd_apply)
 
     check = _add_run_command(
-        sub, "check", "report drift: what apply would change and which facts no longer hold, changing nothing",
-        [selection, tags, run_output])
+        sub,
+        "check",
+        "report drift: what apply would change and which facts no longer hold, changing nothing",
+        [selection, tags, run_output],
+    )
     check.add_argument("--gates", action="store_true", help="also run the bandwidth gates")
-    check.add_argument("--skip-verify", action="store_true",
-                       help="only plan: do not check the facts (ports, MTU, netns…)")
-    check.add_argument("--textfile", metavar="PATH",
-                       help="write drift metrics for node_exporter's textfile collector "
-                            "(e.g. /var/lib/node_exporter/textfile/rdmaprov.prom)")
+    check.add_argument(
+        "--skip-verify", action="store_true", help="only plan: do not check the facts (ports, MTU, netns…)"
+    )
+    check.add_argument(
+        "--textfile",
+        metavar="PATH",
+        help="write drift metrics for node_exporter's textfile collector "
+        "(e.g. /var/lib/node_exporter/textfile/rdmaprov.prom)",
+    )
     check.set_defaults(handler=_cmd_check)
 
     bootstrap = _add_run_command(
-        sub, "bootstrap",
+        sub,
+        "bootstrap",
         "bring new nodes (--limit) into the cluster: full stack on them, SSH trust renewed on every node",
-        [_selection_options(f"{_LIMIT_HELP}; for bootstrap: the new nodes"), run_output, converge])
-    bootstrap.add_argument("--ask-pass", action="store_true",
-                           help="prompt once for the new nodes' SSH (and sudo) password; "
-                                "installs ssh.key's public half for later runs")
+        [_selection_options(f"{_LIMIT_HELP}; for bootstrap: the new nodes"), run_output, converge],
+    )
+    bootstrap.add_argument(
+        "--ask-pass",
+        action="store_true",
+        help="prompt once for the new nodes' SSH (and sudo) password; installs ssh.key's public half for later runs",
+    )
     bootstrap.set_defaults(handler=_cmd_bootstrap)
 
     verify = sub.add_parser(
-        "verify", help="check every RDMA port and setting against the inventory (and run the gates)",
+        "verify",
+        help="check every RDMA port and setting against the inventory (and run the gates)",
         description="Exit codes: 0 all checks pass, 4 a check or gate failed or a host was unreachable.",
-        parents=[_selection_options(),
-                 _flag("--gates", help_text="also run the bandwidth gates (ib_write_bw pairs, all_reduce)"),
-                 _json_option(), _junit_option("write the results as JUnit XML"),
-                 _verbose_option("show passing checks too")])
+        parents=[
+            _selection_options(),
+            _flag("--gates", help_text="also run the bandwidth gates (ib_write_bw pairs, all_reduce)"),
+            _json_option(),
+            _junit_option("write the results as JUnit XML"),
+            _verbose_option("show passing checks too"),
+        ],
+    )
     verify.set_defaults(handler=_cmd_verify)
 
-    facts = sub.add_parser("facts",
-                           help="RDMA devices, ports, GIDs, MTUs, netns mode, memlock, GPUs and NCCL of every node",
-                           parents=[_selection_options(), _json_option(), _verbose_option()])
+    facts = sub.add_parser(
+        "facts",
+        help="RDMA devices, ports, GIDs, MTUs, netns mode, memlock, GPUs and NCCL of every node",
+        parents=[_selection_options(), _json_option(), _verbose_option()],
+    )
     facts.set_defaults(handler=_cmd_facts)
 
     diagnose = sub.add_parser(
-        "diagnose", help="find the nodes that make the cluster slow: pair tests in two rounds, then the node gate",
+        "diagnose",
+        help="find the nodes that make the cluster slow: pair tests in two rounds, then the node gate",
         description="Exit codes: 0 every node cleared, 4 suspects, or nodes no test could clear.",
-        parents=[_selection_options(), _json_option("print the diagnosis as JSON")])
+        parents=[_selection_options(), _json_option("print the diagnosis as JSON")],
+    )
     diagnose.set_defaults(handler=_cmd_diagnose)
 
-    exporter = sub.add_parser("exporter",
-                              help="serve RDMA port state and counters for Prometheus (what the exporter deploy runs)")
+    exporter = sub.add_parser(
+        "exporter", help="serve RDMA port state and counters for Prometheus (what the exporter deploy runs)"
+    )
     exporter.add_argument("--listen", default="0.0.0.0:9879", help="ADDR:PORT (default 0.0.0.0:9879)")
     exporter.add_argument("--sysfs", default="/sys/class/infiniband", help=argparse.SUPPRESS)
     exporter.set_defaults(handler=_cmd_exporter)

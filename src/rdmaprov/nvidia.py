@@ -13,14 +13,28 @@ from rdmaprov.parsers.system import OsInfo
 
 # Architecture → (first CUDA that compiles for it, first CUDA major that no longer does).
 ARCHS: dict[str, tuple[tuple[int, int], int | None]] = {
-    "sm_35": ((5, 0), 12), "sm_37": ((6, 5), 12),
-    "sm_50": ((6, 0), 13), "sm_52": ((6, 5), 13), "sm_53": ((6, 5), 13),
-    "sm_60": ((8, 0), 13), "sm_61": ((8, 0), 13), "sm_62": ((8, 0), 13),
-    "sm_70": ((9, 0), 13), "sm_72": ((10, 0), 13), "sm_75": ((10, 0), None),
-    "sm_80": ((11, 0), None), "sm_86": ((11, 1), None), "sm_87": ((11, 4), None), "sm_89": ((11, 8), None),
-    "sm_90": ((11, 8), None), "sm_90a": ((12, 0), None),
-    "sm_100": ((12, 8), None), "sm_100a": ((12, 8), None), "sm_103": ((12, 9), None),
-    "sm_120": ((12, 8), None), "sm_121": ((12, 9), None),
+    "sm_35": ((5, 0), 12),
+    "sm_37": ((6, 5), 12),
+    "sm_50": ((6, 0), 13),
+    "sm_52": ((6, 5), 13),
+    "sm_53": ((6, 5), 13),
+    "sm_60": ((8, 0), 13),
+    "sm_61": ((8, 0), 13),
+    "sm_62": ((8, 0), 13),
+    "sm_70": ((9, 0), 13),
+    "sm_72": ((10, 0), 13),
+    "sm_75": ((10, 0), None),
+    "sm_80": ((11, 0), None),
+    "sm_86": ((11, 1), None),
+    "sm_87": ((11, 4), None),
+    "sm_89": ((11, 8), None),
+    "sm_90": ((11, 8), None),
+    "sm_90a": ((12, 0), None),
+    "sm_100": ((12, 8), None),
+    "sm_100a": ((12, 8), None),
+    "sm_103": ((12, 9), None),
+    "sm_120": ((12, 8), None),
+    "sm_121": ((12, 9), None),
 }
 
 # Minor-version compatibility: the oldest driver that runs anything built with a CUDA major.
@@ -44,7 +58,7 @@ def arch_from_compute_cap(cap: str) -> str:
 
 def gencode(arch: str) -> str:
     """NVCC_GENCODE for one architecture: SASS for it (sm_90a keeps its suffix)."""
-    number = arch[len("sm_"):]
+    number = arch[len("sm_") :]
     return f"-gencode=arch=compute_{number},code=sm_{number}"
 
 
@@ -74,7 +88,10 @@ def driver_problem(driver: str, cuda: str) -> str | None:
     fits = version[0] > floor[0] or (version[0] == floor[0] and (len(version) == 1 or version >= floor))
     if fits:
         return None
-    return f"driver {driver} cannot run CUDA {cuda}: CUDA {major}.x needs driver {'.'.join(str(p) for p in floor)} or newer"
+    return (
+        f"driver {driver} cannot run CUDA {cuda}: CUDA {major}.x needs driver {'.'.join(str(p) for p in floor)} or "
+        "newer"
+    )
 
 
 def driver_matches(wanted: str, installed: str) -> bool:
@@ -102,7 +119,10 @@ def cuda_repo(os_info: OsInfo, base: str | None = None) -> CudaRepo:
     elif os_info.family == "rhel":
         distro = "rhel8" if os_info.id == "alinux" and os_info.major == "3" else f"rhel{os_info.major}"
     else:
-        raise ValueError(f"no NVIDIA CUDA repository for {os_info.pretty_name}: set gpu.repo to a mirror that has one, or install the driver yourself and leave gpu.driver_version unset")
+        raise ValueError(
+            f"no NVIDIA CUDA repository for {os_info.pretty_name}: set gpu.repo to a mirror that has one, or install "
+            "the driver yourself and leave gpu.driver_version unset"
+        )
     # parse_os_release puts ubuntu and debian in the debian family; the branch above checked rhel.
     assert os_info.family is not None, f"{os_info.pretty_name} has no package family but passed as {distro}"
     url = f"{(base or CUDA_REPO).rstrip('/')}/{distro}/x86_64"
@@ -116,4 +136,3 @@ def toolkit_package(cuda: str) -> str:
 
 def cuda_home(cuda: str) -> str:
     return f"/usr/local/cuda-{cuda}"
-

@@ -7,11 +7,29 @@ from __future__ import annotations
 
 RDMA_USERSPACE = {
     "debian": [
-        "rdma-core", "ibverbs-utils", "rdmacm-utils", "infiniband-diags", "perftest",
-        "ibverbs-providers", "libibumad3", "libibverbs1", "librdmacm1",
-        "libnl-3-200", "libnl-route-3-200", "iproute2",
+        "rdma-core",
+        "ibverbs-utils",
+        "rdmacm-utils",
+        "infiniband-diags",
+        "perftest",
+        "ibverbs-providers",
+        "libibumad3",
+        "libibverbs1",
+        "librdmacm1",
+        "libnl-3-200",
+        "libnl-route-3-200",
+        "iproute2",
     ],
-    "rhel": ["rdma-core", "libibverbs", "libibverbs-utils", "librdmacm", "librdmacm-utils", "infiniband-diags", "perftest", "iproute"],
+    "rhel": [
+        "rdma-core",
+        "libibverbs",
+        "libibverbs-utils",
+        "librdmacm",
+        "librdmacm-utils",
+        "infiniband-diags",
+        "perftest",
+        "iproute",
+    ],
 }
 
 OPENMPI = {

@@ -62,7 +62,9 @@ def config_value(value: str, what: str) -> str:
     """A value for a line-oriented file with no quoting (nccl.conf, ld.so.conf.d, yum .repo,
     apt .list, /etc/hosts): one line, no control characters, or refused."""
     if _CONTROL.search(value):
-        raise ValueError(f"{what} {value!r} contains a control character (a newline?): it cannot be written to a config file")
+        raise ValueError(
+            f"{what} {value!r} contains a control character (a newline?): it cannot be written to a config file"
+        )
     return value
 
 

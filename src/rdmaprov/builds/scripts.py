@@ -17,8 +17,10 @@ def _checksum(spec: BuildSpec) -> list[str]:
     if not spec.source.sha256:
         return []
     setting = spec.source.setting or "the source"
-    return [f"echo {sh(spec.source.sha256 + '  ' + SOURCE_TARBALL)} | sha256sum -c --quiet - || "
-            + fail_command(f"{SOURCE_TARBALL} does not match the sha256 in {setting}", "fix the sha256 or the tarball")]
+    return [
+        f"echo {sh(spec.source.sha256 + '  ' + SOURCE_TARBALL)} | sha256sum -c --quiet - || "
+        + fail_command(f"{SOURCE_TARBALL} does not match the sha256 in {setting}", "fix the sha256 or the tarball")
+    ]
 
 
 def fetch_lines(spec: BuildSpec) -> list[str]:
@@ -30,14 +32,22 @@ def fetch_lines(spec: BuildSpec) -> list[str]:
         return [
             "git init -q src",
             f"git -C src fetch -q --depth 1 {url} {ref} || "
-            + fail_command(f"cannot fetch {source.ref} from {source.url}", f"fix {setting} (url, ref), point it at a reachable mirror, or use a local tarball (kind file)"),
+            + fail_command(
+                f"cannot fetch {source.ref} from {source.url}",
+                f"fix {setting} (url, ref), point it at a reachable mirror, or use a local tarball (kind file)",
+            ),
             "git -C src checkout -q FETCH_HEAD",
         ]
     lines = []
     if source.kind == "url":
         url = sh(source.url)
-        lines.append(f"curl -fsSL --retry 3 -o {SOURCE_TARBALL} {url} || "
-                     + fail_command(f"cannot download {source.url}", f"fix {setting}, point it at a reachable mirror, or use a local tarball (kind file)"))
+        lines.append(
+            f"curl -fsSL --retry 3 -o {SOURCE_TARBALL} {url} || "
+            + fail_command(
+                f"cannot download {source.url}",
+                f"fix {setting}, point it at a reachable mirror, or use a local tarball (kind file)",
+            )
+        )
     if source.kind in ("url", "file"):
         lines += _checksum(spec)
         lines += ["mkdir -p src", f"tar -xf {SOURCE_TARBALL} -C src"]
@@ -60,7 +70,8 @@ def build_script(spec: BuildSpec) -> str:
         f'export STAGE={work}/stage JOBS="$(nproc)"',
         spec.script,
         f"tar -C {work}/stage -czf {ARTIFACT_DIR}/{archive}.tmp .",
-        f"cd {ARTIFACT_DIR} && mv -f {archive}.tmp {archive} && sha256sum {archive} > {archive}.sha256.tmp && mv -f {archive}.sha256.tmp {archive}.sha256",
+        f"cd {ARTIFACT_DIR} && mv -f {archive}.tmp {archive} && sha256sum {archive} > {archive}.sha256.tmp && mv -f "
+        f"{archive}.sha256.tmp {archive}.sha256",
         f"rm -rf {work}",
     ]
     return "\n".join(lines)
@@ -75,7 +86,8 @@ def install_script(spec: BuildSpec, keep_archive: bool) -> str:
     lines = [
         "set -e",
         f"cd {ARTIFACT_DIR}",
-        f"sha256sum -c --quiet {archive}.sha256 || " + fail_command(f"{spec.archive} does not match its sha256", "rerun the apply (the archive is fetched again)"),
+        f"sha256sum -c --quiet {archive}.sha256 || "
+        + fail_command(f"{spec.archive} does not match its sha256", "rerun the apply (the archive is fetched again)"),
         f"rm -rf {temp} && mkdir -p {temp}",
         f"tar -xzf {archive} -C {temp}",
         f"echo \"{spec.key} $(cut -d' ' -f1 {archive}.sha256)\" > {temp}/{MARKER}",

@@ -39,7 +39,10 @@ class Source:
             try:
                 return {"kind": "file", "sha256": self.sha256 or file_sha256(self.path)}
             except OSError as exc:
-                raise ValueError(f"cannot read {self.path} ({self.setting or 'source'}): {exc.strerror}; give an existing local tarball") from None
+                raise ValueError(
+                    f"cannot read {self.path} ({self.setting or 'source'}): {exc.strerror}; give an existing local "
+                    "tarball"
+                ) from None
         return {"kind": self.kind, "url": self.url, "ref": self.ref, "sha256": self.sha256}
 
 
@@ -58,7 +61,9 @@ class BuildSpec:
     @cached_property
     def key(self) -> str:
         """Computed once per spec: placement asks for it on every host for every peer."""
-        text = json.dumps([self.name, self.version, self.source.identity(), self.script, sorted(self.inputs)], sort_keys=True)
+        text = json.dumps(
+            [self.name, self.version, self.source.identity(), self.script, sorted(self.inputs)], sort_keys=True
+        )
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @property

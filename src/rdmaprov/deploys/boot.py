@@ -28,5 +28,10 @@ def boot_script(label: str, name: str, script: str | None, netdevs: list[str], b
     unit = f"{name}.service"
     managed_file(name=f"{label} script", path=path, content=script, mode="755")
     unit_text = render_unit(f"rdmaprov: {label}", path, netdevs, before) if script is not None else None
-    managed_file(name=f"{label} unit", path=f"/etc/systemd/system/{unit}", content=unit_text, after_change="systemctl daemon-reload")
+    managed_file(
+        name=f"{label} unit",
+        path=f"/etc/systemd/system/{unit}",
+        content=unit_text,
+        after_change="systemctl daemon-reload",
+    )
     unit_enabled(name=f"{label} at boot", unit=unit, enabled=script is not None)

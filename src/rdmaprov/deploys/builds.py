@@ -38,8 +38,14 @@ def user_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> Bu
     return BuildSpec(
         name=settings["name"],
         version=settings["version"],
-        source=Source(kind=source.get("kind", "file"), url=source.get("url", ""), ref=source.get("ref", ""),
-                      path=source.get("path", ""), sha256=source.get("sha256", ""), setting=f"builds[{index}].source"),
+        source=Source(
+            kind=source.get("kind", "file"),
+            url=source.get("url", ""),
+            ref=source.get("ref", ""),
+            path=source.get("path", ""),
+            sha256=source.get("sha256", ""),
+            setting=f"builds[{index}].source",
+        ),
         script=settings["build"],
         prefix=settings.get("prefix") or f"/opt/{settings['name']}",
         inputs=(platform(os_info),),

@@ -35,7 +35,9 @@ class ErdmaProvider(YesNoFact):
     """Whether libibverbs has the erdma provider (the eRDMA repository's rdma-core)."""
 
     def command(self) -> str:
-        return yes_if("ls /usr/lib*/libibverbs/liberdma-rdmav*.so /usr/lib/*/libibverbs/liberdma-rdmav*.so >/dev/null 2>&1")
+        return yes_if(
+            "ls /usr/lib*/libibverbs/liberdma-rdmav*.so /usr/lib/*/libibverbs/liberdma-rdmav*.so >/dev/null 2>&1"
+        )
 
 
 def upgrade_command(family: str, names: list[str], os_major: str) -> str:
@@ -81,7 +83,9 @@ def aiacc_plugin(source: str | None, version: str):
     yield StringCommand("mkdir -p /var/cache/rdmaprov")
     if source.startswith(("http://", "https://")):
         fix = "fix erdma.aiacc_plugin, or download the package where you can and give its local path"
-        yield StringCommand(f"curl -fsSL --retry 3 -o {sh(target)} {sh(source)} || {fail_command(f'cannot download {source}', fix)}")
+        yield StringCommand(
+            f"curl -fsSL --retry 3 -o {sh(target)} {sh(source)} || {fail_command(f'cannot download {source}', fix)}"
+        )
     else:
         yield FileUploadCommand(source, target)
     install = f"dpkg -i {target}" if os_info.family == "debian" else f"rpm -Uvh --replacepkgs {target}"
@@ -103,10 +107,24 @@ def erdma(ctx: NodeContext) -> None:
     settings = ctx.node.erdma
     os_info = fact(Os)
     base = (settings.repo or ERDMA_REPO).rstrip("/")
-    vendor_repository(ctx, "eRDMA repository", "rdmaprov-erdma", os_info,
-                      apt_arch="amd64", apt_source=f"{base}/apt/ubuntu {os_info.codename}/erdma main" if wanted else None,
-                      yum_baseurl=f"{base}/yum/redhat/$releasever/erdma/x86_64" if wanted else None,
-                      key=settings.key or ERDMA_KEY if wanted else None, key_setting="erdma.key")
+    vendor_repository(
+        ctx,
+        "eRDMA repository",
+        "rdmaprov-erdma",
+        os_info,
+        apt_arch="amd64",
+        apt_source=f"{base}/apt/ubuntu {os_info.codename}/erdma main" if wanted else None,
+        yum_baseurl=f"{base}/yum/redhat/$releasever/erdma/x86_64" if wanted else None,
+        key=settings.key or ERDMA_KEY if wanted else None,
+        key_setting="erdma.key",
+    )
     packages = list(settings.packages) if settings.packages else None
-    erdma_userspace(name="eRDMA user-space driver", by_family=({f: packages for f in ERDMA_PACKAGES} if packages else ERDMA_PACKAGES) if wanted else {})
-    aiacc_plugin(name="AIACC NCCL plugin", source=plugin_source(ctx, settings.aiacc_plugin) if wanted else None, version=settings.aiacc_version)
+    erdma_userspace(
+        name="eRDMA user-space driver",
+        by_family=({f: packages for f in ERDMA_PACKAGES} if packages else ERDMA_PACKAGES) if wanted else {},
+    )
+    aiacc_plugin(
+        name="AIACC NCCL plugin",
+        source=plugin_source(ctx, settings.aiacc_plugin) if wanted else None,
+        version=settings.aiacc_version,
+    )

@@ -31,7 +31,10 @@ def system_user(user: str, present: bool):
     """A system account with no login and no home, for a service to run as."""
     exists = fact(UserExists, user=user)
     if present and not exists:
-        yield StringCommand(f"useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin {sh(user)}")
+        yield StringCommand(
+            "useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "
+            f"{sh(user)}"
+        )
     elif not present and exists:
         yield StringCommand(f"userdel {sh(user)}")
     else:
@@ -44,7 +47,8 @@ def exporter_source() -> str:
 
 def render_unit(listen: str) -> str:
     return (
-        "[Unit]\nDescription=rdmaprov RDMA exporter for Prometheus\nAfter=network-online.target\nWants=network-online.target\n\n"
+        "[Unit]\nDescription=rdmaprov RDMA exporter for "
+        "Prometheus\nAfter=network-online.target\nWants=network-online.target\n\n"
         f"[Service]\nUser={USER}\nGroup={USER}\nExecStart=/usr/bin/python3 {SCRIPT} --listen {systemd_arg(listen)}\n"
         "Restart=on-failure\nRestartSec=5\nNoNewPrivileges=yes\nProtectSystem=strict\nProtectHome=yes\nPrivateTmp=yes\n"
         "CapabilityBoundingSet=\nRestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX\n\n"
@@ -57,8 +61,17 @@ def exporter(ctx: NodeContext) -> None:
     enabled, listen = ctx.node.exporter.enabled, ctx.node.exporter.listen
     packages(name="exporter packages", by_family=EXPORTER if enabled else {})
     system_user(name="exporter user", user=USER, present=enabled)
-    managed_file(name="exporter program", path=SCRIPT, content=exporter_source() if enabled else None, after_change=f"systemctl try-restart {UNIT} || true")
-    managed_file(name="exporter unit", path=f"/etc/systemd/system/{UNIT}", content=render_unit(listen) if enabled else None,
-                 after_change=f"systemctl daemon-reload && systemctl try-restart {UNIT} || true")
+    managed_file(
+        name="exporter program",
+        path=SCRIPT,
+        content=exporter_source() if enabled else None,
+        after_change=f"systemctl try-restart {UNIT} || true",
+    )
+    managed_file(
+        name="exporter unit",
+        path=f"/etc/systemd/system/{UNIT}",
+        content=render_unit(listen) if enabled else None,
+        after_change=f"systemctl daemon-reload && systemctl try-restart {UNIT} || true",
+    )
     unit_enabled(name="exporter at boot", unit=UNIT, enabled=enabled)
     unit_running(name="exporter running", unit=UNIT, running=enabled)

@@ -30,7 +30,8 @@ def probe_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> B
         name="allreduce-probe",
         version=PROBE_VERSION,
         source=Source(kind="inline", files=(("allreduce_probe.c", probe_source()),)),
-        script=f'mkdir -p "$STAGE/bin" && {sh(settings["mpicc"])} -O2 -o "$STAGE/bin/allreduce_probe" allreduce_probe.c',
+        script=f'mkdir -p "$STAGE/bin" && {sh(settings["mpicc"])} -O2 -o "$STAGE/bin/allreduce_probe" '
+        "allreduce_probe.c",
         prefix=PROBE_PREFIX,
         inputs=(platform(os_info), ("mpi", settings["mpicc"])),
     )

@@ -8,7 +8,6 @@ rebooted only with --allow-reboot.
 
 from __future__ import annotations
 
-
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy
 
@@ -34,7 +33,10 @@ def driver_command(os_info: OsInfo, driver: str) -> str:
     if os_info.family == "debian":
         return install_command("debian", [f"cuda-drivers-{branch}" + (f"={driver}-1" if "." in driver else "")])
     if os_info.major in ("6", "7"):
-        raise ValueError(f"rdmaprov installs NVIDIA drivers on RHEL 8 and newer, not {os_info.pretty_name}: install it yourself and leave gpu.driver_version unset")
+        raise ValueError(
+            f"rdmaprov installs NVIDIA drivers on RHEL 8 and newer, not {os_info.pretty_name}: install it yourself and "
+            "leave gpu.driver_version unset"
+        )
     stream = sh(f"nvidia-driver:{branch}-dkms")
     if "." in driver:
         return f"dnf -y module enable {stream} && dnf -y install {sh('cuda-drivers-' + driver)}"
@@ -55,7 +57,9 @@ def nvidia_driver(version: str | None):
             reboot_required(f"NVIDIA driver {driver.installed} is installed but {running}: reboot to load it")
         host.noop(f"NVIDIA driver {driver.installed} installed")
         return
-    reboot_required(f"NVIDIA driver {driver.installed or 'none'} → {version}: the new kernel module loads at the next boot")
+    reboot_required(
+        f"NVIDIA driver {driver.installed or 'none'} → {version}: the new kernel module loads at the next boot"
+    )
     yield StringCommand(driver_command(os_info, version))
 
 
@@ -64,7 +68,7 @@ def render_profile(cuda: str) -> str:
     return (
         f"# Managed by rdmaprov: CUDA {cuda}.\n"
         f"export CUDA_HOME={sh_single(home)}\n"
-        f"export PATH={sh_single(home + '/bin')}:\"$PATH\"\n"
+        f'export PATH={sh_single(home + "/bin")}:"$PATH"\n'
     )
 
 
@@ -74,9 +78,19 @@ def gpu_driver(ctx: NodeContext) -> None:
     driver, cuda = (gpu.driver_version, gpu.cuda_version) if gpu else (None, None)
     os_info = fact(Os)
     repo = cuda_repo(os_info, gpu.repo) if gpu and (driver or cuda) else None
-    vendor_repository(ctx, "CUDA repository", "rdmaprov-cuda", os_info,
-                      apt_source=f"{repo.url}/ /" if repo else None, yum_baseurl=repo.url if repo else None,
-                      key=(gpu.repo_key or repo.key_url) if gpu and repo else None, key_setting="gpu.repo_key")
+    vendor_repository(
+        ctx,
+        "CUDA repository",
+        "rdmaprov-cuda",
+        os_info,
+        apt_source=f"{repo.url}/ /" if repo else None,
+        yum_baseurl=repo.url if repo else None,
+        key=(gpu.repo_key or repo.key_url) if gpu and repo else None,
+        key_setting="gpu.repo_key",
+    )
     nvidia_driver(name="NVIDIA driver", version=driver)
-    packages(name="CUDA toolkit", by_family={"debian": [toolkit_package(cuda)], "rhel": [toolkit_package(cuda)]} if cuda else {})
+    packages(
+        name="CUDA toolkit",
+        by_family={"debian": [toolkit_package(cuda)], "rhel": [toolkit_package(cuda)]} if cuda else {},
+    )
     managed_file(name="CUDA on PATH", path=PROFILE, content=render_profile(cuda) if cuda else None)

@@ -33,5 +33,14 @@ def render_systemd_conf(value: str) -> str:
 @deploy("limits")
 def limits(ctx: NodeContext) -> None:
     pam_value, systemd_value = memlock_value(ctx.node.memlock)
-    managed_file(name="memlock for logins", path="/etc/security/limits.d/90-rdmaprov-memlock.conf", content=render_limits_conf(pam_value))
-    managed_file(name="memlock for services", path="/etc/systemd/system.conf.d/90-rdmaprov-memlock.conf", content=render_systemd_conf(systemd_value), after_change=_REEXEC)
+    managed_file(
+        name="memlock for logins",
+        path="/etc/security/limits.d/90-rdmaprov-memlock.conf",
+        content=render_limits_conf(pam_value),
+    )
+    managed_file(
+        name="memlock for services",
+        path="/etc/systemd/system.conf.d/90-rdmaprov-memlock.conf",
+        content=render_systemd_conf(systemd_value),
+        after_change=_REEXEC,
+    )

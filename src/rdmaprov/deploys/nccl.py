@@ -39,7 +39,10 @@ def node_gencode(settings: dict[str, Any], gpus: list[Gpu]) -> str:
         return settings["gencode"]
     archs = [settings["arch"]] if settings.get("arch") else sorted({arch_from_compute_cap(g.compute_cap) for g in gpus})
     if not archs:
-        raise ValueError("cannot tell the GPUs' architecture: nvidia-smi reports no GPU (is the driver loaded? a reboot may be owed); set gpu.arch (e.g. sm_80) or nccl.gencode")
+        raise ValueError(
+            "cannot tell the GPUs' architecture: nvidia-smi reports no GPU (is the driver loaded? a reboot may be "
+            "owed); set gpu.arch (e.g. sm_80) or nccl.gencode"
+        )
     for arch in archs:
         why = arch_problem(arch, settings.get("cuda"))
         if why:
@@ -55,7 +58,12 @@ def nccl_source(settings: dict[str, Any]) -> Source:
         return Source("file", path=source["path"], sha256=source.get("sha256", ""), setting="nccl.source.path")
     if kind == "tarball":
         return Source("url", url=source["url"], sha256=source.get("sha256", ""), setting="nccl.source.url")
-    return Source("git", url=source.get("url") or NCCL_GIT, ref=source.get("ref") or f"v{settings['version']}", setting="nccl.source")
+    return Source(
+        "git",
+        url=source.get("url") or NCCL_GIT,
+        ref=source.get("ref") or f"v{settings['version']}",
+        setting="nccl.source",
+    )
 
 
 def from_packages(nccl: dict[str, Any]) -> bool:
@@ -72,10 +80,19 @@ def _cuda(settings: dict[str, Any]) -> str:
 def nccl_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
     cuda = _cuda(settings)
     code = node_gencode(settings, gpus)
-    script = (f'make -j"$JOBS" src.build CUDA_HOME={sh(cuda_home(cuda))} NVCC_GENCODE={sh_double(code)}\n'
-              'mkdir -p "$STAGE" && cp -a build/lib build/include "$STAGE"/')
-    return BuildSpec(name="nccl", version=settings["version"], source=nccl_source(settings), script=script, prefix=settings["prefix"],
-                     inputs=(platform(os_info), ("cuda", cuda), ("gencode", code)), after_install="ldconfig")
+    script = (
+        f'make -j"$JOBS" src.build CUDA_HOME={sh(cuda_home(cuda))} NVCC_GENCODE={sh_double(code)}\n'
+        'mkdir -p "$STAGE" && cp -a build/lib build/include "$STAGE"/'
+    )
+    return BuildSpec(
+        name="nccl",
+        version=settings["version"],
+        source=nccl_source(settings),
+        script=script,
+        prefix=settings["prefix"],
+        inputs=(platform(os_info), ("cuda", cuda), ("gencode", code)),
+        after_install="ldconfig",
+    )
 
 
 def mpi_home_lines(settings: dict[str, Any], os_info: OsInfo) -> tuple[str, str]:
@@ -83,7 +100,11 @@ def mpi_home_lines(settings: dict[str, Any], os_info: OsInfo) -> tuple[str, str]
     if settings.get("mpi_prefix"):
         return sh(settings["mpi_prefix"]), ""
     if os_info.family == "rhel":
-        return "$PWD/.mpi", "mkdir -p .mpi && ln -sfn /usr/include/openmpi-x86_64 .mpi/include && ln -sfn /usr/lib64/openmpi/lib .mpi/lib\n"
+        return (
+            "$PWD/.mpi",
+            "mkdir -p .mpi && ln -sfn /usr/include/openmpi-x86_64 .mpi/include && ln -sfn /usr/lib64/openmpi/lib "
+            ".mpi/lib\n",
+        )
     return "/usr/lib/x86_64-linux-gnu/openmpi", ""
 
 
@@ -98,14 +119,25 @@ def nccl_tests_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu])
     if tests.get("path"):
         source = Source("file", path=tests["path"], sha256=tests.get("sha256", ""), setting="nccl.tests.path")
     else:
-        source = Source("git", url=tests.get("url") or NCCL_TESTS_GIT, ref=tests.get("ref") or NCCL_TESTS_REF, setting="nccl.tests")
+        source = Source(
+            "git", url=tests.get("url") or NCCL_TESTS_GIT, ref=tests.get("ref") or NCCL_TESTS_REF, setting="nccl.tests"
+        )
     # The version names a directory: a ref such as release/2.13 keeps its last part.
     version = (tests.get("ref") or NCCL_TESTS_REF).rsplit("/", 1)[-1].lstrip("v") if not tests.get("path") else "local"
-    script = (f'{prepare}make -j"$JOBS" MPI=1 MPI_HOME={mpi_home} NCCL_HOME={nccl_home} CUDA_HOME={sh(cuda_home(cuda))} NVCC_GENCODE={sh_double(code)}\n'
-              'mkdir -p "$STAGE/bin" && cp build/*_perf "$STAGE/bin/"')
+    script = (
+        f'{prepare}make -j"$JOBS" MPI=1 MPI_HOME={mpi_home} NCCL_HOME={nccl_home} CUDA_HOME={sh(cuda_home(cuda))} '
+        f"NVCC_GENCODE={sh_double(code)}\n"
+        'mkdir -p "$STAGE/bin" && cp build/*_perf "$STAGE/bin/"'
+    )
     identity = built.key if built else f"packages {nccl['version']}"
-    return BuildSpec(name="nccl-tests", version=version, source=source, script=script, prefix=tests["prefix"],
-                     inputs=(platform(os_info), ("cuda", cuda), ("gencode", code), ("nccl", identity), ("mpi", mpi_home)))
+    return BuildSpec(
+        name="nccl-tests",
+        version=version,
+        source=source,
+        script=script,
+        prefix=tests["prefix"],
+        inputs=(platform(os_info), ("cuda", cuda), ("gencode", code), ("nccl", identity), ("mpi", mpi_home)),
+    )
 
 
 NCCL_RECIPE = Recipe("nccl", nccl_build, uses_gpus=True)
@@ -120,8 +152,14 @@ def nccl_settings(ctx: NodeContext) -> dict[str, Any] | None:
     source = plain(nccl.source)
     if source.get("path"):
         source["path"] = ctx.local_path(source["path"])
-    return {"version": nccl.version, "source": source, "gencode": nccl.gencode, "arch": gpu.arch,
-            "cuda": gpu.cuda_version, "prefix": nccl.prefix}
+    return {
+        "version": nccl.version,
+        "source": source,
+        "gencode": nccl.gencode,
+        "arch": gpu.arch,
+        "cuda": gpu.cuda_version,
+        "prefix": nccl.prefix,
+    }
 
 
 def nccl_tests_settings(ctx: NodeContext, nccl: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -153,8 +191,13 @@ def nccl(ctx: NodeContext) -> None:
     tools = {family: BUILD_TOOLS[family] + FETCH_TOOLS[family] for family in BUILD_TOOLS}
     packages(name="NCCL build tools", by_family=tools if settings is not None else {})
     build_and_ship(ctx, NCCL_RECIPE, "NCCL", source)
-    managed_file(name="NCCL on the library path", path=LDCONFIG, after_change="ldconfig",
-                 content="# Managed by rdmaprov: the current NCCL build.\n"
-                 f"{config_value(source['prefix'].rstrip('/') + '/current/lib', 'nccl.prefix')}\n"
-                 if source is not None else None)
+    managed_file(
+        name="NCCL on the library path",
+        path=LDCONFIG,
+        after_change="ldconfig",
+        content="# Managed by rdmaprov: the current NCCL build.\n"
+        f"{config_value(source['prefix'].rstrip('/') + '/current/lib', 'nccl.prefix')}\n"
+        if source is not None
+        else None,
+    )
     build_and_ship(ctx, NCCL_TESTS_RECIPE, "nccl-tests", nccl_tests_settings(ctx, settings))

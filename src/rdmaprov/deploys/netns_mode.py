@@ -38,7 +38,10 @@ def netns_mode_live(mode: str | None):
         return
     namespaces = fact(NetNamespaceCount)
     if namespaces > 1:
-        reboot_required(f"ib_core netns_mode is {current}, wanted {mode}: {namespaces - 1} other network namespace(s) exist, so it cannot switch live")
+        reboot_required(
+            f"ib_core netns_mode is {current}, wanted {mode}: {namespaces - 1} other network namespace(s) exist, so it "
+            "cannot switch live"
+        )
         host.noop("netns mode switch needs a reboot")
         return
     yield StringCommand(f"rdma system set netns {mode}")
@@ -47,6 +50,11 @@ def netns_mode_live(mode: str | None):
 @deploy("netns_mode")
 def netns_mode(ctx: NodeContext) -> None:
     mode = ctx.node.netns_mode
-    content = f"# Managed by rdmaprov: RDMA network namespace mode ({mode}).\noptions ib_core netns_mode={MODPROBE_VALUE[mode]}\n" if mode else None
+    content = (
+        f"# Managed by rdmaprov: RDMA network namespace mode ({mode}).\noptions ib_core "
+        f"netns_mode={MODPROBE_VALUE[mode]}\n"
+        if mode
+        else None
+    )
     managed_file(name="ib_core netns_mode at boot", path=CONF, content=content)
     netns_mode_live(name="ib_core netns_mode now", mode=mode)

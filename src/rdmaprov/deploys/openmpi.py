@@ -7,7 +7,6 @@ non-interactive SSH shells read no profile).
 
 from __future__ import annotations
 
-
 from pyinfra import host
 from pyinfra.api import deploy
 
@@ -34,7 +33,7 @@ def mpi_package_sets(mpi: MpiConfig) -> dict[str, list[str]]:
 def render_profile(prefix: str) -> str:
     return (
         "# Managed by rdmaprov: OpenMPI installed under a prefix.\n"
-        f"export PATH={sh_single(prefix + '/bin')}:\"$PATH\"\n"
+        f'export PATH={sh_single(prefix + "/bin")}:"$PATH"\n'
         f"export LD_LIBRARY_PATH={sh_single(prefix + '/lib')}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
     )
 
@@ -46,7 +45,9 @@ def mpirun_present(prefix: str | None):
         host.noop("OpenMPI from the distro")
         return
     if not fact(PathExists, path=f"{prefix}/bin/mpirun"):
-        raise ValueError(f"{prefix}/bin/mpirun does not exist on {host.name}; install HPC-X/OpenMPI there or fix mpi.prefix")
+        raise ValueError(
+            f"{prefix}/bin/mpirun does not exist on {host.name}; install HPC-X/OpenMPI there or fix mpi.prefix"
+        )
     host.noop(f"{prefix}/bin/mpirun present")
     return
     yield  # an operation is a generator even when it has nothing to run

@@ -35,7 +35,11 @@ def package_sources(ctx: NodeContext) -> None:
     key = read_key(apt.key, inventory_dir, "mirror.apt.key") if apt and apt.key else None
     codename = os_info.codename
     managed_file(name="mirror signing key", path=APT_KEY, content=key)
-    managed_file(name="apt mirror source", path=APT_LIST, content=apt_source_line(apt, codename, key is not None) if apt else None)
+    managed_file(
+        name="apt mirror source",
+        path=APT_LIST,
+        content=apt_source_line(apt, codename, key is not None) if apt else None,
+    )
     managed_file(name="yum mirror repository", path=YUM_REPO, content=yum_repo(yum) if yum else None)
     exclusive = bool(apt and apt.exclusive or yum and yum.exclusive)
     only_sources(name="other package sources", keep=[APT_LIST, YUM_REPO], exclusive=exclusive)

@@ -26,7 +26,10 @@ def read_key(source: str, inventory_dir: str, setting: str) -> str:
             response = requests.get(source, timeout=30)
             response.raise_for_status()
         except requests.RequestException as exc:
-            raise ValueError(f"cannot fetch the signing key {source} ({setting}): {exc}; fix the URL, or give a local file (air-gapped)") from exc
+            raise ValueError(
+                f"cannot fetch the signing key {source} ({setting}): {exc}; fix the URL, or give a local file "
+                "(air-gapped)"
+            ) from exc
         return response.text
     path = resolve_path(source, Path(inventory_dir))
     try:
@@ -54,8 +57,16 @@ def apt_line(options: str, words: list[str], what: str) -> str:
     return f"deb {' '.join(fields)}\n"
 
 
-def repository_files(slug: str, title: str, family: str | None, apt_source: str | None, yum_baseurl: str | None,
-                     key: str | None, key_text: str | None, apt_arch: str | None = None) -> dict[str, str | None]:
+def repository_files(
+    slug: str,
+    title: str,
+    family: str | None,
+    apt_source: str | None,
+    yum_baseurl: str | None,
+    key: str | None,
+    key_text: str | None,
+    apt_arch: str | None = None,
+) -> dict[str, str | None]:
     """{path: content or None (absent)} of one vendor repository: its key file, apt source and yum repo.
 
     `apt_source` is what follows `deb [OPTIONS] ` (URL, suite, components). On RHEL a key URL is
@@ -69,10 +80,14 @@ def repository_files(slug: str, title: str, family: str | None, apt_source: str 
     options = (f"arch={apt_arch} " if apt_arch else "") + f"signed-by={keyfile}"
     return {
         keyfile: key_text if upload_key else None,
-        f"/etc/apt/sources.list.d/{slug}.list": apt_line(options, (apt_source or "").split(" "), f"{title} source") if wanted_apt else None,
-        f"/etc/yum.repos.d/{slug}.repo":
-            yum_section(slug, title, yum_baseurl, key if remote_key else f"file://{keyfile}")
-            if wanted_yum and yum_baseurl is not None else None,
+        f"/etc/apt/sources.list.d/{slug}.list": apt_line(options, (apt_source or "").split(" "), f"{title} source")
+        if wanted_apt
+        else None,
+        f"/etc/yum.repos.d/{slug}.repo": yum_section(
+            slug, title, yum_baseurl, key if remote_key else f"file://{keyfile}"
+        )
+        if wanted_yum and yum_baseurl is not None
+        else None,
     }
 
 
@@ -81,14 +96,29 @@ def needs_key_text(family: str | None, apt_source: str | None, yum_baseurl: str 
     if key is None:
         return False
     remote = key.startswith(("http://", "https://"))
-    return (family == "debian" and apt_source is not None) or (family == "rhel" and yum_baseurl is not None and not remote)
+    return (family == "debian" and apt_source is not None) or (
+        family == "rhel" and yum_baseurl is not None and not remote
+    )
 
 
-def vendor_repository(ctx: NodeContext, label: str, slug: str, os_info: OsInfo, apt_source: str | None, yum_baseurl: str | None,
-                      key: str | None, key_setting: str, apt_arch: str | None = None) -> None:
+def vendor_repository(
+    ctx: NodeContext,
+    label: str,
+    slug: str,
+    os_info: OsInfo,
+    apt_source: str | None,
+    yum_baseurl: str | None,
+    key: str | None,
+    key_setting: str,
+    apt_arch: str | None = None,
+) -> None:
     """Plan the key, apt source and yum repository of one vendor repository (None: not wanted)."""
     family = os_info.family
-    text = read_key(key, str(ctx.inventory.path.resolve().parent), key_setting) if needs_key_text(family, apt_source, yum_baseurl, key) else None
+    text = (
+        read_key(key, str(ctx.inventory.path.resolve().parent), key_setting)
+        if needs_key_text(family, apt_source, yum_baseurl, key)
+        else None
+    )
     files = repository_files(slug, label, family, apt_source, yum_baseurl, key, text, apt_arch)
-    for what, (path, content) in zip(("signing key", "apt source", "yum repository"), files.items()):
+    for what, (path, content) in zip(("signing key", "apt source", "yum repository"), files.items(), strict=True):
         managed_file(name=f"{label} {what}", path=path, content=content)

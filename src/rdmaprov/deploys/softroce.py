@@ -29,7 +29,12 @@ def add_link_command(device: str, netdev: str) -> str:
 
 
 def render_script(links: list[tuple[str, str]]) -> str:
-    lines = ["#!/bin/sh", "# Managed by rdmaprov: SoftRoCE links on the declared netdevs (idempotent).", "set -e", "modprobe rdma_rxe"]
+    lines = [
+        "#!/bin/sh",
+        "# Managed by rdmaprov: SoftRoCE links on the declared netdevs (idempotent).",
+        "set -e",
+        "modprobe rdma_rxe",
+    ]
     for device, netdev in links:
         lines.append(f"rdma link show {sh(device + '/1')} >/dev/null 2>&1 || {add_link_command(device, netdev)}")
     return "\n".join(lines) + "\n"
@@ -39,7 +44,10 @@ def missing_netdevs(wanted: list[str], present: dict[str, int]) -> None:
     """Fail clearly, naming the host's real netdevs, when the inventory names one it lacks."""
     missing = [n for n in wanted if n not in present]
     if missing:
-        raise ValueError(f"netdev {', '.join(missing)} does not exist on {host.name} (it has {', '.join(sorted(present))}); fix the inventory")
+        raise ValueError(
+            f"netdev {', '.join(missing)} does not exist on {host.name} (it has {', '.join(sorted(present))}); fix the "
+            "inventory"
+        )
 
 
 @operation()
@@ -67,7 +75,11 @@ def softroce(ctx: NodeContext) -> None:
     netdevs = list(ctx.node.rdma.netdevs)
     # A softroce node without netdevs never gets here: the loader refuses it (semantics.py).
     links = rxe_links(netdevs) if active else []
-    managed_file(name="load rdma_rxe at boot", path="/etc/modules-load.d/rdmaprov-rxe.conf", content="rdma_rxe\n" if active else None)
+    managed_file(
+        name="load rdma_rxe at boot",
+        path="/etc/modules-load.d/rdmaprov-rxe.conf",
+        content="rdma_rxe\n" if active else None,
+    )
     module_loaded(name="rdma_rxe loaded", module="rdma_rxe", present=active)
     boot_script("rxe links", NAME, render_script(links) if active else None, netdevs if active else [])
     rxe_links_present(name="rxe links now", links=links)

@@ -40,6 +40,8 @@ def ssh_trust(ctx: NodeContext) -> None:
     if enabled:
         key_pair(name="SSH key pair", user=user, key_type=key_type)
     trusted_keys(name="SSH trust: authorized_keys", user=user, key_type=key_type, cluster=cluster, marker=marker)
-    known_hosts(name="SSH trust: known hosts", user=user, key_type=key_type, cluster=cluster, addresses=addresses, marker=marker)
+    known_hosts(
+        name="SSH trust: known hosts", user=user, key_type=key_type, cluster=cluster, addresses=addresses, marker=marker
+    )
     names = hosts_file_lines(cluster, addresses) if trust.hosts_file else []
     managed_block(name="node names in /etc/hosts", path="/etc/hosts", marker=marker, lines=names)

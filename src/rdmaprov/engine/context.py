@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rdmaprov.inventory.model import HostSpec, Inventory, resolve_path
 from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.inventory.model import HostSpec, Inventory, resolve_path
 
 
 @dataclass

@@ -117,7 +117,7 @@ def parse_batch(lines: Iterable[str], count: int, nonce: str) -> dict[int, tuple
     body: list[str] = []
     for line in lines:
         if line.startswith(f"@@{nonce} "):
-            tag = line[len(nonce) + 3:].strip()
+            tag = line[len(nonce) + 3 :].strip()
             if tag.startswith("rc "):
                 if index is not None and 0 <= index < count:
                     found[index] = (int(tag[3:]), body)
@@ -165,7 +165,13 @@ def read_batch(state: State, target, wanted: dict[Key, dict[str, Any]], cache: F
             continue
 
 
-def prefetch(state: State, hosts: list, evaluate: Callable[[Any], None], seed: dict[str, list[tuple[type[FactBase], dict]]], passes: int = 4) -> None:
+def prefetch(
+    state: State,
+    hosts: list,
+    evaluate: Callable[[Any], None],
+    seed: dict[str, list[tuple[type[FactBase], dict]]],
+    passes: int = 4,
+) -> None:
     """Discover and batch-read the facts `evaluate(host)` asks for, pass by pass, all hosts at once."""
     cache = cache_of(state)
     if cache is None:
@@ -185,7 +191,7 @@ def prefetch(state: State, hosts: list, evaluate: Callable[[Any], None], seed: d
         if not wanted:
             return
 
-        def read(name: str) -> None:
+        def read(name: str, wanted: dict[str, dict[Key, dict[str, Any]]] = wanted) -> None:
             try:
                 read_batch(state, by_name[name], wanted[name], cache)
             except Exception:

@@ -59,8 +59,14 @@ class NotesPrinter(BaseStateCallback):
     def operation_host_success(self, state: State, host, op_hash, retry_count: int = 0) -> None:  # type: ignore[override]
         self.show(state, host.name)
 
-    def operation_host_error(self, state: State, host, op_hash, retry_count: int = 0,  # type: ignore[override]
-                             max_retries: int = 0) -> None:
+    def operation_host_error(  # type: ignore[override]
+        self,
+        state: State,
+        host,
+        op_hash,
+        retry_count: int = 0,
+        max_retries: int = 0,
+    ) -> None:
         self.show(state, host.name)
 
     def show(self, state: State, name: str) -> None:

@@ -6,7 +6,8 @@ import logging
 import os
 from typing import Any
 
-from pyinfra.api import Config, Inventory as PyinfraInventory, State
+from pyinfra.api import Config, State
+from pyinfra.api import Inventory as PyinfraInventory
 from pyinfra.api.connect import connect_all
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import BaseStateCallback, StateStage
@@ -37,14 +38,19 @@ def connector_data(spec: HostSpec) -> dict[str, Any]:
     elif ssh.password_env:
         password = os.environ.get(ssh.password_env)
         if password is None:
-            raise UserError(f"host {spec.name}: ssh.password_env names ${ssh.password_env}, which is not set (export it, or remove password_env once the node has its key)")
+            raise UserError(
+                f"host {spec.name}: ssh.password_env names ${ssh.password_env}, which is not set (export it, or remove "
+                "password_env once the node has its key)"
+            )
         data["ssh_password"] = password
     if ssh.user != "root":
         data["_sudo"] = True
         if ssh.sudo_password_env:
             password = os.environ.get(ssh.sudo_password_env)
             if password is None:
-                raise UserError(f"host {spec.name}: ssh.sudo_password_env names ${ssh.sudo_password_env}, which is not set")
+                raise UserError(
+                    f"host {spec.name}: ssh.sudo_password_env names ${ssh.sudo_password_env}, which is not set"
+                )
             data["_sudo_password"] = password
         elif ssh.password:
             data["_sudo_password"] = ssh.password  # a first login's password is usually sudo's too
@@ -114,7 +120,11 @@ def connect(state: State) -> dict[str, str]:
         pass  # every host failed: each one's reason is in the callback
     for host in state.active_hosts:
         _count_round_trips(state, host)
-    return {host.name: callback.errors.get(host.name, "could not connect") for host in state.inventory if host not in state.active_hosts}
+    return {
+        host.name: callback.errors.get(host.name, "could not connect")
+        for host in state.inventory
+        if host not in state.active_hosts
+    }
 
 
 def privileges(host) -> dict[str, Any]:

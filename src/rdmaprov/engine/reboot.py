@@ -4,7 +4,7 @@ waited for until SSH answers again from a new boot."""
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rdmaprov.engine.session import Session
 from rdmaprov.inventory.model import Inventory
@@ -18,11 +18,13 @@ def _boot_ids(inventory: Inventory, names: list[str]) -> dict[str, str]:
     return {name: value for name, value in found.items() if isinstance(value, str) and value}
 
 
-def reboot(inventory: Inventory, names: list[str], batch_size: int, timeout_s: int = 900, log: Callable[[str], None] = print) -> dict[str, str | None]:
+def reboot(
+    inventory: Inventory, names: list[str], batch_size: int, timeout_s: int = 900, log: Callable[[str], None] = print
+) -> dict[str, str | None]:
     """Reboot `names`, `batch_size` at a time; {name: None when back on a new boot, else why not}."""
     outcome: dict[str, str | None] = {}
     for start in range(0, len(names), max(1, batch_size)):
-        batch = names[start:start + max(1, batch_size)]
+        batch = names[start : start + max(1, batch_size)]
         before = _boot_ids(inventory, batch)
         for name in batch:
             if name not in before:
@@ -33,7 +35,9 @@ def reboot(inventory: Inventory, names: list[str], batch_size: int, timeout_s: i
         log(f"rebooting {', '.join(todo)}…")
         with Session(inventory, todo) as session:
             # The connection drops as the host goes down: the command's own result means nothing.
-            session.each(session.connected, lambda name: session.run(name, "(sleep 1; systemctl reboot) >/dev/null 2>&1 &"))
+            session.each(
+                session.connected, lambda name: session.run(name, "(sleep 1; systemctl reboot) >/dev/null 2>&1 &")
+            )
         deadline = time.monotonic() + timeout_s
         waiting = set(todo)
         while waiting and time.monotonic() < deadline:

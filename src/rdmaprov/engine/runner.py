@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from io import BytesIO
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 import gevent
 from pyinfra.api import FileDownloadCommand, FileUploadCommand, FunctionCommand, State
-from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.api.connect import disconnect_all
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operations import run_ops
+from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.applied import RECORD_PATH, AppliedRecord, AppliedRecordFact, classify, merged_record, write_record
@@ -29,6 +30,7 @@ from rdmaprov.engine.pyinfra_state import build_state, connect
 from rdmaprov.engine.results import HostResult, OpResult, OpStatus, RunResult
 from rdmaprov.engine.run_context import context_of
 from rdmaprov.inventory.model import Inventory
+
 
 class Deploy(Protocol):
     """What pyinfra's @deploy makes of `def name(ctx: NodeContext)` (a PyinfraOperation), as the
@@ -142,7 +144,9 @@ def _each_host(state: State, hosts: list, work: Callable) -> None:
         gevent.joinall([gevent.spawn(work, host) for host in hosts])
 
 
-def _plan(state: State, inventory: Inventory, options: RunOptions, results: dict[str, HostResult], observer: Observer) -> _Plan:
+def _plan(
+    state: State, inventory: Inventory, options: RunOptions, results: dict[str, HostResult], observer: Observer
+) -> _Plan:
     """Plan every connected host at once; a host whose planning raises is failed with the reason."""
     plan = _Plan()
 
@@ -254,7 +258,9 @@ def _check_ops(state: State, plan: _Plan, results: dict[str, HostResult], observ
                 if recorded is not None and recorded != desired and deploy not in result.inputs_changed:
                     result.inputs_changed.append(deploy)
                 drift = classify(recorded, desired) if commands else None
-                result.ops.append(OpResult(name=name, status=status, commands=commands, diff=diff, deploy=deploy, drift=drift))
+                result.ops.append(
+                    OpResult(name=name, status=status, commands=commands, diff=diff, deploy=deploy, drift=drift)
+                )
                 observer.op_done(host.name, name, status)
 
     hosts = list(state.inventory.get_active_hosts())
@@ -285,7 +291,9 @@ def _record_applied(state: State, inventory: Inventory, plan: _Plan, results: di
         content = merged_record(plan.records.get(host.name, AppliedRecord()), applied, digest, __version__)
         with ctx_host.use(host):
             if not write_record(host, content):
-                results[host.name].warnings.append(f"could not write {RECORD_PATH}: the next check cannot tell corrective from intentional drift")
+                results[host.name].warnings.append(
+                    f"could not write {RECORD_PATH}: the next check cannot tell corrective from intentional drift"
+                )
 
     hosts = [h for h in state.inventory if results[h.name].status != "unreachable" and h.name in plan.records]
     _each_host(state, hosts, record)
@@ -309,7 +317,17 @@ def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) 
                 # failed before the operation could record a result).
                 if host_failed and not blamed and result.failed == 0:
                     blamed = True
-                    result.ops.append(OpResult(name=name, status="failed", stderr=["a fact or command failed while preparing this operation (rerun with -v for pyinfra's log)"], deploy=_deploy_of(plan, host.name, op_hash)))
+                    result.ops.append(
+                        OpResult(
+                            name=name,
+                            status="failed",
+                            stderr=[
+                                "a fact or command failed while preparing this operation (rerun with -v for pyinfra's "
+                                "log)"
+                            ],
+                            deploy=_deploy_of(plan, host.name, op_hash),
+                        )
+                    )
                     if result.error is None:
                         result.error = f"{name} failed while reading the node's state"
                     continue
@@ -318,8 +336,15 @@ def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) 
             commands = [describe(c) for c in (meta._commands or [])]
             status: OpStatus = "failed" if meta.did_error() else ("changed" if meta.did_change() else "unchanged")
             diff = context_of(state).notes.diffs.get((host.name, op_hash))
-            op = OpResult(name=name, status=status, commands=commands, stdout=list(meta.stdout_lines), stderr=list(meta.stderr_lines),
-                          diff=diff if status == "changed" else None, deploy=_deploy_of(plan, host.name, op_hash))
+            op = OpResult(
+                name=name,
+                status=status,
+                commands=commands,
+                stdout=list(meta.stdout_lines),
+                stderr=list(meta.stderr_lines),
+                diff=diff if status == "changed" else None,
+                deploy=_deploy_of(plan, host.name, op_hash),
+            )
             result.ops.append(op)
             if status == "failed" and result.error is None:
                 last = next((line for line in reversed(op.stderr) if line.strip()), "")

@@ -6,8 +6,9 @@ The same pyinfra connections (pinned host keys, sudo) as apply; every host is re
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import gevent
 from pyinfra.api import FactBase, StringCommand
@@ -85,4 +86,8 @@ class Session:
             command = f"timeout -k 5 {int(timeout_s)} sh -c {shlex.quote(command)}"
         with ctx_state.use(self.state), ctx_host.use(host):
             ok, output = host.run_shell_command(StringCommand(command), _success_exit_codes=[0], **privileges(host))
-        return CommandResult(ok, "\n".join(output.stdout_lines), "\n".join(line.line for line in output.combined_lines if line.buffer_name == "stderr"))
+        return CommandResult(
+            ok,
+            "\n".join(output.stdout_lines),
+            "\n".join(line.line for line in output.combined_lines if line.buffer_name == "stderr"),
+        )

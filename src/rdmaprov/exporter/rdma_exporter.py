@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, REGISTRY
+from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 SYSFS = "/sys/class/infiniband"
@@ -63,9 +63,15 @@ class RdmaCollector(Collector):
     def collect(self) -> Iterator:
         started = time.monotonic()
         labels = ["device", "port"]
-        state = GaugeMetricFamily("rdma_port_state", "Port logical state (kernel code: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE).", labels=labels)
+        state = GaugeMetricFamily(
+            "rdma_port_state", "Port logical state (kernel code: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE).", labels=labels
+        )
         up = GaugeMetricFamily("rdma_port_active", "1 when the port is ACTIVE.", labels=labels)
-        phys = GaugeMetricFamily("rdma_port_physical_state", "Port physical state (kernel code: 5 LinkUp, 3 Disabled, 2 Polling...).", labels=labels)
+        phys = GaugeMetricFamily(
+            "rdma_port_physical_state",
+            "Port physical state (kernel code: 5 LinkUp, 3 Disabled, 2 Polling...).",
+            labels=labels,
+        )
         rate = GaugeMetricFamily("rdma_port_rate_bits_per_second", "Port rate as the kernel reports it.", labels=labels)
         info = GaugeMetricFamily("rdma_port_info", "Port attributes as labels.", labels=labels + ["link_layer"])
         families: dict[tuple[str, str], CounterMetricFamily | GaugeMetricFamily] = {}
@@ -90,8 +96,14 @@ class RdmaCollector(Collector):
                     self._counters(families, group, os.path.join(base, group), values)
         yield from (state, up, phys, rate, info)
         yield from families.values()
-        yield CounterMetricFamily("rdma_exporter_read_errors", "sysfs files that could not be read or parsed, since start.", value=self.errors)
-        yield GaugeMetricFamily("rdma_exporter_scrape_duration_seconds", "Time this scrape spent reading sysfs.", value=time.monotonic() - started)
+        yield CounterMetricFamily(
+            "rdma_exporter_read_errors", "sysfs files that could not be read or parsed, since start.", value=self.errors
+        )
+        yield GaugeMetricFamily(
+            "rdma_exporter_scrape_duration_seconds",
+            "Time this scrape spent reading sysfs.",
+            value=time.monotonic() - started,
+        )
 
     def _state_code(self, path: str) -> int | None:
         text = _read(path)
@@ -130,7 +142,9 @@ def serve(listen: str, root: str = SYSFS) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rdmaprov exporter", description="Export RDMA port state and counters for Prometheus.")
+    parser = argparse.ArgumentParser(
+        prog="rdmaprov exporter", description="Export RDMA port state and counters for Prometheus."
+    )
     parser.add_argument("--listen", default="0.0.0.0:9879", help="ADDR:PORT to serve /metrics on")
     parser.add_argument("--sysfs", default=SYSFS, help="the infiniband sysfs class directory (for tests)")
     args = parser.parse_args(argv)

@@ -38,7 +38,10 @@ class BuildInstalled(FactBase):
     def command(self, prefix: str, dirname: str) -> str:
         root = prefix.rstrip("/")
         marker = shlex.quote(f"{root}/{dirname}/{MARKER}")
-        return f"[ -f {marker} ] && echo \"marker $(cat {marker})\"; echo \"current $(readlink {shlex.quote(root + '/current')} 2>/dev/null)\""
+        return (
+            f'[ -f {marker} ] && echo "marker $(cat {marker})"; echo "current $(readlink '
+            f'{shlex.quote(root + "/current")} 2>/dev/null)"'
+        )
 
     def process(self, output: list[str]) -> InstalledBuild:
         return parse_installed_build(output)

@@ -41,7 +41,10 @@ class ManagedFile(FactBase):
 
     def command(self, path: str) -> str:
         quoted = sh(path)
-        return f"if [ -f {quoted} ]; then stat -c '%a %U %G' {quoted} && base64 -w0 {quoted} && echo; else echo MISSING; fi"
+        return (
+            f"if [ -f {quoted} ]; then stat -c '%a %U %G' {quoted} && base64 -w0 {quoted} && echo; else echo "
+            "MISSING; fi"
+        )
 
     def process(self, output: list[str]) -> FileState:
         return parse_file_state(output)
@@ -71,4 +74,3 @@ class PathExists(YesNoFact):
 
     def command(self, path: str) -> str:
         return yes_if(f"[ -e {sh(path)} ]")
-

@@ -42,8 +42,10 @@ def parse_driver_state(lines: list[str]) -> DriverState:
 
 class NvidiaDriver(FactBase):
     def command(self) -> str:
-        return ('echo "installed $(modinfo -F version nvidia 2>/dev/null)"; '
-                'echo "loaded $(cat /sys/module/nvidia/version 2>/dev/null)"')
+        return (
+            'echo "installed $(modinfo -F version nvidia 2>/dev/null)"; '
+            'echo "loaded $(cat /sys/module/nvidia/version 2>/dev/null)"'
+        )
 
     def process(self, output: list[str]) -> DriverState:
         return parse_driver_state(output)

@@ -14,12 +14,20 @@ from rdmaprov.parsers.node import SECTION, NodeReport, parse_node_report
 _PORTS = r"""for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continue
 d=${p#/sys/class/infiniband/}; d=${d%%/*}; n=${p##*/}
 for k in state phys_state rate link_layer; do echo "port $d $n $k $(cat $p/$k 2>/dev/null)"; done
-grep -H . $p/gids/* 2>/dev/null | grep -v ':0000:0000:0000:0000:0000:0000:0000:0000$' | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid \1 |"
+grep -H . $p/gids/* 2>/dev/null | grep -v ':0000:0000:0000:0000:0000:0000:0000:0000$' \
+  | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid \1 |"
 grep -H . $p/gid_attrs/types/* 2>/dev/null | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid_type \1 |"
 grep -H . $p/gid_attrs/ndevs/* 2>/dev/null | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid_ndev \1 |"; done"""
 
 # Where distro packages, source builds (rdmaprov's versioned prefix) and the AIACC plugin put NCCL.
-_NCCL_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/local/nccl*/lib", "/opt/nccl*/current/lib", "/usr/local/lib/aiacc*")
+_NCCL_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/local/lib",
+    "/usr/local/nccl*/lib",
+    "/opt/nccl*/current/lib",
+    "/usr/local/lib/aiacc*",
+)
 
 
 class NodeFacts(FactBase):

@@ -14,9 +14,9 @@ class SshIdentityFact(FactBase):
 
     def command(self, user: str, key_type: str) -> str:
         return (
-            f"home=$(getent passwd {shlex.quote(user)} | cut -d: -f6); echo \"hostname $(hostname)\"; echo \"home $home\"; "
-            f"f=\"$home/.ssh/id_{key_type}.pub\"; if [ -n \"$home\" ] && [ -r \"$f\" ]; then echo \"user $(cat \"$f\")\"; fi; "
-            "for f in /etc/ssh/ssh_host_*_key.pub; do [ -r \"$f\" ] && echo \"host $(cat \"$f\")\"; done; true"
+            f'home=$(getent passwd {shlex.quote(user)} | cut -d: -f6); echo "hostname $(hostname)"; echo "home $home"; '
+            f'f="$home/.ssh/id_{key_type}.pub"; if [ -n "$home" ] && [ -r "$f" ]; then echo "user $(cat "$f")"; fi; '
+            'for f in /etc/ssh/ssh_host_*_key.pub; do [ -r "$f" ] && echo "host $(cat "$f")"; done; true'
         )
 
     def process(self, output: list[str]) -> SshIdentity:

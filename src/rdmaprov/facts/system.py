@@ -43,8 +43,10 @@ class PackageVersions(FactBase):
     def command(self, names: tuple[str, ...]) -> str:
         quoted = " ".join(shlex.quote(n) for n in names)
         return (
-            f"if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${{db:Status-Abbrev}} ${{Package}} ${{Version}}\\n' {quoted} 2>/dev/null; "
-            f"elif command -v rpm >/dev/null; then rpm -q --qf 'ii %{{NAME}} %{{VERSION}}-%{{RELEASE}}\\n' {quoted} 2>/dev/null | grep '^ii '; fi; true"
+            f"if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${{db:Status-Abbrev}} ${{Package}} "
+            f"${{Version}}\\n' {quoted} 2>/dev/null; "
+            f"elif command -v rpm >/dev/null; then rpm -q --qf 'ii %{{NAME}} %{{VERSION}}-%{{RELEASE}}\\n' {quoted} "
+            "2>/dev/null | grep '^ii '; fi; true"
         )
 
     def process(self, output: list[str]) -> dict[str, str]:
@@ -73,7 +75,7 @@ class NetDevices(FactBase):
     """Network interfaces and their MTU: {name: mtu}."""
 
     def command(self) -> str:
-        return "for d in /sys/class/net/*; do echo \"${d##*/} $(cat $d/mtu)\"; done"
+        return 'for d in /sys/class/net/*; do echo "${d##*/} $(cat $d/mtu)"; done'
 
     def process(self, output: list[str]) -> dict[str, int]:
         devices = {}
@@ -125,7 +127,10 @@ class NetNamespaceCount(FactBase):
     """
 
     def command(self) -> str:
-        return "ls -L -i -d /proc/[0-9]*/ns/net /run/netns/* /var/run/docker/netns/* 2>/dev/null | awk '{print $1}' | sort -u | wc -l"
+        return (
+            "ls -L -i -d /proc/[0-9]*/ns/net /run/netns/* /var/run/docker/netns/* 2>/dev/null | awk '{print $1}' | "
+            "sort -u | wc -l"
+        )
 
     def process(self, output: list[str]) -> int:
         return int(output[0].strip()) if output and output[0].strip().isdigit() else 0

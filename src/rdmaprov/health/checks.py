@@ -30,30 +30,40 @@ class Check:
 
 # Every check verify makes, by id. SoftRoCE links are rdmaprov's own (softroce deploy), so the
 # device and port checks point back to that deploy on a softroce node only.
-CHECKS = {c.id: c for c in (
-    Check("rdma.device_present", "device present"),
-    Check("rdma.devices", "devices"),
-    Check("rdma.port_present", "port present"),
-    Check("rdma.port_state", "port state"),
-    Check("rdma.physical_state", "physical state"),
-    Check("rdma.link_layer", "link layer"),
-    Check("rdma.rate", "rate"),
-    Check("rdma.gid", "GID index"),
-    Check("rdma.active_mtu", "active MTU", "mtu"),
-    Check("mtu.netdev", "MTU", "mtu"),
-    Check("netns.mode", "netns mode", "netns_mode"),
-    Check("nccl.conf_present", "present", "nccl_env"),
-    Check("nccl.hca_matches", "NCCL_IB_HCA matches devices", "nccl_env"),
-    Check("nccl.hca_excludes_storage", "NCCL_IB_HCA excludes storage HCAs", "nccl_env"),
-    Check("nccl.library", "library present", "nccl"),
-    Check("gpu.count", "count"),
-    Check("gpu.driver_version", "driver version", "gpu_driver"),
-    Check("limits.memlock_login", "login limit", "limits"),
-    Check("limits.memlock_services", "service limit", "limits"),
-    Check("exporter.answers", "exporter answers", "exporter"),
-)}
-_SOFTROCE_LINK_CHECKS = {"rdma.device_present", "rdma.devices", "rdma.port_present", "rdma.port_state",
-                         "rdma.physical_state", "rdma.link_layer", "rdma.rate"}
+CHECKS = {
+    c.id: c
+    for c in (
+        Check("rdma.device_present", "device present"),
+        Check("rdma.devices", "devices"),
+        Check("rdma.port_present", "port present"),
+        Check("rdma.port_state", "port state"),
+        Check("rdma.physical_state", "physical state"),
+        Check("rdma.link_layer", "link layer"),
+        Check("rdma.rate", "rate"),
+        Check("rdma.gid", "GID index"),
+        Check("rdma.active_mtu", "active MTU", "mtu"),
+        Check("mtu.netdev", "MTU", "mtu"),
+        Check("netns.mode", "netns mode", "netns_mode"),
+        Check("nccl.conf_present", "present", "nccl_env"),
+        Check("nccl.hca_matches", "NCCL_IB_HCA matches devices", "nccl_env"),
+        Check("nccl.hca_excludes_storage", "NCCL_IB_HCA excludes storage HCAs", "nccl_env"),
+        Check("nccl.library", "library present", "nccl"),
+        Check("gpu.count", "count"),
+        Check("gpu.driver_version", "driver version", "gpu_driver"),
+        Check("limits.memlock_login", "login limit", "limits"),
+        Check("limits.memlock_services", "service limit", "limits"),
+        Check("exporter.answers", "exporter answers", "exporter"),
+    )
+}
+_SOFTROCE_LINK_CHECKS = {
+    "rdma.device_present",
+    "rdma.devices",
+    "rdma.port_present",
+    "rdma.port_state",
+    "rdma.physical_state",
+    "rdma.link_layer",
+    "rdma.rate",
+}
 
 
 def check_deploy(check_id: str, fabric: str | None) -> str | None:
@@ -77,11 +87,29 @@ class Finding:
     deploy: str | None = None
 
 
-def finding(host: str, fabric: str | None, check_id: str, subject: str, ok: bool, expected: str, found: str,
-            hint: str = "", label: str | None = None) -> Finding:
+def finding(
+    host: str,
+    fabric: str | None,
+    check_id: str,
+    subject: str,
+    ok: bool,
+    expected: str,
+    found: str,
+    hint: str = "",
+    label: str | None = None,
+) -> Finding:
     """A finding of the check `check_id`; the hint is kept only for a failure."""
-    return Finding(host, subject, label or CHECKS[check_id].label, ok, expected, found, "" if ok else hint,
-                   id=check_id, deploy=check_deploy(check_id, fabric))
+    return Finding(
+        host,
+        subject,
+        label or CHECKS[check_id].label,
+        ok,
+        expected,
+        found,
+        "" if ok else hint,
+        id=check_id,
+        deploy=check_deploy(check_id, fabric),
+    )
 
 
 def roce_active_mtu(netdev_mtu: int) -> int:
@@ -106,8 +134,9 @@ class _Checker:
         self.fabric = fabric
         self.findings: list[Finding] = []
 
-    def check(self, subject: str, check_id: str, ok: bool, expected: str, found: str, hint: str = "",
-              label: str | None = None) -> bool:
+    def check(
+        self, subject: str, check_id: str, ok: bool, expected: str, found: str, hint: str = "", label: str | None = None
+    ) -> bool:
         self.findings.append(finding(self.host, self.fabric, check_id, subject, ok, expected, found, hint, label))
         return ok
 
@@ -116,32 +145,70 @@ def _check_port(c: _Checker, node: NodeConfig, port: SysfsPort, report: NodeRepo
     fabric = node.fabric
     rdma = node.rdma
     name = port.name
-    c.check(name, "rdma.port_state", port.state == "ACTIVE", "ACTIVE", port.state or "unknown",
-            "the link is down or the subnet manager has not configured it: check cables, the switch port and `ibstat`")
-    c.check(name, "rdma.physical_state", port.phys_state == "LinkUp", "LinkUp", port.phys_state or "unknown",
-            "no physical link: check the cable/transceiver and the switch port")
+    c.check(
+        name,
+        "rdma.port_state",
+        port.state == "ACTIVE",
+        "ACTIVE",
+        port.state or "unknown",
+        "the link is down or the subnet manager has not configured it: check cables, the switch port and `ibstat`",
+    )
+    c.check(
+        name,
+        "rdma.physical_state",
+        port.phys_state == "LinkUp",
+        "LinkUp",
+        port.phys_state or "unknown",
+        "no physical link: check the cable/transceiver and the switch port",
+    )
     if fabric:
         wanted = "Ethernet" if fabric in ETHERNET_FABRICS else "InfiniBand"
-        c.check(name, "rdma.link_layer", port.link_layer == wanted, wanted, port.link_layer or "unknown",
-                f"fabric {fabric} needs {wanted}: set the port type (e.g. mlxconfig LINK_TYPE_P1) or fix the inventory's fabric")
+        c.check(
+            name,
+            "rdma.link_layer",
+            port.link_layer == wanted,
+            wanted,
+            port.link_layer or "unknown",
+            f"fabric {fabric} needs {wanted}: set the port type (e.g. mlxconfig LINK_TYPE_P1) or fix the inventory's "
+            "fabric",
+        )
     if rdma.rate_gbps:
-        c.check(name, "rdma.rate", port.rate_gbps >= rdma.rate_gbps, f">= {rdma.rate_gbps:g} Gb/s", port.rate_text or "unknown",
-                "the link trained below its rate: check the cable, the switch port speed and `ethtool`/`ibstat`")
+        c.check(
+            name,
+            "rdma.rate",
+            port.rate_gbps >= rdma.rate_gbps,
+            f">= {rdma.rate_gbps:g} Gb/s",
+            port.rate_text or "unknown",
+            "the link trained below its rate: check the cable, the switch port speed and `ethtool`/`ibstat`",
+        )
     if port.link_layer == "Ethernet":
         index = node.gid_index
         if index is not None:
             gid = port.gids.get(index)
             found = f"{gid.gid} ({gid.type})" if gid else "no GID at that index"
-            c.check(name, "rdma.gid", gid is not None and gid.type == "RoCE v2", "a RoCE v2 GID", found,
-                    "the index NCCL will use has no RoCE v2 address: give the netdev an IP address or fix rdma.gid_index (`show_gids`)",
-                    label=f"GID index {index}")
+            c.check(
+                name,
+                "rdma.gid",
+                gid is not None and gid.type == "RoCE v2",
+                "a RoCE v2 GID",
+                found,
+                "the index NCCL will use has no RoCE v2 address: give the netdev an IP address or fix rdma.gid_index "
+                "(`show_gids`)",
+                label=f"GID index {index}",
+            )
         netdev = next((g.netdev for g in port.gids.values() if g.netdev), None)
         device = next((d for d in report.devices if d.hca == port.device), None)
         ib_port = next((p for p in device.ports if p.number == port.port), None) if device else None
         if netdev in report.mtus and ib_port and ib_port.active_mtu:
             expected = roce_active_mtu(report.mtus[netdev])
-            c.check(name, "rdma.active_mtu", ib_port.active_mtu == expected, f"{expected} (netdev {netdev} MTU {report.mtus[netdev]})", str(ib_port.active_mtu),
-                    "the RDMA MTU does not follow the netdev MTU: re-create the link or reload the driver")
+            c.check(
+                name,
+                "rdma.active_mtu",
+                ib_port.active_mtu == expected,
+                f"{expected} (netdev {netdev} MTU {report.mtus[netdev]})",
+                str(ib_port.active_mtu),
+                "the RDMA MTU does not follow the netdev MTU: re-create the link or reload the driver",
+            )
 
 
 def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
@@ -152,31 +219,80 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
     present = {p.device for p in report.ports}
     expected = expected_devices(node, report)
     for device in expected:
-        if not c.check(device, "rdma.device_present", device in present, "present", "present" if device in present else "missing",
-                       f"no RDMA device {device}: load its driver (or `rdmaprov apply` for SoftRoCE links); it has {', '.join(sorted(present)) or 'no RDMA devices'}"):
+        if not c.check(
+            device,
+            "rdma.device_present",
+            device in present,
+            "present",
+            "present" if device in present else "missing",
+            f"no RDMA device {device}: load its driver (or `rdmaprov apply` for SoftRoCE links); it has "
+            f"{', '.join(sorted(present)) or 'no RDMA devices'}",
+        ):
             continue
         port = report.port(device, port_number)
-        if c.check(f"{device}/{port_number}", "rdma.port_present", port is not None, "present", "present" if port else "missing", f"{device} has no port {port_number}: fix rdma.port") and port:
+        if (
+            c.check(
+                f"{device}/{port_number}",
+                "rdma.port_present",
+                port is not None,
+                "present",
+                "present" if port else "missing",
+                f"{device} has no port {port_number}: fix rdma.port",
+            )
+            and port
+        ):
             _check_port(c, node, port, report)
     if not expected and node.fabric:
-        c.check("rdma", "rdma.devices", False, "at least one RDMA device", "none", "no RDMA device at all: install the driver, or declare rdma.devices")
+        c.check(
+            "rdma",
+            "rdma.devices",
+            False,
+            "at least one RDMA device",
+            "none",
+            "no RDMA device at all: install the driver, or declare rdma.devices",
+        )
 
     for netdev, mtu in node.wanted_mtus().items():
         found = report.mtus.get(netdev)
-        c.check(netdev, "mtu.netdev", found == mtu, str(mtu), str(found) if found is not None else "no such netdev",
-                "run `rdmaprov apply` (the MTU deploy) or fix the inventory's mtu")
+        c.check(
+            netdev,
+            "mtu.netdev",
+            found == mtu,
+            str(mtu),
+            str(found) if found is not None else "no such netdev",
+            "run `rdmaprov apply` (the MTU deploy) or fix the inventory's mtu",
+        )
 
     if node.netns_mode:
-        c.check("ib_core", "netns.mode", report.netns == node.netns_mode, node.netns_mode, report.netns or "unknown (ib_core not loaded)",
-                "run `rdmaprov apply` (it switches live when no other network namespace exists, otherwise the host needs a reboot)")
+        c.check(
+            "ib_core",
+            "netns.mode",
+            report.netns == node.netns_mode,
+            node.netns_mode,
+            report.netns or "unknown (ib_core not loaded)",
+            "run `rdmaprov apply` (it switches live when no other network namespace exists, otherwise the host needs a "
+            "reboot)",
+        )
 
     _check_nccl_hca(c, node, report)
     _check_gpus(c, node, report)
-    c.check("memlock", "limits.memlock_login", report.memlock_login == "unlimited", "unlimited", report.memlock_login or "unknown",
-            "RDMA pins memory: run `rdmaprov apply` (limits deploy), then log in again")
+    c.check(
+        "memlock",
+        "limits.memlock_login",
+        report.memlock_login == "unlimited",
+        "unlimited",
+        report.memlock_login or "unknown",
+        "RDMA pins memory: run `rdmaprov apply` (limits deploy), then log in again",
+    )
     if report.memlock_services:
-        c.check("memlock", "limits.memlock_services", report.memlock_services == "infinity", "infinity", report.memlock_services,
-                "run `rdmaprov apply` (limits deploy); systemd applies it to services started afterwards")
+        c.check(
+            "memlock",
+            "limits.memlock_services",
+            report.memlock_services == "infinity",
+            "infinity",
+            report.memlock_services,
+            "run `rdmaprov apply` (limits deploy); systemd applies it to services started afterwards",
+        )
     return c.findings
 
 
@@ -185,21 +301,42 @@ def _check_gpus(c: _Checker, node: NodeConfig, report: NodeReport) -> None:
     gpu = node.gpu
     if gpu is None:
         return
-    c.check("gpus", "gpu.count", len(report.gpus) == gpu.count, str(gpu.count), str(len(report.gpus)),
-            "nvidia-smi sees fewer GPUs: check the driver is loaded (a reboot may be owed after a driver change) and `nvidia-smi -q` for fallen-off GPUs")
+    c.check(
+        "gpus",
+        "gpu.count",
+        len(report.gpus) == gpu.count,
+        str(gpu.count),
+        str(len(report.gpus)),
+        "nvidia-smi sees fewer GPUs: check the driver is loaded (a reboot may be owed after a driver change) and "
+        "`nvidia-smi -q` for fallen-off GPUs",
+    )
     wanted = gpu.driver_version
     if wanted and report.gpus:
         loaded = report.gpus[0].driver_version
-        c.check("gpus", "gpu.driver_version", driver_matches(wanted, loaded), wanted, loaded,
-                "run `rdmaprov apply --allow-reboot` (a new driver loads at the next boot)")
+        c.check(
+            "gpus",
+            "gpu.driver_version",
+            driver_matches(wanted, loaded),
+            wanted,
+            loaded,
+            "run `rdmaprov apply --allow-reboot` (a new driver loads at the next boot)",
+        )
     if node.nccl.version:
-        c.check("nccl", "nccl.library", bool(report.nccl_libraries), "libnccl", "none found",
-                "run `rdmaprov apply` (the nccl deploy builds and installs it)")
+        c.check(
+            "nccl",
+            "nccl.library",
+            bool(report.nccl_libraries),
+            "libnccl",
+            "none found",
+            "run `rdmaprov apply` (the nccl deploy builds and installs it)",
+        )
 
 
 def _check_nccl_hca(c: _Checker, node: NodeConfig, report: NodeReport) -> None:
     if report.nccl_conf is None:
-        c.check("/etc/nccl.conf", "nccl.conf_present", False, "present", "missing", "run `rdmaprov apply` (nccl_env deploy)")
+        c.check(
+            "/etc/nccl.conf", "nccl.conf_present", False, "present", "missing", "run `rdmaprov apply` (nccl_env deploy)"
+        )
         return
     hca = report.nccl_conf.get("NCCL_IB_HCA")
     if not hca or hca.startswith("^"):
@@ -207,9 +344,21 @@ def _check_nccl_hca(c: _Checker, node: NodeConfig, report: NodeReport) -> None:
     devices = sorted({p.device for p in report.ports})
     specs = hca_specs(hca)
     matched = [d for d in devices if any(spec_matches(s, d) for s in specs)]
-    c.check("/etc/nccl.conf", "nccl.hca_matches", bool(matched), f"a device matching {hca}", ", ".join(matched) or f"none (devices: {', '.join(devices) or 'none'})",
-            "NCCL would fall back to sockets: fix NCCL_IB_HCA in the inventory (nccl.env) or rdma.devices")
+    c.check(
+        "/etc/nccl.conf",
+        "nccl.hca_matches",
+        bool(matched),
+        f"a device matching {hca}",
+        ", ".join(matched) or f"none (devices: {', '.join(devices) or 'none'})",
+        "NCCL would fall back to sockets: fix NCCL_IB_HCA in the inventory (nccl.env) or rdma.devices",
+    )
     storage = node.rdma.storage_hcas
     hit = [d for d in storage if any(spec_matches(s, d) for s in specs)]
-    c.check("/etc/nccl.conf", "nccl.hca_excludes_storage", not hit, "no storage HCA", ", ".join(hit) or "none",
-            "NCCL traffic would land on storage HCAs: list compute HCAs exactly (=mlx5_0,mlx5_1)")
+    c.check(
+        "/etc/nccl.conf",
+        "nccl.hca_excludes_storage",
+        not hit,
+        "no storage HCA",
+        ", ".join(hit) or "none",
+        "NCCL traffic would land on storage HCAs: list compute HCAs exactly (=mlx5_0,mlx5_1)",
+    )

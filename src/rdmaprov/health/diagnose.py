@@ -44,8 +44,13 @@ class Diagnosis:
         return 4 if self.suspects or self.undecided else 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"suspects": self.suspects, "cleared": self.cleared, "undecided": self.undecided,
-                "rounds": self.rounds, "tests": [t.to_json() for t in self.tests]}
+        return {
+            "suspects": self.suspects,
+            "cleared": self.cleared,
+            "undecided": self.undecided,
+            "rounds": self.rounds,
+            "tests": [t.to_json() for t in self.tests],
+        }
 
 
 def _evidence(result: GateResult) -> str:

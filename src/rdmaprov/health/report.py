@@ -7,13 +7,25 @@ from rich.table import Table
 
 from rdmaprov.health.diagnose import Diagnosis
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.parsers.node import NodeReport
 from rdmaprov.health.verify import HostVerification
+from rdmaprov.parsers.node import NodeReport
 
 
 def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[str, str], console: Console) -> None:
     table = Table(title="RDMA facts")
-    for column in ("host", "device/port", "state", "phys", "link layer", "rate", "MTU act/max", "GIDs (RoCE v2)", "fw", "netns", "memlock"):
+    for column in (
+        "host",
+        "device/port",
+        "state",
+        "phys",
+        "link layer",
+        "rate",
+        "MTU act/max",
+        "GIDs (RoCE v2)",
+        "fw",
+        "netns",
+        "memlock",
+    ):
         table.add_column(column)
     for name, reason in unreachable.items():
         table.add_row(name, "[red]unreachable[/]", reason, *[""] * 8)
@@ -26,14 +38,51 @@ def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[st
         for port in report.ports:
             device = next((d for d in report.devices if d.hca == port.device), None)
             ib = next((p for p in device.ports if p.number == port.port), None) if device else None
-            v2 = ", ".join(str(g.index) for g in sorted(port.gids.values(), key=lambda g: g.index) if g.type == "RoCE v2")
+            v2 = ", ".join(
+                str(g.index) for g in sorted(port.gids.values(), key=lambda g: g.index) if g.type == "RoCE v2"
+            )
             style = "green" if port.state == "ACTIVE" else "red"
-            table.add_row(name, port.name, f"[{style}]{port.state}[/]", port.phys_state, port.link_layer, port.rate_text,
-                          f"{ib.active_mtu}/{ib.max_mtu}" if ib else "", v2, device.fw_ver if device else "", report.netns or "", report.memlock_login)
+            table.add_row(
+                name,
+                port.name,
+                f"[{style}]{port.state}[/]",
+                port.phys_state,
+                port.link_layer,
+                port.rate_text,
+                f"{ib.active_mtu}/{ib.max_mtu}" if ib else "",
+                v2,
+                device.fw_ver if device else "",
+                report.netns or "",
+                report.memlock_login,
+            )
         for gpu in report.gpus:
-            table.add_row(name, f"GPU {gpu.name}", f"sm {gpu.compute_cap}", "", "", "", "", "", f"driver {gpu.driver_version}", "", "")
+            table.add_row(
+                name,
+                f"GPU {gpu.name}",
+                f"sm {gpu.compute_cap}",
+                "",
+                "",
+                "",
+                "",
+                "",
+                f"driver {gpu.driver_version}",
+                "",
+                "",
+            )
         if report.nccl_version:
-            table.add_row(name, f"NCCL {report.nccl_version}", "", "", "", "", "", "", ", ".join(p.rsplit('/', 1)[-1] for p in report.nccl_plugins), "", "")
+            table.add_row(
+                name,
+                f"NCCL {report.nccl_version}",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                ", ".join(p.rsplit("/", 1)[-1] for p in report.nccl_plugins),
+                "",
+                "",
+            )
     console.print(table)
 
 
@@ -62,9 +111,17 @@ def print_gates(results: list[GateResult], console: Console) -> None:
     for column in ("gate", "between", "verdict", "measured", "why"):
         table.add_column(column)
     for gate in results:
-        verdict = {"pass": "[green]PASS[/]", "warn": "[yellow]WARN[/]", "skipped": "SKIP"}.get(gate.status, "[red]FAIL[/]")
+        verdict = {"pass": "[green]PASS[/]", "warn": "[yellow]WARN[/]", "skipped": "SKIP"}.get(
+            gate.status, "[red]FAIL[/]"
+        )
         measured = f"{gate.measured:.4g} {gate.unit}" if gate.measured is not None else ""
-        table.add_row(gate.gate, gate.subject, verdict, measured, gate.reason + (f" (attempt {gate.attempts})" if gate.attempts > 1 else ""))
+        table.add_row(
+            gate.gate,
+            gate.subject,
+            verdict,
+            measured,
+            gate.reason + (f" (attempt {gate.attempts})" if gate.attempts > 1 else ""),
+        )
     console.print(table)
 
 

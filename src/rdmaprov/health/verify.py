@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import requests
 
 from rdmaprov.engine.session import Session
 from rdmaprov.facts.node import NodeFacts
+from rdmaprov.health.checks import Finding, finding, verify_node
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.runner import run_gates
 from rdmaprov.inventory.model import HostSpec, Inventory
 from rdmaprov.parsers.node import NodeReport
-from rdmaprov.health.checks import Finding, finding, verify_node
 
 
 @dataclass
@@ -31,7 +31,13 @@ class HostVerification:
         return [f for f in self.findings if not f.ok]
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "address": self.address, "status": self.status, "error": self.error, "findings": [asdict(f) for f in self.findings]}
+        return {
+            "name": self.name,
+            "address": self.address,
+            "status": self.status,
+            "error": self.error,
+            "findings": [asdict(f) for f in self.findings],
+        }
 
 
 def exporter_findings(spec: HostSpec) -> list[Finding]:
@@ -46,7 +52,9 @@ def exporter_findings(spec: HostSpec) -> list[Finding]:
     while True:
         try:
             response = requests.get(url, timeout=10)
-            found = f"HTTP {response.status_code}" + (", with rdma_port_state" if "rdma_port_state" in response.text else ", no rdma_port_state")
+            found = f"HTTP {response.status_code}" + (
+                ", with rdma_port_state" if "rdma_port_state" in response.text else ", no rdma_port_state"
+            )
             ok = response.ok and "rdma_port_state" in response.text
             break
         except requests.ConnectionError as exc:
@@ -57,15 +65,27 @@ def exporter_findings(spec: HostSpec) -> list[Finding]:
         except requests.RequestException as exc:
             found, ok = f"no answer ({type(exc).__name__})", False
             break
-    return [finding(spec.name, spec.node.fabric, "exporter.answers", url, ok, "HTTP 200 with rdma_port_state", found,
-                    "run `rdmaprov apply` (exporter deploy); check `systemctl status rdmaprov-exporter` and the firewall")]
+    return [
+        finding(
+            spec.name,
+            spec.node.fabric,
+            "exporter.answers",
+            url,
+            ok,
+            "HTTP 200 with rdma_port_state",
+            found,
+            "run `rdmaprov apply` (exporter deploy); check `systemctl status rdmaprov-exporter` and the firewall",
+        )
+    ]
 
 
 def read_reports(session: Session) -> dict[str, NodeReport | Exception]:
     return session.fact(NodeFacts)
 
 
-def verify_hosts(session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception] | None = None) -> list[HostVerification]:
+def verify_hosts(
+    session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception] | None = None
+) -> list[HostVerification]:
     """A verification per host: its findings, or why it could not be read."""
     inventory = session.inventory
     reports = reports if reports is not None else read_reports(session)
@@ -94,9 +114,15 @@ def verify_hosts(session: Session, hosts: list[str], reports: dict[str, NodeRepo
 GatePicker = Callable[[list[HostVerification] | None], list[str]]
 
 
-def post_deploy(inventory: Inventory, hosts: list[str], gates: bool, verify: bool = True,
-                newcomers: list[str] | None = None, gate_hosts: GatePicker | None = None,
-                connect: list[str] | None = None) -> tuple[list[HostVerification] | None, list[GateResult]]:
+def post_deploy(
+    inventory: Inventory,
+    hosts: list[str],
+    gates: bool,
+    verify: bool = True,
+    newcomers: list[str] | None = None,
+    gate_hosts: GatePicker | None = None,
+    connect: list[str] | None = None,
+) -> tuple[list[HostVerification] | None, list[GateResult]]:
     """verify on `hosts` (unless verify is False), then the gates (unless gates is False) over
     `hosts`, or over the hosts `gate_hosts` picks from the verifications (none: no gates), all
     through one set of SSH connections to `connect` (default `hosts`); `newcomers` focuses the

@@ -107,7 +107,9 @@ class MpiConfig:
         if self.source != "prefix":
             return None
         if not self.prefix:
-            raise ValueError("mpi.source is prefix but mpi.prefix is not set; give the install prefix (it has bin/mpirun)")
+            raise ValueError(
+                "mpi.source is prefix but mpi.prefix is not set; give the install prefix (it has bin/mpirun)"
+            )
         return self.prefix.rstrip("/")
 
     @property
@@ -209,24 +211,54 @@ class NodeConfig:
         gpu, nccl, erdma, mpi = node["gpu"], node["nccl"], node["erdma"], node["mpi"]
         return cls(
             fabric=node.get("fabric"),
-            packages=PackagesConfig(None if packages.get("rdma") is None else _strings(packages["rdma"]),
-                                    _strings(packages["extra"])),
-            apt_mirror=AptMirror(apt["url"], apt.get("suite"), _strings(apt["components"]), apt.get("key"),
-                                 apt["exclusive"]) if apt else None,
+            packages=PackagesConfig(
+                None if packages.get("rdma") is None else _strings(packages["rdma"]), _strings(packages["extra"])
+            ),
+            apt_mirror=AptMirror(
+                apt["url"], apt.get("suite"), _strings(apt["components"]), apt.get("key"), apt["exclusive"]
+            )
+            if apt
+            else None,
             yum_mirror=YumMirror(yum["baseurl"], yum.get("gpgkey"), yum["exclusive"]) if yum else None,
-            rdma=RdmaConfig(_strings(rdma.get("devices")), _strings(rdma["storage_hcas"]),
-                            _strings(rdma.get("netdevs")), rdma.get("rate_gbps"), rdma.get("gid_index"), rdma["port"]),
+            rdma=RdmaConfig(
+                _strings(rdma.get("devices")),
+                _strings(rdma["storage_hcas"]),
+                _strings(rdma.get("netdevs")),
+                rdma.get("rate_gbps"),
+                rdma.get("gid_index"),
+                rdma["port"],
+            ),
             mtu=MappingProxyType({name: int(value) for name, value in (node.get("mtu") or {}).items()}),
             netns_mode=node.get("netns_mode"),
             memlock=node["limits"]["memlock"],
             mpi=MpiConfig(mpi["source"], mpi.get("prefix")),
-            gpu=GpuConfig(gpu["count"], gpu.get("model"), gpu.get("driver_version"), gpu.get("cuda_version"),
-                          gpu.get("arch"), gpu.get("repo"), gpu.get("repo_key")) if gpu["count"] > 0 else None,
-            nccl=NcclConfig(nccl.get("version"), _frozen(nccl["source"]), _frozen(nccl["tests"]),
-                            nccl.get("gencode"), nccl["prefix"], _frozen(nccl.get("env") or {})),
-            erdma=ErdmaConfig(erdma.get("repo"), erdma.get("key"),
-                              None if erdma.get("packages") is None else _strings(erdma["packages"]),
-                              erdma.get("aiacc_plugin"), erdma["aiacc_version"], erdma["jumbo_frames"]),
+            gpu=GpuConfig(
+                gpu["count"],
+                gpu.get("model"),
+                gpu.get("driver_version"),
+                gpu.get("cuda_version"),
+                gpu.get("arch"),
+                gpu.get("repo"),
+                gpu.get("repo_key"),
+            )
+            if gpu["count"] > 0
+            else None,
+            nccl=NcclConfig(
+                nccl.get("version"),
+                _frozen(nccl["source"]),
+                _frozen(nccl["tests"]),
+                nccl.get("gencode"),
+                nccl["prefix"],
+                _frozen(nccl.get("env") or {}),
+            ),
+            erdma=ErdmaConfig(
+                erdma.get("repo"),
+                erdma.get("key"),
+                None if erdma.get("packages") is None else _strings(erdma["packages"]),
+                erdma.get("aiacc_plugin"),
+                erdma["aiacc_version"],
+                erdma["jumbo_frames"],
+            ),
             exporter=ExporterConfig(node["exporter"]["enabled"], node["exporter"]["listen"]),
             tags=_strings(node.get("tags")),
             builds=tuple(_frozen(build) for build in node.get("builds") or ()),
@@ -274,8 +306,9 @@ class NodeConfig:
                         "declare rdma.devices or give NCCL_IB_HCA as =dev1,dev2"
                     )
                 env["NCCL_IB_HCA"] = "=" + ",".join(d for d in devices if any(spec_matches(s, d) for s in specs))
-                warnings.append(f"NCCL_IB_HCA={hca} matched storage HCA(s) {', '.join(hit)}; "
-                                f"wrote {env['NCCL_IB_HCA']} instead")
+                warnings.append(
+                    f"NCCL_IB_HCA={hca} matched storage HCA(s) {', '.join(hit)}; wrote {env['NCCL_IB_HCA']} instead"
+                )
         gid = self.gid_index
         if gid is not None:
             env["NCCL_IB_GID_INDEX"] = str(gid)
@@ -352,11 +385,30 @@ class GatesConfig:
         nd, ib, ar = gates["node"], gates["ib_write_bw"], gates["all_reduce"]
         return cls(
             NodeGate(nd["enabled"], nd.get("min_busbw_gbs"), nd["min_bytes"], nd["max_bytes"], nd["timeout_s"]),
-            IbWriteBwGate(ib["enabled"], ib["pairs"], ib["fraction"], ib["warn_fraction"], ib["max_fraction"],
-                          ib.get("min_gbps"), ib["duration_s"], ib["timeout_s"], ib["size"]),
-            AllReduceGate(ar["enabled"], ar["fraction"], ar["warn_fraction"], ar["max_fraction"], ar.get("min_busbw_gbs"),
-                          ar["min_bytes"], ar["max_bytes"],
-                          ar["retries"], ar["timeout_s"], _strings(ar.get("hosts")), ar.get("launcher_ifname")),
+            IbWriteBwGate(
+                ib["enabled"],
+                ib["pairs"],
+                ib["fraction"],
+                ib["warn_fraction"],
+                ib["max_fraction"],
+                ib.get("min_gbps"),
+                ib["duration_s"],
+                ib["timeout_s"],
+                ib["size"],
+            ),
+            AllReduceGate(
+                ar["enabled"],
+                ar["fraction"],
+                ar["warn_fraction"],
+                ar["max_fraction"],
+                ar.get("min_busbw_gbs"),
+                ar["min_bytes"],
+                ar["max_bytes"],
+                ar["retries"],
+                ar["timeout_s"],
+                _strings(ar.get("hosts")),
+                ar.get("launcher_ifname"),
+            ),
         )
 
 

@@ -19,8 +19,11 @@ def select_hosts(inventory: Inventory, patterns: list[str] | None) -> list[str]:
     names = [p.strip() for raw in patterns for p in raw.split(",") if p.strip()]
     if not names:
         given = ", ".join(repr(raw) for raw in patterns)
-        raise UserError(f"--limit {given} names no host: give host names, group names or globs (e.g. --limit gpu1,gpu2 or --limit 'gpu*'), "
-                        "or leave --limit out to select every host")
+        raise UserError(
+            f"--limit {given} names no host: give host names, group names or globs (e.g. --limit gpu1,gpu2 or --limit "
+            "'gpu*'), "
+            "or leave --limit out to select every host"
+        )
     wanted: set[str] = set()
     for pattern in names:
         matched = [h for h in inventory.hosts if fnmatchcase(h, pattern)]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaprov.errors import Problem, UserError
+from rdmaprov.inventory.config import GatesConfig, NodeConfig, SshTrustConfig
 from rdmaprov.inventory.model import (
     HostSpec,
     Inventory,
@@ -21,9 +22,8 @@ from rdmaprov.inventory.model import (
     node_schema,
     ssh_settings,
 )
-from rdmaprov.inventory.source import SourceMap, format_path, load_yaml
-from rdmaprov.inventory.config import GatesConfig, NodeConfig, SshTrustConfig
 from rdmaprov.inventory.semantics import ISSUE_KEYS, gate_problems, node_issues
+from rdmaprov.inventory.source import SourceMap, format_path, load_yaml
 from rdmaprov.inventory.validate import schema_problems
 
 
@@ -38,35 +38,63 @@ def _host_definitions(data: dict[str, Any]) -> list[tuple[str, str | None, tuple
     return places
 
 
-def _check_file(path: str | None, where: tuple, smap: SourceMap, what: str, private_key: bool) -> tuple[Problem | None, str]:
+def _check_file(
+    path: str | None, where: tuple, smap: SourceMap, what: str, private_key: bool
+) -> tuple[Problem | None, str]:
     """(problem, severity): "missing" (fatal only when connecting), "fatal" (unusable) or "warning"."""
     if path is None:
         return None, ""
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        return smap.problem(where, f"{what} {path} does not exist", "create it (for the lab: `rdmaprov lab up`) or point the setting at an existing file"), "missing"
+        return smap.problem(
+            where,
+            f"{what} {path} does not exist",
+            "create it (for the lab: `rdmaprov lab up`) or point the setting at an existing file",
+        ), "missing"
     except OSError as exc:
-        return smap.problem(where, f"{what} {path} cannot be read: {exc.strerror}", "fix its permissions or point the setting at a readable file"), "fatal"
+        return smap.problem(
+            where,
+            f"{what} {path} cannot be read: {exc.strerror}",
+            "fix its permissions or point the setting at a readable file",
+        ), "fatal"
     if stat.S_ISDIR(info.st_mode):
-        return smap.problem(where, f"{what} {path} cannot be read: Is a directory", "point the setting at the file itself"), "fatal"
+        return smap.problem(
+            where, f"{what} {path} cannot be read: Is a directory", "point the setting at the file itself"
+        ), "fatal"
     if not stat.S_ISREG(info.st_mode):
         # Opening a FIFO would block for ever; a device is no key either.
-        return smap.problem(where, f"{what} {path} is not a regular file (a pipe or a device?)", "point the setting at the file itself"), "fatal"
+        return smap.problem(
+            where, f"{what} {path} is not a regular file (a pipe or a device?)", "point the setting at the file itself"
+        ), "fatal"
     try:
         with open(path, "rb") as handle:
             head = handle.read(4096)
     except OSError as exc:
-        return smap.problem(where, f"{what} {path} cannot be read: {exc.strerror}", "fix its permissions or point the setting at a readable file"), "fatal"
+        return smap.problem(
+            where,
+            f"{what} {path} cannot be read: {exc.strerror}",
+            "fix its permissions or point the setting at a readable file",
+        ), "fatal"
     if private_key and b"PRIVATE KEY" not in head:
-        return smap.problem(where, f"{what} {path} is not a private key", "point it at the private half of the key pair (not the .pub file)"), "fatal"
+        return smap.problem(
+            where,
+            f"{what} {path} is not a private key",
+            "point it at the private half of the key pair (not the .pub file)",
+        ), "fatal"
     if private_key and info.st_mode & 0o077:
-        return smap.problem(where, f"{what} {path} can be read by other users (mode {stat.S_IMODE(info.st_mode):04o}); OpenSSH refuses such keys",
-                            f"chmod 600 {path}"), "warning"
+        return smap.problem(
+            where,
+            f"{what} {path} can be read by other users (mode {stat.S_IMODE(info.st_mode):04o}); OpenSSH refuses such "
+            "keys",
+            f"chmod 600 {path}",
+        ), "warning"
     return None, ""
 
 
-def _group_conflicts(name: str, groups: list[str], data: dict[str, Any], body: dict[str, Any], smap: SourceMap) -> list[Problem]:
+def _group_conflicts(
+    name: str, groups: list[str], data: dict[str, Any], body: dict[str, Any], smap: SourceMap
+) -> list[Problem]:
     """Two groups of one host setting the same key differently is ambiguous unless the host decides.
 
     Node settings (`vars`) and connection settings (`ssh`) alike: the last group must not win silently.
@@ -106,7 +134,16 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     path = Path(path)
     data, smap, problems = load_yaml(path)
     if not isinstance(data, dict):
-        raise UserError(problems or Problem(str(path), "an inventory must be a YAML mapping with at least `cluster:`", 1, 1, fix="see inventories/lab.yaml for the layout"))
+        raise UserError(
+            problems
+            or Problem(
+                str(path),
+                "an inventory must be a YAML mapping with at least `cluster:`",
+                1,
+                1,
+                fix="see inventories/lab.yaml for the layout",
+            )
+        )
 
     warnings: list[Problem] = []
     problems += schema_problems(data, smap)
@@ -121,7 +158,9 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     bodies: dict[str, tuple[tuple, dict[str, Any]]] = {}
     memberships: dict[str, list[str]] = {}
     # Hosts keep the order in which the file first names them, wherever that is.
-    for name, group, where, body in sorted(_host_definitions(data), key=lambda place: smap.locate(place[2], prefer_key=True)):
+    for name, group, where, body in sorted(
+        _host_definitions(data), key=lambda place: smap.locate(place[2], prefer_key=True)
+    ):
         memberships.setdefault(name, [])
         if group is not None:
             memberships[name].append(group)
@@ -129,7 +168,14 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
             continue
         if name in bodies:
             first = smap.locate(bodies[name][0])[0]
-            problems.append(smap.problem(where, f"host {name!r} is defined twice (first at line {first}, {format_path(bodies[name][0])})", f"define it once; list it in other groups with no body, as `{name}:`", prefer_key=True))
+            problems.append(
+                smap.problem(
+                    where,
+                    f"host {name!r} is defined twice (first at line {first}, {format_path(bodies[name][0])})",
+                    f"define it once; list it in other groups with no body, as `{name}:`",
+                    prefer_key=True,
+                )
+            )
             continue
         bodies[name] = (where, body)
 
@@ -160,11 +206,15 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
             for group in groups:
                 merged = deep_merge(merged, (data["groups"][group] or {}).get("vars") or {})
             bases[key] = fill_defaults(merged, schema, root)
-        node = fill_defaults(deep_merge(bases[key], host_vars), schema, root, only=host_vars) if host_vars else bases[key]
+        node = (
+            fill_defaults(deep_merge(bases[key], host_vars), schema, root, only=host_vars) if host_vars else bases[key]
+        )
         own_ssh = body.get("ssh") or {}
         ssh = None if own_ssh else ssh_cache.get(key)
         if ssh is None:
-            ssh_layers = [cluster.get("ssh") or {}] + [(data["groups"][g] or {}).get("ssh") or {} for g in groups] + [own_ssh]
+            ssh_layers = (
+                [cluster.get("ssh") or {}] + [(data["groups"][g] or {}).get("ssh") or {} for g in groups] + [own_ssh]
+            )
             ssh = ssh_settings(ssh_layers, base)
             if not own_ssh:
                 ssh_cache[key] = ssh
@@ -180,7 +230,13 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         address = body.get("address", name)
         endpoint = f"{address}:{ssh.port}"
         if endpoint in addresses:
-            problems.append(smap.problem(where + ("address",), f"host {name!r} has the same address and port as {addresses[endpoint]!r} ({endpoint})", "give each host its own address (a host listed twice is a duplicated host)"))
+            problems.append(
+                smap.problem(
+                    where + ("address",),
+                    f"host {name!r} has the same address and port as {addresses[endpoint]!r} ({endpoint})",
+                    "give each host its own address (a host listed twice is a duplicated host)",
+                )
+            )
         addresses[endpoint] = name
         hosts[name] = HostSpec(name=name, address=address, ssh=ssh, groups=tuple(groups), node=config_of(node))
         shared = bases[key] if ISSUE_KEYS.isdisjoint(host_vars) else node
@@ -191,9 +247,13 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
             misfits.setdefault((origin, issue.message, issue.fix), []).append(name)
 
     for (origin, message, fix), names in misfits.items():
-        problems.append(smap.problem(origin, f"{message} (host{'s' if len(names) > 1 else ''} {', '.join(names)})", fix))
+        problems.append(
+            smap.problem(origin, f"{message} (host{'s' if len(names) > 1 else ''} {', '.join(names)})", fix)
+        )
     if not hosts:
-        problems.append(smap.problem((), "the inventory declares no hosts", "add hosts under `hosts:` or under a group's `hosts:`"))
+        problems.append(
+            smap.problem((), "the inventory declares no hosts", "add hosts under `hosts:` or under a group's `hosts:`")
+        )
     problems.extend(gate_problems(cluster.get("gates") or {}, set(hosts), smap))
     if problems:
         raise UserError(sorted(set(problems), key=lambda p: (p.line or 0, p.column or 0)))
@@ -217,7 +277,9 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     )
 
 
-def _ssh_origin(field_name: str, host_where: tuple, groups: list[str], body: dict[str, Any], data: dict[str, Any]) -> tuple:
+def _ssh_origin(
+    field_name: str, host_where: tuple, groups: list[str], body: dict[str, Any], data: dict[str, Any]
+) -> tuple:
     """Document path of the layer that set an SSH field last (to point errors at the right line)."""
     if field_name in (body.get("ssh") or {}):
         return host_where + ("ssh", field_name)

@@ -100,7 +100,9 @@ def resolve_ref(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return {**target, **siblings} if siblings else target
 
 
-def fill_defaults(value: dict[str, Any], schema: dict[str, Any], root: dict[str, Any], only: dict[str, Any] | None = None) -> dict[str, Any]:
+def fill_defaults(
+    value: dict[str, Any], schema: dict[str, Any], root: dict[str, Any], only: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Add the schema's declared defaults, creating nested mappings that have defaulted keys.
 
     With `only` (a host's own vars merged over settings already filled), existing mappings are

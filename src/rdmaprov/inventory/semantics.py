@@ -34,12 +34,20 @@ def _gpu_issues(node: NodeConfig) -> list[NodeIssue]:
     if gpu.arch:
         why = arch_problem(gpu.arch, gpu.cuda_version)
         if why:
-            issues.append(NodeIssue(("gpu", "arch"), why, "set gpu.arch to the GPUs' compute capability "
-                                    "(A100 sm_80, H100 sm_90), or a CUDA version that builds for it"))
+            issues.append(
+                NodeIssue(
+                    ("gpu", "arch"),
+                    why,
+                    "set gpu.arch to the GPUs' compute capability "
+                    "(A100 sm_80, H100 sm_90), or a CUDA version that builds for it",
+                )
+            )
     if gpu.driver_version and gpu.cuda_version:
         why = driver_problem(gpu.driver_version, gpu.cuda_version)
         if why:
-            issues.append(NodeIssue(("gpu", "driver_version"), why, "raise gpu.driver_version or lower gpu.cuda_version"))
+            issues.append(
+                NodeIssue(("gpu", "driver_version"), why, "raise gpu.driver_version or lower gpu.cuda_version")
+            )
     return issues
 
 
@@ -48,17 +56,36 @@ def _nccl_issues(node: NodeConfig) -> list[NodeIssue]:
     kind = nccl.source_kind
     issues = []
     if kind == "file" and not nccl.source.get("path"):
-        issues.append(NodeIssue(("nccl", "source", "kind"), "NCCL source kind `file` needs nccl.source.path",
-                                "give the local NCCL source tarball as nccl.source.path"))
+        issues.append(
+            NodeIssue(
+                ("nccl", "source", "kind"),
+                "NCCL source kind `file` needs nccl.source.path",
+                "give the local NCCL source tarball as nccl.source.path",
+            )
+        )
     if kind == "tarball" and not nccl.source.get("url"):
-        issues.append(NodeIssue(("nccl", "source", "kind"), "NCCL source kind `tarball` needs nccl.source.url",
-                                "give the tarball's URL (e.g. an internal mirror) as nccl.source.url"))
+        issues.append(
+            NodeIssue(
+                ("nccl", "source", "kind"),
+                "NCCL source kind `tarball` needs nccl.source.url",
+                "give the tarball's URL (e.g. an internal mirror) as nccl.source.url",
+            )
+        )
     if node.gpu is not None and kind != "packages" and not nccl.version:
-        issues.append(NodeIssue(("nccl",), "NCCL is built on GPU nodes but nccl.version is not set",
-                                "set nccl.version, e.g. 2.18.3-1"))
+        issues.append(
+            NodeIssue(
+                ("nccl",), "NCCL is built on GPU nodes but nccl.version is not set", "set nccl.version, e.g. 2.18.3-1"
+            )
+        )
     if node.gpu is not None and nccl.version and not node.gpu.cuda_version:
-        issues.append(NodeIssue(("gpu", "cuda_version"), f"NCCL {nccl.version} is built (or installed from packages) "
-                                "for a CUDA version, but gpu.cuda_version is not set", "set gpu.cuda_version, e.g. 12.2"))
+        issues.append(
+            NodeIssue(
+                ("gpu", "cuda_version"),
+                f"NCCL {nccl.version} is built (or installed from packages) "
+                "for a CUDA version, but gpu.cuda_version is not set",
+                "set gpu.cuda_version, e.g. 12.2",
+            )
+        )
     return issues
 
 
@@ -68,16 +95,26 @@ def _aiacc_issues(node: NodeConfig) -> list[NodeIssue]:
         return []
     supported = AIACC_NCCL.get(erdma.aiacc_version)
     if supported is None:
-        return [NodeIssue(("erdma", "aiacc_version"), f"AIACC NCCL plugin {erdma.aiacc_version} is not one rdmaprov "
-                          f"knows (known: {', '.join(AIACC_NCCL)})", "use a known aiacc_version")]
+        return [
+            NodeIssue(
+                ("erdma", "aiacc_version"),
+                f"AIACC NCCL plugin {erdma.aiacc_version} is not one rdmaprov knows (known: {', '.join(AIACC_NCCL)})",
+                "use a known aiacc_version",
+            )
+        ]
     low, high = supported
     nccl = parse_version(version)[:2]
     if low <= nccl <= high:
         return []
-    return [NodeIssue(("nccl", "version"), f"NCCL {version} is outside what the AIACC NCCL plugin {erdma.aiacc_version} "
-                      f"supports ({low[0]}.{low[1]}–{high[0]}.{high[1]})",
-                      f"use NCCL {low[0]}.{low[1]}.x to {high[0]}.{high[1]}.x on eRDMA nodes (e.g. 2.16.5-1), "
-                      "or remove erdma.aiacc_plugin")]
+    return [
+        NodeIssue(
+            ("nccl", "version"),
+            f"NCCL {version} is outside what the AIACC NCCL plugin {erdma.aiacc_version} "
+            f"supports ({low[0]}.{low[1]}–{high[0]}.{high[1]})",
+            f"use NCCL {low[0]}.{low[1]}.x to {high[0]}.{high[1]}.x on eRDMA nodes (e.g. 2.16.5-1), "
+            "or remove erdma.aiacc_plugin",
+        )
+    ]
 
 
 def _build_issues(node: NodeConfig) -> list[NodeIssue]:
@@ -88,11 +125,21 @@ def _build_issues(node: NodeConfig) -> list[NodeIssue]:
         kind = source.get("kind", "file")
         need = {"git": "url", "url": "url", "file": "path"}[kind]
         if not source.get(need):
-            issues.append(NodeIssue(("builds", index, "source"), f"build {build['name']!r}: source kind {kind} needs "
-                                    f"`{need}`", f"add `{need}:` to the build's source"))
+            issues.append(
+                NodeIssue(
+                    ("builds", index, "source"),
+                    f"build {build['name']!r}: source kind {kind} needs `{need}`",
+                    f"add `{need}:` to the build's source",
+                )
+            )
         if build["name"] in seen:
-            issues.append(NodeIssue(("builds", index, "name"), f"build {build['name']!r} is declared twice",
-                                    "give each build its own name"))
+            issues.append(
+                NodeIssue(
+                    ("builds", index, "name"),
+                    f"build {build['name']!r} is declared twice",
+                    "give each build its own name",
+                )
+            )
         seen.add(build["name"])
     return issues
 
@@ -114,8 +161,13 @@ def _derived_issues(node: NodeConfig) -> list[NodeIssue]:
         except ValueError as exc:
             issues.append(NodeIssue(key, str(exc), fix))
     if node.fabric == "softroce" and not node.rdma.netdevs:
-        issues.append(NodeIssue(("rdma", "netdevs"), "fabric softroce needs rdma.netdevs (the Ethernet devices to put "
-                                "rxe links on)", "list the netdevs, e.g. rdma: {netdevs: [eth0]}"))
+        issues.append(
+            NodeIssue(
+                ("rdma", "netdevs"),
+                "fabric softroce needs rdma.netdevs (the Ethernet devices to put rxe links on)",
+                "list the netdevs, e.g. rdma: {netdevs: [eth0]}",
+            )
+        )
     return issues
 
 
@@ -136,11 +188,21 @@ def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap) -> li
     problems = []
     low, high = settings.get("min_bytes", "1M"), settings.get("max_bytes", "512M")
     if parse_size(low) > parse_size(high):
-        problems.append(smap.problem(where + ("min_bytes",), f"min_bytes {low} is larger than max_bytes {high}",
-                                     "make min_bytes the smallest message size of the sweep and max_bytes the largest"))
+        problems.append(
+            smap.problem(
+                where + ("min_bytes",),
+                f"min_bytes {low} is larger than max_bytes {high}",
+                "make min_bytes the smallest message size of the sweep and max_bytes the largest",
+            )
+        )
     for index, name in enumerate(settings.get("hosts") or []):
         if name not in hosts:
-            problems.append(smap.problem(where + ("hosts", index), f"all_reduce.hosts names {name!r}, which is not a host of this inventory",
-                                         f"use host names defined under hosts: or groups (known: {', '.join(sorted(hosts)[:10])}"
-                                         f"{', …' if len(hosts) > 10 else ''})"))
+            problems.append(
+                smap.problem(
+                    where + ("hosts", index),
+                    f"all_reduce.hosts names {name!r}, which is not a host of this inventory",
+                    f"use host names defined under hosts: or groups (known: {', '.join(sorted(hosts)[:10])}"
+                    f"{', …' if len(hosts) > 10 else ''})",
+                )
+            )
     return problems

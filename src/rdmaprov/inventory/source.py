@@ -143,8 +143,11 @@ class _Reader:
     def count(self, weight: int, mark: _Mark) -> None:
         self.values += weight
         if self.values > MAX_VALUES:
-            raise self.fatal(mark, f"the document expands to more than {MAX_VALUES:,} values (aliases that repeat aliases?)",
-                             "write the inventory without nested aliases; anchors are meant for shared settings")
+            raise self.fatal(
+                mark,
+                f"the document expands to more than {MAX_VALUES:,} values (aliases that repeat aliases?)",
+                "write the inventory without nested aliases; anchors are meant for shared settings",
+            )
 
     def child_path(self) -> DocPath | None:
         """The document path of the value about to start (None: it is a mapping key)."""
@@ -161,11 +164,18 @@ class _Reader:
         if path is None:  # a complex key (`? [a, b]`): reported when it ends
             path = self.stack[-1].path + ("?",)
         if len(self.stack) >= MAX_DEPTH:
-            raise self.fatal(mark, f"nested more than {MAX_DEPTH} levels deep",
-                             "an inventory needs fewer than 10 levels: check brackets and indentation")
+            raise self.fatal(
+                mark,
+                f"nested more than {MAX_DEPTH} levels deep",
+                "an inventory needs fewer than 10 levels: check brackets and indentation",
+            )
         if event.tag not in _COLLECTION_TAGS:
-            self.problem(mark, path, f"unsupported YAML tag {event.tag}",
-                         "remove the tag: inventories use plain mappings and lists")
+            self.problem(
+                mark,
+                path,
+                f"unsupported YAML tag {event.tag}",
+                "remove the tag: inventories use plain mappings and lists",
+            )
         self.smap.values[path] = _position(mark)
         self.count(1, mark)
         self.stack.append(_Frame(path, data, event.anchor))
@@ -198,19 +208,28 @@ class _Reader:
             construct = _CONSTRUCTOR.yaml_constructors.get(tag)
             if construct is None:
                 at = self.child_path() or (self.stack[-1].path if self.stack else ())
-                self.problem(mark, at, f"unsupported YAML tag {tag}",
-                             "remove the tag: inventories use plain strings, numbers and booleans")
+                self.problem(
+                    mark,
+                    at,
+                    f"unsupported YAML tag {tag}",
+                    "remove the tag: inventories use plain strings, numbers and booleans",
+                )
                 value = event.value
             else:
                 # typeshed's Node takes PyYAML's Python Mark only; PyYAML's own C composer gives it the
                 # C marks, which have the same fields (a constructor's error message prints them).
-                node = yaml.ScalarNode(tag, event.value, cast("yaml.Mark", mark),
-                                       cast("yaml.Mark | None", event.end_mark), event.style)
+                node = yaml.ScalarNode(
+                    tag, event.value, cast("yaml.Mark", mark), cast("yaml.Mark | None", event.end_mark), event.style
+                )
                 try:
                     value = construct(_CONSTRUCTOR, node)
                 except (yaml.YAMLError, ValueError, TypeError) as exc:
-                    self.problem(mark, self.child_path() or (), f"cannot read {event.value!r} as {tag}: {exc}",
-                                 "quote the value to keep it a string")
+                    self.problem(
+                        mark,
+                        self.child_path() or (),
+                        f"cannot read {event.value!r} as {tag}: {exc}",
+                        "quote the value to keep it a string",
+                    )
                     value = event.value
         path = self.child_path()
         if path is not None:
@@ -223,11 +242,18 @@ class _Reader:
     def alias(self, event: yaml.AliasEvent) -> None:
         mark = _start(event)
         if any(frame.anchor == event.anchor for frame in self.stack):
-            raise self.fatal(mark, f"alias *{event.anchor} refers to a value that contains it (a loop)",
-                             f"an alias can only repeat a value that is complete before it: move *{event.anchor} out of &{event.anchor}")
+            raise self.fatal(
+                mark,
+                f"alias *{event.anchor} refers to a value that contains it (a loop)",
+                f"an alias can only repeat a value that is complete before it: move *{event.anchor} out of "
+                f"&{event.anchor}",
+            )
         if event.anchor not in self.anchors:
-            raise self.fatal(mark, f"alias *{event.anchor} has no anchor &{event.anchor} before it",
-                             f"define &{event.anchor} first, or fix the name")
+            raise self.fatal(
+                mark,
+                f"alias *{event.anchor} has no anchor &{event.anchor} before it",
+                f"define &{event.anchor} first, or fix the name",
+            )
         value, weight = self.anchors[event.anchor]
         self.count(weight, mark)
         path = self.child_path()
@@ -260,18 +286,30 @@ class _Reader:
         if isinstance(value, _Merge):
             return
         if isinstance(value, (dict, list)):
-            self.problem(mark, top.path, "a mapping key must be a plain name, not a list or mapping",
-                         "write the key as a name (YAML's `? [a, b]` complex keys are not used by inventories)")
+            self.problem(
+                mark,
+                top.path,
+                "a mapping key must be a plain name, not a list or mapping",
+                "write the key as a name (YAML's `? [a, b]` complex keys are not used by inventories)",
+            )
             top.key, top.skip_value = "?", True
             return
         if not isinstance(value, str):
-            self.problem(mark, top.path + (text,), f"key {text} is read by YAML as {_what_yaml_read(value)}, not as a name",
-                         f"quote it: '{text}'")
+            self.problem(
+                mark,
+                top.path + (text,),
+                f"key {text} is read by YAML as {_what_yaml_read(value)}, not as a name",
+                f"quote it: '{text}'",
+            )
             top.key, top.skip_value = text, True
             return
         if value in top.key_lines:
-            self.problem(mark, top.path + (value,), f"duplicated key {value!r} (first defined on line {top.key_lines[value]})",
-                         "keep one definition; YAML would silently use only the last")
+            self.problem(
+                mark,
+                top.path + (value,),
+                f"duplicated key {value!r} (first defined on line {top.key_lines[value]})",
+                "keep one definition; YAML would silently use only the last",
+            )
             top.skip_value = True
             return
         top.key_lines[value] = mark.line + 1
@@ -280,7 +318,12 @@ class _Reader:
     def merge(self, top: _Frame, value: Any, mark: _Mark) -> None:
         sources = value if isinstance(value, list) else [value]
         if not all(isinstance(source, dict) for source in sources):
-            self.problem(mark, top.path + ("<<",), "a merge key (<<) takes a mapping or a list of mappings", "merge an alias of a mapping: `<<: *defaults`")
+            self.problem(
+                mark,
+                top.path + ("<<",),
+                "a merge key (<<) takes a mapping or a list of mappings",
+                "merge an alias of a mapping: `<<: *defaults`",
+            )
             return
         top.merges.extend(sources)
 
@@ -296,16 +339,25 @@ def read_text(path: Path) -> str:
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise UserError(Problem(name, "file not found", fix="check the path; inventories usually live in inventories/")) from None
+        raise UserError(
+            Problem(name, "file not found", fix="check the path; inventories usually live in inventories/")
+        ) from None
     except OSError as exc:
         raise UserError(Problem(name, f"cannot read: {exc.strerror}", fix="make the file readable")) from None
     if stat.S_ISDIR(info.st_mode):
         raise UserError(Problem(name, "is a directory, not an inventory file", fix="pass a .yaml file"))
     if not stat.S_ISREG(info.st_mode):
-        raise UserError(Problem(name, "is not a regular file (a pipe or a device?)", fix="pass the inventory as a file"))
+        raise UserError(
+            Problem(name, "is not a regular file (a pipe or a device?)", fix="pass the inventory as a file")
+        )
     if info.st_size > MAX_BYTES:
-        raise UserError(Problem(name, f"is {info.st_size:,} bytes, more than the {MAX_BYTES:,} an inventory may have",
-                                fix="split the cluster into several inventories, or check that this is the right file"))
+        raise UserError(
+            Problem(
+                name,
+                f"is {info.st_size:,} bytes, more than the {MAX_BYTES:,} an inventory may have",
+                fix="split the cluster into several inventories, or check that this is the right file",
+            )
+        )
     try:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_BYTES + 1)
@@ -337,7 +389,15 @@ def parse_yaml(text: str, name: str) -> tuple[Any, SourceMap, list[Problem]]:
         mark = exc.problem_mark or exc.context_mark
         line, col = _position(mark) if mark else (None, None)
         what = exc.problem or exc.context or "invalid YAML"
-        raise UserError(Problem(name, f"invalid YAML: {what}", line, col, fix="correct the YAML syntax at that position (indentation, quotes, colons)")) from None
+        raise UserError(
+            Problem(
+                name,
+                f"invalid YAML: {what}",
+                line,
+                col,
+                fix="correct the YAML syntax at that position (indentation, quotes, colons)",
+            )
+        ) from None
     except yaml.YAMLError as exc:
         raise UserError(Problem(name, f"invalid YAML: {exc}", fix="correct the YAML syntax")) from None
     return reader.root, reader.smap, reader.problems

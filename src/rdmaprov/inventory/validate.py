@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable, Iterator
 from functools import cache
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
@@ -134,7 +135,13 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
         return [smap.problem(path, f"missing required key {missing!r}", f"add `{missing}:` here")]
     if kind == "type":
         expected = _expected_types(rule)
-        return [smap.problem(path, f"expected {expected}, found {_describe(value)}", f"write {expected}" + (f" — {hint}" if hint else ""))]
+        return [
+            smap.problem(
+                path,
+                f"expected {expected}, found {_describe(value)}",
+                f"write {expected}" + (f" — {hint}" if hint else ""),
+            )
+        ]
     if kind == "enum":
         options = [str(o) for o in rule]
         guess = _suggest(str(value), options)
@@ -143,15 +150,28 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
     if kind == "const":
         return [smap.problem(path, f"expected {rule!r}, found {_describe(value)}", hint)]
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        words = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than", "exclusiveMaximum": "less than"}
+        words = {
+            "minimum": "at least",
+            "maximum": "at most",
+            "exclusiveMinimum": "more than",
+            "exclusiveMaximum": "less than",
+        }
         bounds = []
         for key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
             if key in schema:
                 bounds.append(f"{words[key]} {schema[key]}")
         expect = " and ".join(bounds)
-        return [smap.problem(path, f"{_describe(value)} is out of range: must be {expect}", f"use a value {expect}" + (f" — {hint}" if hint else ""))]
+        return [
+            smap.problem(
+                path,
+                f"{_describe(value)} is out of range: must be {expect}",
+                f"use a value {expect}" + (f" — {hint}" if hint else ""),
+            )
+        ]
     if kind == "pattern" and "propertyNames" in error.schema_path:
-        return [smap.problem(path + (value,), f"name {_describe(value)} is not allowed", hint or _NAME_FIX, prefer_key=True)]
+        return [
+            smap.problem(path + (value,), f"name {_describe(value)} is not allowed", hint or _NAME_FIX, prefer_key=True)
+        ]
     if kind == "pattern":
         form = "" if hint else f" ({rule})"
         return [smap.problem(path, f"{_describe(value)} does not have the expected form{form}", hint)]
@@ -159,7 +179,14 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
         return [smap.problem(path, "must not be empty", hint)]
     if kind == "propertyNames":
         bad = error.instance
-        return [smap.problem(path + (bad,) if isinstance(bad, str) else path, f"name {_describe(bad)} is not allowed", _NAME_FIX, prefer_key=True)]
+        return [
+            smap.problem(
+                path + (bad,) if isinstance(bad, str) else path,
+                f"name {_describe(bad)} is not allowed",
+                _NAME_FIX,
+                prefer_key=True,
+            )
+        ]
     if kind in ("anyOf", "oneOf") and error.context:
         # Report the branch that matches the value's own type: that is what the user meant to write.
         # A branch whose root type differs from the value is not what the user meant; report the rest.
@@ -204,9 +231,12 @@ def _control_characters(value: Any, path: DocPath, smap: SourceMap) -> Iterator[
 def _control_problem(text: str, found: str, path: DocPath, smap: SourceMap, is_key: bool) -> Problem:
     what = _CONTROL_NAMES.get(found, f"the control character {found!r}")
     where = "name" if is_key else "value"
-    return smap.problem(path, f"the {where} {text!r} contains {what}",
-                        "write it on one line without control characters: it ends up in config files and commands on the nodes",
-                        prefer_key=is_key)
+    return smap.problem(
+        path,
+        f"the {where} {text!r} contains {what}",
+        "write it on one line without control characters: it ends up in config files and commands on the nodes",
+        prefer_key=is_key,
+    )
 
 
 def schema_problems(data: Any, smap: SourceMap, schema_name: str = "inventory") -> list[Problem]:
@@ -220,5 +250,9 @@ def schema_problems(data: Any, smap: SourceMap, schema_name: str = "inventory") 
         problems.extend(p for p in _explain(error, smap) if p.path not in flagged)
     # An empty value also misses its pattern: "must not be empty" says it better, once.
     empty = {p.path for p in problems if p.message == "must not be empty"}
-    unique = {(p.line, p.column, p.path, p.message): p for p in problems if p.path not in empty or p.message == "must not be empty"}
+    unique = {
+        (p.line, p.column, p.path, p.message): p
+        for p in problems
+        if p.path not in empty or p.message == "must not be empty"
+    }
     return sorted(unique.values(), key=lambda p: (p.line or 0, p.column or 0, p.path))

@@ -23,8 +23,16 @@ from rdmaprov.lab.proc import require, run
 SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 INCLUDE = [
-    "systemd-sysv", "udev", "kmod", "iproute2", "procps", "netbase",
-    "openssh-server", "python3", "linux-image-amd64", "ca-certificates",
+    "systemd-sysv",
+    "udev",
+    "kmod",
+    "iproute2",
+    "procps",
+    "netbase",
+    "openssh-server",
+    "python3",
+    "linux-image-amd64",
+    "ca-certificates",
 ]
 DISK_SIZE = "3G"
 HOSTKEY_MARK = "RDMAPROV-HOSTKEY"
@@ -54,7 +62,7 @@ ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A
 OUT=/dev/console
 [ -d /etc/rdmaprov-lab/out ] && OUT=/etc/rdmaprov-lab/out/hostkeys
 for key in /etc/ssh/ssh_host_*_key.pub; do echo "{HOSTKEY_MARK} $(cat "$key")"; done > "$OUT"
-"""
+"""  # noqa: E501 (a systemd-networkd file written in one printf; the image cache key is this text)
 
 INIT_UNIT = """[Unit]
 Description=rdmaprov lab node setup (name, address, keys)
@@ -74,9 +82,17 @@ WantedBy=multi-user.target
 
 # Units that only slow a throwaway lab node's boot down.
 MASKED = [
-    "e2scrub_reap.service", "e2scrub_all.timer", "apt-daily.timer", "apt-daily-upgrade.timer",
-    "fstrim.timer", "man-db.timer", "dpkg-db-backup.timer", "getty-static.service",
-    "systemd-timesyncd.service", "serial-getty@ttyS0.service", "getty@tty1.service",
+    "e2scrub_reap.service",
+    "e2scrub_all.timer",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "fstrim.timer",
+    "man-db.timer",
+    "dpkg-db-backup.timer",
+    "getty-static.service",
+    "systemd-timesyncd.service",
+    "serial-getty@ttyS0.service",
+    "getty@tty1.service",
 ]
 
 
@@ -105,7 +121,15 @@ class Image:
 
 def recipe_hash() -> str:
     """Changes whenever anything that goes into the image changes."""
-    recipe = {"suite": SUITE, "include": INCLUDE, "init": INIT_SCRIPT, "unit": INIT_UNIT, "masked": MASKED, "size": DISK_SIZE, "v": 1}
+    recipe = {
+        "suite": SUITE,
+        "include": INCLUDE,
+        "init": INIT_SCRIPT,
+        "unit": INIT_UNIT,
+        "masked": MASKED,
+        "size": DISK_SIZE,
+        "v": 1,
+    }
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -148,14 +172,21 @@ def ensure_image(log=print) -> Image:
     require("debootstrap", "mke2fs", "qemu-img")
     free = shutil.disk_usage(cache_root().parent if cache_root().parent.exists() else Path("/")).free
     if free < 6 * 1024**3:
-        raise UserError(f"building the lab image needs about 6 GiB free under {cache_root()}, only {free // 1024**3} GiB left: free some disk or set XDG_CACHE_HOME to a larger disk")
+        raise UserError(
+            f"building the lab image needs about 6 GiB free under {cache_root()}, only {free // 1024**3} GiB left: "
+            "free some disk or set XDG_CACHE_HOME to a larger disk"
+        )
     building = image.root.with_name(image.root.name + ".building")
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
     rootfs = building / "rootfs"
     started = time.monotonic()
     log(f"lab: building the Debian 12 image (debootstrap, a few minutes) in {image.root}")
-    run(["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", SUITE, str(rootfs), DEBIAN_MIRROR], "debootstrap", timeout=1800)
+    run(
+        ["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", SUITE, str(rootfs), DEBIAN_MIRROR],
+        "debootstrap",
+        timeout=1800,
+    )
     _configure_rootfs(rootfs)
     boot = rootfs / "boot"
     kernels = sorted(boot.glob("vmlinuz-*"))

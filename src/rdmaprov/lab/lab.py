@@ -10,9 +10,10 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import gevent
 
@@ -66,7 +67,7 @@ class Lab:
         """Appears in the command line of every process this lab starts (PID-reuse guard)."""
         return str(self.dir)
 
-    def load(self) -> "Lab":
+    def load(self) -> Lab:
         if self.state_file.exists():
             self.state = json.loads(self.state_file.read_text())
         return self
@@ -87,13 +88,17 @@ def _validate(settings: LabSettings) -> ipaddress.IPv4Network:
     if settings.kind not in ("vm", "container"):
         raise UserError(f"--kind {settings.kind}: use vm or container")
     if len(settings.bridge) > 11 or not settings.bridge.replace("-", "").isalnum():
-        raise UserError(f"--bridge {settings.bridge}: use at most 11 letters, digits or '-' (tap and veth names derive from it)")
+        raise UserError(
+            f"--bridge {settings.bridge}: use at most 11 letters, digits or '-' (tap and veth names derive from it)"
+        )
     if settings.kind == "vm" and settings.nodes > 8:
-        raise UserError(f"--nodes {settings.nodes}: more than 8 emulated VMs do not fit 2 cores; use --kind container for scale")
+        raise UserError(
+            f"--nodes {settings.nodes}: more than 8 emulated VMs do not fit 2 cores; use --kind container for scale"
+        )
     try:
         subnet = ipaddress.IPv4Network(settings.subnet)
     except ValueError as exc:
-        raise UserError(f"--subnet {settings.subnet}: {exc} (write it as 10.77.0.0/24)")
+        raise UserError(f"--subnet {settings.subnet}: {exc} (write it as 10.77.0.0/24)") from exc
     if not subnet.is_private:
         raise UserError(f"--subnet {subnet}: the lab needs a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16)")
     if subnet.num_addresses < settings.nodes + 16:
@@ -103,7 +108,10 @@ def _validate(settings: LabSettings) -> ipaddress.IPv4Network:
 
 def _ensure_client_key(lab: Lab) -> str:
     if not lab.key.exists():
-        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmaprov-lab", "-f", str(lab.key)], "creating the lab's SSH key")
+        run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmaprov-lab", "-f", str(lab.key)],
+            "creating the lab's SSH key",
+        )
     return lab.key.with_suffix(".pub").read_text().strip()
 
 
@@ -167,7 +175,14 @@ def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_add
         f"  fabric: {'softroce' if softroce else 'roce'}",
     ]
     if softroce:
-        lines += ["  netns_mode: exclusive", "  rdma:", f"    netdevs: [{netdev}]", "    devices: [rxe0]", "  exporter:", "    enabled: true"]
+        lines += [
+            "  netns_mode: exclusive",
+            "  rdma:",
+            f"    netdevs: [{netdev}]",
+            "    devices: [rxe0]",
+            "  exporter:",
+            "    enabled: true",
+        ]
     lines += [
         "  mirror:",
         "    apt:",
@@ -206,8 +221,13 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
     subnet = _validate(settings)
     lab.load()
     if lab.state.get("nodes"):
-        raise UserError(f"a lab is already running from {lab.dir} ({len(lab.state['nodes'])} nodes): `rdmaprov lab down` first, or use another --dir")
-    tools = ["ip", "ssh-keygen", "gpg", "apt-ftparchive"] + (["qemu-system-x86_64", "qemu-img"] if settings.kind == "vm" else ["systemd-nspawn"])
+        raise UserError(
+            f"a lab is already running from {lab.dir} ({len(lab.state['nodes'])} nodes): `rdmaprov lab down` first, or "
+            "use another --dir"
+        )
+    tools = ["ip", "ssh-keygen", "gpg", "apt-ftparchive"] + (
+        ["qemu-system-x86_64", "qemu-img"] if settings.kind == "vm" else ["systemd-nspawn"]
+    )
     require(*tools)
     if os.geteuid() != 0:
         raise UserError("the lab creates bridges, taps and namespaces: run it as root")
@@ -229,10 +249,23 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
     host_address = str(hosts[0])
     pubkey = _ensure_client_key(lab)
     nodes = [
-        Node(name=f"node{i}", address=str(hosts[9 + i]), prefixlen=subnet.prefixlen, kind=settings.kind, workdir=str(lab.dir / "nodes" / f"node{i}"))
+        Node(
+            name=f"node{i}",
+            address=str(hosts[9 + i]),
+            prefixlen=subnet.prefixlen,
+            kind=settings.kind,
+            workdir=str(lab.dir / "nodes" / f"node{i}"),
+        )
         for i in range(1, settings.nodes + 1)
     ]
-    lab.state = {"kind": settings.kind, "bridge": settings.bridge, "subnet": str(subnet), "host_address": host_address, "nodes": [], "mirror_pid": None}
+    lab.state = {
+        "kind": settings.kind,
+        "bridge": settings.bridge,
+        "subnet": str(subnet),
+        "host_address": host_address,
+        "nodes": [],
+        "mirror_pid": None,
+    }
     lab.save()
     try:
         create_bridge(settings.bridge, f"{host_address}/{subnet.prefixlen}")
@@ -271,7 +304,17 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
 
 def ssh_command(lab: Lab, node: Node, command: list[str] | None = None, tty: bool = False) -> list[str]:
     """The ssh command line to reach a node with the lab's key and pinned host keys."""
-    cmd = ["ssh", "-i", str(lab.key), "-o", f"UserKnownHostsFile={lab.known_hosts}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes"]
+    cmd = [
+        "ssh",
+        "-i",
+        str(lab.key),
+        "-o",
+        f"UserKnownHostsFile={lab.known_hosts}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+    ]
     if tty:
         cmd.append("-t")
     return cmd + [f"root@{node.address}"] + (command or [])
@@ -325,7 +368,16 @@ def status(lab: Lab) -> list[dict]:
                     reachable = True
             except OSError:
                 pass
-        rows.append({"name": node.name, "kind": node.kind, "address": node.address, "pid": node.pid, "running": alive, "ssh": reachable})
+        rows.append(
+            {
+                "name": node.name,
+                "kind": node.kind,
+                "address": node.address,
+                "pid": node.pid,
+                "running": alive,
+                "ssh": reachable,
+            }
+        )
     return rows
 
 

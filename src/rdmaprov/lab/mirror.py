@@ -36,16 +36,29 @@ def fetch_packages(image: Image, log=print) -> Path:
     (partial / "debs" / "partial").mkdir(parents=True)
     status = image.rootfs / "var/lib/dpkg/status"
     cmd = [
-        "apt-get", "-q", "-y", "--download-only", "--no-install-recommends",
-        "-o", f"Dir::State::status={status}",
-        "-o", f"Dir::Cache::archives={partial / 'debs'}",
-        "-o", "Debug::NoLocking=1",
-        "-o", "APT::Get::AllowUnauthenticated=false",
-        "install", *packages,
+        "apt-get",
+        "-q",
+        "-y",
+        "--download-only",
+        "--no-install-recommends",
+        "-o",
+        f"Dir::State::status={status}",
+        "-o",
+        f"Dir::Cache::archives={partial / 'debs'}",
+        "-o",
+        "Debug::NoLocking=1",
+        "-o",
+        "APT::Get::AllowUnauthenticated=false",
+        "install",
+        *packages,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        hint = "run `apt-get update` on this machine first" if "Unable to locate" in proc.stderr else "check that this machine reaches its Debian apt mirror"
+        hint = (
+            "run `apt-get update` on this machine first"
+            if "Unable to locate" in proc.stderr
+            else "check that this machine reaches its Debian apt mirror"
+        )
         raise UserError(f"fetching lab packages failed ({hint}):\n" + "\n".join(proc.stderr.strip().splitlines()[-6:]))
     shutil.rmtree(partial / "debs" / "partial", ignore_errors=True)
     if not list((partial / "debs").glob("*.deb")):
@@ -57,7 +70,10 @@ def fetch_packages(image: Image, log=print) -> Path:
 
 
 def _gpg(home: Path, *args: str, what: str) -> subprocess.CompletedProcess:
-    return run(["gpg", "--homedir", str(home), "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", "", *args], what)
+    return run(
+        ["gpg", "--homedir", str(home), "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", "", *args],
+        what,
+    )
 
 
 def build_repository(lab_dir: Path, pool: Path) -> Path:
@@ -73,12 +89,18 @@ def build_repository(lab_dir: Path, pool: Path) -> Path:
     release = run(
         [
             "apt-ftparchive",
-            "-o", f"APT::FTPArchive::Release::Suite={SUITE}",
-            "-o", f"APT::FTPArchive::Release::Codename={SUITE}",
-            "-o", "APT::FTPArchive::Release::Components=main",
-            "-o", "APT::FTPArchive::Release::Architectures=amd64",
-            "-o", "APT::FTPArchive::Release::Origin=rdmaprov-lab",
-            "release", ".",
+            "-o",
+            f"APT::FTPArchive::Release::Suite={SUITE}",
+            "-o",
+            f"APT::FTPArchive::Release::Codename={SUITE}",
+            "-o",
+            "APT::FTPArchive::Release::Components=main",
+            "-o",
+            "APT::FTPArchive::Release::Architectures=amd64",
+            "-o",
+            "APT::FTPArchive::Release::Origin=rdmaprov-lab",
+            "release",
+            ".",
         ],
         "writing the lab mirror's Release",
         cwd=root / "dists" / SUITE,
@@ -88,9 +110,25 @@ def build_repository(lab_dir: Path, pool: Path) -> Path:
     home = lab_dir / "gnupg"
     if not home.exists():
         home.mkdir(mode=0o700)
-        _gpg(home, "--quick-generate-key", "rdmaprov lab mirror <lab@rdmaprov.invalid>", "ed25519", "sign", "never", what="creating the lab mirror's signing key")
+        _gpg(
+            home,
+            "--quick-generate-key",
+            "rdmaprov lab mirror <lab@rdmaprov.invalid>",
+            "ed25519",
+            "sign",
+            "never",
+            what="creating the lab mirror's signing key",
+        )
     dists = root / "dists" / SUITE
-    _gpg(home, "--yes", "--clearsign", "-o", str(dists / "InRelease"), str(dists / "Release"), what="signing the lab mirror")
+    _gpg(
+        home,
+        "--yes",
+        "--clearsign",
+        "-o",
+        str(dists / "InRelease"),
+        str(dists / "Release"),
+        what="signing the lab mirror",
+    )
     _gpg(home, "--yes", "-abs", "-o", str(dists / "Release.gpg"), str(dists / "Release"), what="signing the lab mirror")
     key = _gpg(home, "--armor", "--export", what="exporting the lab mirror's key").stdout
     (lab_dir / "mirror.asc").write_text(key)

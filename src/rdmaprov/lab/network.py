@@ -23,7 +23,10 @@ def check_subnet_free(subnet: ipaddress.IPv4Network, bridge: str) -> None:
         parts = line.split()
         dev, cidr = parts[1], parts[3]
         if dev != bridge and ipaddress.ip_interface(cidr).network.overlaps(subnet):
-            raise UserError(f"lab subnet {subnet} is already in use on {dev} ({cidr}): pick another with `rdmaprov lab up --subnet 10.78.0.0/24`")
+            raise UserError(
+                f"lab subnet {subnet} is already in use on {dev} ({cidr}): pick another with `rdmaprov lab up --subnet "
+                "10.78.0.0/24`"
+            )
     for line in _ip("-4", "route", "show").stdout.splitlines():
         dest = line.split()[0]
         if dest == "default":
@@ -33,12 +36,18 @@ def check_subnet_free(subnet: ipaddress.IPv4Network, bridge: str) -> None:
         except ValueError:
             continue
         if network.overlaps(subnet) and f"dev {bridge}" not in line:
-            raise UserError(f"lab subnet {subnet} overlaps the route `{line.strip()}`: pick another with `rdmaprov lab up --subnet 10.78.0.0/24`")
+            raise UserError(
+                f"lab subnet {subnet} overlaps the route `{line.strip()}`: pick another with `rdmaprov lab up --subnet "
+                "10.78.0.0/24`"
+            )
 
 
 def create_bridge(bridge: str, host_cidr: str) -> None:
     if link_exists(bridge):
-        raise UserError(f"network interface {bridge} already exists and is not this lab's: run `rdmaprov lab down`, or pick another lab with --dir")
+        raise UserError(
+            f"network interface {bridge} already exists and is not this lab's: run `rdmaprov lab down`, or pick "
+            "another lab with --dir"
+        )
     run(["ip", "link", "add", bridge, "type", "bridge"], "creating the lab bridge")
     run(["ip", "addr", "add", host_cidr, "dev", bridge], "addressing the lab bridge")
     run(["ip", "link", "set", bridge, "up"], "bringing the lab bridge up")

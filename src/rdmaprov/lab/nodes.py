@@ -54,22 +54,50 @@ def start_vm(node: Node, image: Image, bridge: str, authorized_key: str, memory_
     workdir.mkdir(parents=True, exist_ok=True)
     overlay = workdir / "disk.qcow2"
     overlay.unlink(missing_ok=True)
-    run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(image.disk), str(overlay)], f"creating {node.name}'s disk")
+    run(
+        ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(image.disk), str(overlay)],
+        f"creating {node.name}'s disk",
+    )
     tap = node.link or f"{bridge}t{index}"
     create_tap(tap, bridge)
     node.link = tap
     config = " ".join(f"rdmaprov.{k}={v}" for k, v in _node_config(node, authorized_key).items())
-    mac = "52:54:00:%02x:%02x:%02x" % tuple(int(x) for x in node.address.split(".")[1:])
+    b, c, d = (int(x) for x in node.address.split(".")[1:])
+    mac = f"52:54:00:{b:02x}:{c:02x}:{d:02x}"
     cmd = [
-        "qemu-system-x86_64", "-name", f"rdmaprov-{node.name}",
-        "-machine", "q35", "-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max", "-smp", "1", "-m", str(memory_mb),
-        "-kernel", str(image.kernel), "-initrd", str(image.initrd),
-        "-append", f"root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet {config}",
-        "-drive", f"file={overlay},if=virtio,format=qcow2",
-        "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
-        "-device", f"virtio-net-pci,netdev=n0,mac={mac}",
-        "-serial", f"file:{node.console}", "-display", "none", "-monitor", "none",
-        "-pidfile", str(workdir / "qemu.pid"),
+        "qemu-system-x86_64",
+        "-name",
+        f"rdmaprov-{node.name}",
+        "-machine",
+        "q35",
+        "-accel",
+        "tcg,thread=multi,tb-size=256",
+        "-cpu",
+        "max",
+        "-smp",
+        "1",
+        "-m",
+        str(memory_mb),
+        "-kernel",
+        str(image.kernel),
+        "-initrd",
+        str(image.initrd),
+        "-append",
+        f"root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet {config}",
+        "-drive",
+        f"file={overlay},if=virtio,format=qcow2",
+        "-netdev",
+        f"tap,id=n0,ifname={tap},script=no,downscript=no",
+        "-device",
+        f"virtio-net-pci,netdev=n0,mac={mac}",
+        "-serial",
+        f"file:{node.console}",
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-pidfile",
+        str(workdir / "qemu.pid"),
     ]
     node.console.unlink(missing_ok=True)
     log = open(workdir / "qemu.log", "ab")
@@ -85,13 +113,24 @@ def start_container(node: Node, image: Image, bridge: str, authorized_key: str, 
     config = workdir / "config"
     config.write_text("".join(f"{k}={v}\n" for k, v in _node_config(node, authorized_key).items()))
     cmd = [
-        "systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit",
-        f"--machine={machine}", f"--directory={image.rootfs}", "--volatile=overlay",
-        f"--network-bridge={bridge}", f"--bind-ro={config}:/etc/rdmaprov-lab/config", f"--bind={workdir / 'out'}:/etc/rdmaprov-lab/out",
-        "--console=pipe", "--capability=CAP_NET_ADMIN",
+        "systemd-nspawn",
+        "--quiet",
+        "--boot",
+        "--register=no",
+        "--keep-unit",
+        f"--machine={machine}",
+        f"--directory={image.rootfs}",
+        "--volatile=overlay",
+        f"--network-bridge={bridge}",
+        f"--bind-ro={config}:/etc/rdmaprov-lab/config",
+        f"--bind={workdir / 'out'}:/etc/rdmaprov-lab/out",
+        "--console=pipe",
+        "--capability=CAP_NET_ADMIN",
     ]
     console = open(node.console, "wb")
-    proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
     node.pid = proc.pid
     node.link = machine
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import Sequence
+from collections.abc import Sequence
 
 from rdmaprov.errors import UserError
 
@@ -27,7 +27,10 @@ def require(*tools: str) -> None:
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
         packages = sorted({TOOLS.get(t, t) for t in missing})
-        raise UserError(f"the lab needs {', '.join(missing)}: install with `apt-get install {' '.join(packages)}` (or run tools/setup.sh)")
+        raise UserError(
+            f"the lab needs {', '.join(missing)}: install with `apt-get install {' '.join(packages)}` (or run "
+            "tools/setup.sh)"
+        )
 
 
 def run(cmd: Sequence[str], what: str, **kwargs) -> subprocess.CompletedProcess:

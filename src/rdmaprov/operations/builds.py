@@ -110,14 +110,20 @@ def placement(name: str, slot: str, settings: Settings | None) -> Placement:
 def _check_source(spec: BuildSpec) -> None:
     """Fail before building when the builder cannot reach the source (a clear error, not a build log)."""
     source = spec.source
-    probes = {"git": f"git ls-remote --exit-code {shlex.quote(source.url)} {shlex.quote(source.ref)} >/dev/null || git ls-remote {shlex.quote(source.url)} >/dev/null",
-              "url": f"curl -fsSIL --max-time 30 -o /dev/null {shlex.quote(source.url)}"}
+    probes = {
+        "git": f"git ls-remote --exit-code {shlex.quote(source.url)} {shlex.quote(source.ref)} >/dev/null || git "
+        f"ls-remote {shlex.quote(source.url)} >/dev/null",
+        "url": f"curl -fsSIL --max-time 30 -o /dev/null {shlex.quote(source.url)}",
+    }
     if source.kind not in probes:
         return
     ok, why = fact(CommandWorks, probe=probes[source.kind])
     if not ok:
-        raise ValueError(f"{host.name} cannot fetch {source.url}{' ' + source.ref if source.ref else ''} ({why}): "
-                         f"fix {source.setting or 'the source'}, point it at a mirror the nodes reach, or use a local tarball (kind file) for air-gapped clusters")
+        raise ValueError(
+            f"{host.name} cannot fetch {source.url}{' ' + source.ref if source.ref else ''} ({why}): "
+            f"fix {source.setting or 'the source'}, point it at a mirror the nodes reach, or use a local tarball (kind "
+            "file) for air-gapped clusters"
+        )
 
 
 def _source_uploads(spec: BuildSpec) -> Iterator:
@@ -200,10 +206,15 @@ def artifact_installed(recipe: str, slot: str, settings: Settings | None):
         yield StringCommand(switch_current(spec))
         return
     # The builder keeps its archive; in a check, one it has yet to build counts as kept too.
-    kept = bool(fact(KeptArchive, archive=spec.archive)) or (host.name == place.builder and not store.cached(spec.archive))
+    kept = bool(fact(KeptArchive, archive=spec.archive)) or (
+        host.name == place.builder and not store.cached(spec.archive)
+    )
     if not kept:
         if executing() and not store.cached(spec.archive):
-            raise ValueError(f"{spec.name} {spec.version} is not available to install: its build on {place.builder} failed or did not run (see {place.builder}'s result)")
+            raise ValueError(
+                f"{spec.name} {spec.version} is not available to install: its build on {place.builder} failed or did "
+                f"not run (see {place.builder}'s result)"
+            )
         local = str(store.local_path(spec.archive))
         yield StringCommand(f"mkdir -p {ARTIFACT_DIR}")
         yield FileUploadCommand(local, spec.remote_archive)

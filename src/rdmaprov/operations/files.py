@@ -30,7 +30,9 @@ def unified_diff(path: str, old: bytes | None, new: bytes | None) -> str:
     return "".join(difflib.unified_diff(before, after, fromfile=source, tofile=target))
 
 
-def file_commands(path: str, current: FileState, content: str | None, mode: str, user: str, group: str, after_change: str | None) -> Iterator:
+def file_commands(
+    path: str, current: FileState, content: str | None, mode: str, user: str, group: str, after_change: str | None
+) -> Iterator:
     """The commands that take `path` from `current` to `content` (None: absent); none when it matches."""
     quoted = shlex.quote(path)
     if content is None:
@@ -61,7 +63,14 @@ def file_commands(path: str, current: FileState, content: str | None, mode: str,
 
 
 @operation()
-def managed_file(path: str, content: str | None, mode: str = "644", user: str = "root", group: str = "root", after_change: str | None = None):
+def managed_file(
+    path: str,
+    content: str | None,
+    mode: str = "644",
+    user: str = "root",
+    group: str = "root",
+    after_change: str | None = None,
+):
     """Make `path` hold exactly `content` with the given mode and owner (content None: absent).
 
     The new content goes to a temp file beside the target and is renamed over it, so an
@@ -72,7 +81,9 @@ def managed_file(path: str, content: str | None, mode: str = "644", user: str = 
     yield from file_commands(path, current, content, mode, user, group, after_change)
 
 
-def block_commands(path: str, marker: str, lines: list[str], current: FileState, mode: str, user: str, group: str) -> Iterator:
+def block_commands(
+    path: str, marker: str, lines: list[str], current: FileState, mode: str, user: str, group: str
+) -> Iterator:
     """Commands that make rdmaprov's block in `path` hold `lines`, keeping the rest of the file."""
     wanted = replace_block(current.text, marker, lines)
     if not current.exists and not lines:

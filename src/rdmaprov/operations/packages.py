@@ -16,7 +16,6 @@ from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
 from rdmaprov.parsers.system import OsInfo
 
-
 # An apply killed during an install leaves dpkg half-configured ("dpkg was interrupted") and
 # perhaps a dpkg still holding the lock: finish that first (retrying while locked), then wait
 # for apt's lock instead of failing on it.
@@ -28,7 +27,10 @@ def install_command(family: str, missing: list[str], os_major: str = "") -> str:
     """The exact command that installs `missing` on a node of this package family."""
     names = " ".join(shlex.quote(p) for p in missing)
     if family == "debian":
-        return f"{DPKG_RECOVER}; {APT} update -q && DEBIAN_FRONTEND=noninteractive {APT} install -y -q --no-install-recommends {names}"
+        return (
+            f"{DPKG_RECOVER}; {APT} update -q && DEBIAN_FRONTEND=noninteractive {APT} install -y -q "
+            f"--no-install-recommends {names}"
+        )
     return f"{rhel_tool(os_major)} install -y {names}"
 
 
@@ -41,7 +43,10 @@ def known_os() -> OsInfo:
     """The node's distro (one fact read), or a clear error for a distro rdmaprov does not know."""
     os_info = fact(Os)
     if os_info.family is None:
-        raise ValueError(f"unknown distro {os_info.pretty_name!r} (ID={os_info.id}): rdmaprov supports Debian/Ubuntu and RHEL-family nodes (RHEL, Rocky, Alma, Alibaba Cloud Linux)")
+        raise ValueError(
+            f"unknown distro {os_info.pretty_name!r} (ID={os_info.id}): rdmaprov supports Debian/Ubuntu and "
+            "RHEL-family nodes (RHEL, Rocky, Alma, Alibaba Cloud Linux)"
+        )
     return os_info
 
 

@@ -26,7 +26,11 @@ def only_sources(keep: list[str], exclusive: bool):
     moves = []
     if exclusive:
         # rdmaprov's own repositories (CUDA, eRDMA: rdmaprov-*) are declared, so they stay.
-        moves = [(p, p + DISABLED_SUFFIX) for p in files if _is_source(p) and p not in keep and not p.rsplit("/", 1)[-1].startswith("rdmaprov-")]
+        moves = [
+            (p, p + DISABLED_SUFFIX)
+            for p in files
+            if _is_source(p) and p not in keep and not p.rsplit("/", 1)[-1].startswith("rdmaprov-")
+        ]
     else:
         moves = [(p, p[: -len(DISABLED_SUFFIX)]) for p in files if p.endswith(DISABLED_SUFFIX)]
     if not moves:

@@ -38,7 +38,8 @@ def key_pair(user: str, key_type: str):
     owner = shlex.quote(user)
     yield StringCommand(
         f"install -d -m 700 -o {owner} -g $(id -g {owner}) {ssh_dir} && "
-        f"ssh-keygen -q -t {key_type} -N '' -C rdmaprov@{shlex.quote(host.name)} -f {path} && chown {owner}: {path} {path}.pub"
+        f"ssh-keygen -q -t {key_type} -N '' -C rdmaprov@{shlex.quote(host.name)} -f {path} && chown {owner}: {path} "
+        f"{path}.pub"
     )
 
 
@@ -119,5 +120,8 @@ def login_key(user: str, public_key: str, marker: str):
     group = "root" if user == "root" else user
     changes = list(block_commands(path, marker, [public_key.strip()], current, "600", user, group))
     if changes:
-        yield StringCommand(f"install -d -m 700 -o {shlex.quote(user)} -g $(id -g {shlex.quote(user)}) {shlex.quote(identity.home + '/.ssh')}")
+        yield StringCommand(
+            f"install -d -m 700 -o {shlex.quote(user)} -g $(id -g {shlex.quote(user)}) "
+            f"{shlex.quote(identity.home + '/.ssh')}"
+        )
         yield from changes

@@ -46,8 +46,10 @@ class CollectiveRun:
 
 
 # How a failed run shows itself: nccl-tests' own checks (common.h) and mpirun's abort report.
-_FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure|Primary job\s+terminated|mpirun detected that one or more|"
-                      r"mpirun noticed that process|MPI_ABORT was invoked")
+_FAILURE = re.compile(
+    r"Test (?:NCCL |CUDA )?failure|Primary job\s+terminated|mpirun detected that one or more|"
+    r"mpirun noticed that process|MPI_ABORT was invoked"
+)
 
 
 def _wrong(value: str | None) -> int | None:
@@ -68,13 +70,25 @@ def parse_nccl_tests(text: str) -> CollectiveRun:
     for m in row.finditer(flat):
         rows.append(
             CollectiveRow(
-                size=int(m.group(1)), count=int(m.group(2)), dtype=m.group(3), redop=m.group(4),
-                time_us=float(m.group(5)), algbw=float(m.group(6)), busbw=float(m.group(7)), wrong=_wrong(m.group(8)),
-                in_place_busbw=float(m.group(11)) if m.group(11) else None, in_place_wrong=_wrong(m.group(12)),
+                size=int(m.group(1)),
+                count=int(m.group(2)),
+                dtype=m.group(3),
+                redop=m.group(4),
+                time_us=float(m.group(5)),
+                algbw=float(m.group(6)),
+                busbw=float(m.group(7)),
+                wrong=_wrong(m.group(8)),
+                in_place_busbw=float(m.group(11)) if m.group(11) else None,
+                in_place_wrong=_wrong(m.group(12)),
             )
         )
     oob = re.search(r"Out of bounds values\s*:\s*(\d+)", flat)
     avg = re.search(r"Avg bus bandwidth\s*:\s*(" + _NUM + ")", flat)
     failures = tuple(line.strip() for line in text.splitlines() if _FAILURE.search(line))
-    return CollectiveRun(rows, int(oob.group(1)) if oob else None, float(avg.group(1)) if avg else None,
-                         complete=oob is not None, failures=failures)
+    return CollectiveRun(
+        rows,
+        int(oob.group(1)) if oob else None,
+        float(avg.group(1)) if avg else None,
+        complete=oob is not None,
+        failures=failures,
+    )

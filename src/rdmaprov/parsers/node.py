@@ -79,7 +79,7 @@ def split_sections(text: str) -> dict[str, list[str]]:
     current: list[str] | None = None
     for line in text.splitlines():
         if line.startswith(SECTION):
-            current = sections.setdefault(line[len(SECTION):].strip(), [])
+            current = sections.setdefault(line[len(SECTION) :].strip(), [])
         elif current is not None:
             current.append(line)
     return sections
@@ -120,8 +120,9 @@ def parse_sysfs_ports(lines: list[str]) -> list[SysfsPort]:
     for (device, port_number, gid_index), found in attrs.items():
         gid = found.get("gid", "")
         if gid and gid != ZERO_GID:
-            ports[(device, port_number)].gids[gid_index] = SysfsGid(gid_index, gid, found.get("gid_type", ""),
-                                                                    found.get("gid_ndev", ""))
+            ports[(device, port_number)].gids[gid_index] = SysfsGid(
+                gid_index, gid, found.get("gid_type", ""), found.get("gid_ndev", "")
+            )
     return list(ports.values())
 
 

@@ -41,6 +41,11 @@ def parse_bw_output(text: str) -> BandwidthResult | None:
         return None
     row = max(rows, key=lambda r: int(r.group(1)))
     return BandwidthResult(
-        int(row.group(1)), int(row.group(2)), float(row.group(3)), float(row.group(4)), float(row.group(5)),
-        device.group(1) if device else "", int(gid.group(1)) if gid else None,
+        int(row.group(1)),
+        int(row.group(2)),
+        float(row.group(3)),
+        float(row.group(4)),
+        float(row.group(5)),
+        device.group(1) if device else "",
+        int(gid.group(1)) if gid else None,
     )

@@ -29,8 +29,10 @@ def parse_rdma_link(text: str) -> list[RdmaLink]:
         device, _, port = tokens[1].rstrip(":").partition("/")
         if not device or not port.isdigit():
             continue
-        fields = dict(zip(tokens[2::2], tokens[3::2]))
-        links.append(RdmaLink(device, int(port), fields.get("state", ""), fields.get("physical_state", ""), fields.get("netdev")))
+        fields = dict(zip(tokens[2::2], tokens[3::2], strict=False))
+        links.append(
+            RdmaLink(device, int(port), fields.get("state", ""), fields.get("physical_state", ""), fields.get("netdev"))
+        )
     return links
 
 
@@ -39,5 +41,5 @@ def parse_rdma_system(text: str) -> dict[str, str]:
     for line in text.splitlines():
         tokens = line.split()
         if tokens and tokens[0] == "netns":
-            return dict(zip(tokens[0::2], tokens[1::2]))
+            return dict(zip(tokens[0::2], tokens[1::2], strict=False))
     return {}

@@ -25,7 +25,9 @@ def junit_xml(cluster: str, verifications: list[HostVerification], gates: list[G
                 ET.SubElement(case, "failure", message=f"expected {f.expected}, found {f.found}").text = f.hint
     verify.set("tests", str(count))
     verify.set("failures", str(failures))
-    suite = ET.SubElement(suites, "testsuite", name="gates", tests=str(len(gates)), failures=str(sum(not g.passed for g in gates)))
+    suite = ET.SubElement(
+        suites, "testsuite", name="gates", tests=str(len(gates)), failures=str(sum(not g.passed for g in gates))
+    )
     for gate in gates:
         case = ET.SubElement(suite, "testcase", classname=gate.gate, name=gate.subject)
         if not gate.passed:

@@ -25,7 +25,7 @@ class RichObserver:
         self.task: TaskID | None = None
         self.ops = 0
 
-    def __enter__(self) -> "RichObserver":
+    def __enter__(self) -> RichObserver:
         self.progress.start()
         return self
 

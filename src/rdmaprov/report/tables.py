@@ -28,7 +28,11 @@ def print_run(result: RunResult, console: Console, show_diff: bool = True) -> No
         for warning in host.warnings:
             console.print(f"[magenta]{host.name}[/]: warning: {warning}", highlight=False)
         if pending and host.inputs_changed:
-            console.print(f"[yellow]{host.name}[/]: inventory changed since the last apply ({host.last_applied}) for: {', '.join(host.inputs_changed)}", highlight=False)
+            console.print(
+                f"[yellow]{host.name}[/]: inventory changed since the last apply ({host.last_applied}) for: "
+                f"{', '.join(host.inputs_changed)}",
+                highlight=False,
+            )
         for reason in host.reboot_required:
             console.print(f"[yellow]{host.name}[/]: reboot required: {reason}", highlight=False)
 
@@ -42,12 +46,15 @@ def print_run(result: RunResult, console: Console, show_diff: bool = True) -> No
     for host in result.hosts:
         style = _STYLE[host.status]
         status = "drift" if pending and host.status == "changed" else host.status
-        table.add_row(host.name, host.address, f"[{style}]{status}[/]", str(host.changed), str(len(host.ops)), host.error or "")
+        table.add_row(
+            host.name, host.address, f"[{style}]{status}[/]", str(host.changed), str(len(host.ops)), host.error or ""
+        )
     console.print(table)
     summary = result.summary()
     console.print(
         f"{summary['hosts']} hosts: {summary['changed']} {'with drift' if pending else 'changed'}, "
         f"{summary['unchanged']} unchanged, {summary['failed']} failed, {summary['unreachable']} unreachable"
-        + (f", {summary['skipped']} not run" if summary.get("skipped") else "") + " "
+        + (f", {summary['skipped']} not run" if summary.get("skipped") else "")
+        + " "
         f"— exit {result.exit_code}"
     )

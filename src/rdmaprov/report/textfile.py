@@ -33,24 +33,44 @@ def render_metrics(result: RunResult, now: float | None = None) -> str:
     for host in result.hosts:
         kinds = Counter(op.drift or "new" for op in host.ops if op.status == "would_change")
         for kind in KINDS:
-            lines.append(f'rdmaprov_drift_operations{{cluster="{cluster}",host="{_label(host.name)}",drift="{kind}"}} {kinds[kind]}')
-    lines += ["# HELP rdmaprov_drift_facts Verify checks that no longer hold, by kind of drift.", "# TYPE rdmaprov_drift_facts gauge"]
+            lines.append(
+                f'rdmaprov_drift_operations{{cluster="{cluster}",host="{_label(host.name)}",drift="{kind}"}} '
+                f"{kinds[kind]}"
+            )
+    lines += [
+        "# HELP rdmaprov_drift_facts Verify checks that no longer hold, by kind of drift.",
+        "# TYPE rdmaprov_drift_facts gauge",
+    ]
     for name, verification in verified.items():
         kinds = Counter(f.drift or "corrective" for f in verification.failures)
         for kind in KINDS:
-            lines.append(f'rdmaprov_drift_facts{{cluster="{cluster}",host="{_label(name)}",drift="{kind}"}} {kinds[kind]}')
-    lines += ["# HELP rdmaprov_host_reachable Whether the check could reach and plan the host.", "# TYPE rdmaprov_host_reachable gauge"]
+            lines.append(
+                f'rdmaprov_drift_facts{{cluster="{cluster}",host="{_label(name)}",drift="{kind}"}} {kinds[kind]}'
+            )
+    lines += [
+        "# HELP rdmaprov_host_reachable Whether the check could reach and plan the host.",
+        "# TYPE rdmaprov_host_reachable gauge",
+    ]
     for host in result.hosts:
-        lines.append(f'rdmaprov_host_reachable{{cluster="{cluster}",host="{_label(host.name)}"}} {0 if host.status == "unreachable" else 1}')
-    lines += ["# HELP rdmaprov_host_failed Whether the check failed on the host (planning error, unreachable or a failed check).",
-              "# TYPE rdmaprov_host_failed gauge"]
+        lines.append(
+            f'rdmaprov_host_reachable{{cluster="{cluster}",host="{_label(host.name)}"}} '
+            f"{0 if host.status == 'unreachable' else 1}"
+        )
+    lines += [
+        "# HELP rdmaprov_host_failed Whether the check failed on the host (planning error, unreachable or a failed "
+        "check).",
+        "# TYPE rdmaprov_host_failed gauge",
+    ]
     for host in result.hosts:
         bad = host.status in ("failed", "unreachable") or (host.name in verified and verified[host.name].status != "ok")
         lines.append(f'rdmaprov_host_failed{{cluster="{cluster}",host="{_label(host.name)}"}} {int(bad)}')
     if result.gates:
         lines += ["# HELP rdmaprov_gate_passed Whether a bandwidth gate passed.", "# TYPE rdmaprov_gate_passed gauge"]
         for gate in result.gates:
-            lines.append(f'rdmaprov_gate_passed{{cluster="{cluster}",gate="{_label(gate.gate)}",subject="{_label(gate.subject)}"}} {int(gate.passed)}')
+            lines.append(
+                f'rdmaprov_gate_passed{{cluster="{cluster}",gate="{_label(gate.gate)}",'
+                f'subject="{_label(gate.subject)}"}} {int(gate.passed)}'
+            )
     lines += [
         "# HELP rdmaprov_check_exit_code The check's exit code (0 no drift, 2 drift, 4 failures, 6 both).",
         "# TYPE rdmaprov_check_exit_code gauge",
@@ -60,7 +80,8 @@ def render_metrics(result: RunResult, now: float | None = None) -> str:
         f'rdmaprov_check_duration_seconds{{cluster="{cluster}"}} {result.duration_s:.3f}',
         "# HELP rdmaprov_check_last_run_timestamp_seconds When the check finished (Unix time).",
         "# TYPE rdmaprov_check_last_run_timestamp_seconds gauge",
-        f'rdmaprov_check_last_run_timestamp_seconds{{cluster="{cluster}"}} {now if now is not None else time.time():.0f}',
+        f'rdmaprov_check_last_run_timestamp_seconds{{cluster="{cluster}"}} '
+        f"{now if now is not None else time.time():.0f}",
     ]
     return "\n".join(lines) + "\n"
 

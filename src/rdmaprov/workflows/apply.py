@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rdmaprov.workflows.rolling import Hooks, batch_size, rolling_apply
 from rdmaprov.engine import RunOptions, RunResult
 from rdmaprov.engine.reboot import reboot
-from rdmaprov.inventory.model import Inventory
 from rdmaprov.health.verify import HostVerification, post_deploy
+from rdmaprov.inventory.model import Inventory
+from rdmaprov.workflows.rolling import Hooks, batch_size, rolling_apply
 
 
 @dataclass
@@ -28,7 +28,9 @@ class ConvergeSettings:
     newcomers: list[str] = field(default_factory=list)  # bootstrap: gates pair these with old nodes
 
 
-def _reboot_owed(inventory: Inventory, result: RunResult, batch: list[str], size: int, log: Callable[[str], None]) -> None:
+def _reboot_owed(
+    inventory: Inventory, result: RunResult, batch: list[str], size: int, log: Callable[[str], None]
+) -> None:
     owed = [h for h in result.hosts if h.reboot_required and h.name in batch]
     if not owed:
         return
@@ -41,7 +43,9 @@ def _reboot_owed(inventory: Inventory, result: RunResult, batch: list[str], size
             host.status, host.error = "failed", f"reboot: {outcome[host.name]}"
 
 
-def converge(inventory: Inventory, options: RunOptions, settings: ConvergeSettings, log: Callable[[str], None], observer=None) -> RunResult:
+def converge(
+    inventory: Inventory, options: RunOptions, settings: ConvergeSettings, log: Callable[[str], None], observer=None
+) -> RunResult:
     started = time.monotonic()
     size = batch_size(settings.serial, len(options.hosts))
     # Without --serial a whole-cluster apply still reboots one host at a time.
@@ -51,7 +55,11 @@ def converge(inventory: Inventory, options: RunOptions, settings: ConvergeSettin
     together = settings.verify and settings.gates and size >= len(options.hosts)
 
     def healthy(result: RunResult) -> list[str]:
-        return [h.name for h in result.hosts if h.status not in ("failed", "unreachable") and (scope is None or h.name in scope)]
+        return [
+            h.name
+            for h in result.hosts
+            if h.status not in ("failed", "unreachable") and (scope is None or h.name in scope)
+        ]
 
     def after_batch(result: RunResult, batch: list[str]) -> None:
         if settings.allow_reboot:
@@ -62,8 +70,11 @@ def converge(inventory: Inventory, options: RunOptions, settings: ConvergeSettin
             result.verify, _ = post_deploy(inventory, verify, gates=False)
 
     result = rolling_apply(inventory, options, size, settings.max_fail, Hooks(after_batch, log), observer)
-    applied = [name for name in inventory.host_names()
-               if name in {h.name for h in result.hosts if h.status not in ("failed", "unreachable", "skipped")}]
+    applied = [
+        name
+        for name in inventory.host_names()
+        if name in {h.name for h in result.hosts if h.status not in ("failed", "unreachable", "skipped")}
+    ]
 
     def gate_hosts(verifications: list[HostVerification] | None) -> list[str]:
         passed = {v.name for v in verifications or [] if v.status == "ok"}
@@ -79,8 +90,15 @@ def converge(inventory: Inventory, options: RunOptions, settings: ConvergeSettin
         verify = healthy(result)
         if verify:
             log(f"verify on {len(verify)} hosts…")
-        verifications, result.gates = post_deploy(inventory, verify, gates=True, verify=bool(verify), newcomers=newcomers,
-                                                  gate_hosts=gate_hosts, connect=applied)
+        verifications, result.gates = post_deploy(
+            inventory,
+            verify,
+            gates=True,
+            verify=bool(verify),
+            newcomers=newcomers,
+            gate_hosts=gate_hosts,
+            connect=applied,
+        )
         if verify:
             result.verify = verifications
     elif settings.verify and settings.gates:

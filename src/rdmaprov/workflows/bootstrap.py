@@ -12,11 +12,11 @@ from pathlib import Path
 
 from pyinfra.api import deploy
 
-from rdmaprov.workflows.apply import ConvergeSettings, converge
 from rdmaprov.deploys import select_deploys
 from rdmaprov.engine import NodeContext, RunOptions, RunResult
 from rdmaprov.inventory.model import Inventory
 from rdmaprov.operations.ssh import login_key
+from rdmaprov.workflows.apply import ConvergeSettings, converge
 
 
 def with_password(inventory: Inventory, names: list[str], password: str) -> Inventory:
@@ -37,13 +37,28 @@ def operator_key_deploy(inventory: Inventory):
             raise ValueError("bootstrap by password needs ssh.key in the inventory: the key later runs log in with")
         public = Path(f"{key}.pub")
         if not public.is_file():
-            raise ValueError(f"{public} not found: bootstrap installs the public half of ssh.key; create it with `ssh-keygen -y -f {key} > {public}`")
-        login_key(name="operator key for the login user", user=ctx.host.ssh.user, public_key=public.read_text(), marker=f"rdmaprov operator {inventory.name}")
+            raise ValueError(
+                f"{public} not found: bootstrap installs the public half of ssh.key; create it with `ssh-keygen -y -f "
+                f"{key} > {public}`"
+            )
+        login_key(
+            name="operator key for the login user",
+            user=ctx.host.ssh.user,
+            public_key=public.read_text(),
+            marker=f"rdmaprov operator {inventory.name}",
+        )
 
     return operator_key
 
 
-def bootstrap(inventory: Inventory, newcomers: list[str], settings: ConvergeSettings, log, observer=None, by_password: bool = False) -> RunResult:
+def bootstrap(
+    inventory: Inventory,
+    newcomers: list[str],
+    settings: ConvergeSettings,
+    log,
+    observer=None,
+    by_password: bool = False,
+) -> RunResult:
     existing = [name for name in inventory.host_names() if name not in newcomers]
     stack = select_deploys(None)
     if by_password:

@@ -12,8 +12,8 @@ from dataclasses import replace
 from rdmaprov.engine import RunOptions, RunResult, run
 from rdmaprov.engine.applied import classify_fact
 from rdmaprov.engine.runner import Deploy
-from rdmaprov.inventory.model import Inventory
 from rdmaprov.health.verify import HostVerification, post_deploy
+from rdmaprov.inventory.model import Inventory
 
 
 def classify_findings(inventory: Inventory, result: RunResult, verifications: list[HostVerification]) -> None:
@@ -29,7 +29,9 @@ def classify_findings(inventory: Inventory, result: RunResult, verifications: li
         ]
 
 
-def drift_check(inventory: Inventory, hosts: list[str], deploys: list[Deploy], verify: bool, gates: bool, observer=None) -> RunResult:
+def drift_check(
+    inventory: Inventory, hosts: list[str], deploys: list[Deploy], verify: bool, gates: bool, observer=None
+) -> RunResult:
     started = time.monotonic()
     result = run(inventory, RunOptions("check", hosts, deploys), observer)
     reached = [h.name for h in result.hosts if h.status != "unreachable"]

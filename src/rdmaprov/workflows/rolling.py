@@ -26,7 +26,9 @@ def batch_size(serial: str | None, total: int) -> int:
         return max(total, 1)
     match = _SERIAL.match(serial.strip())
     if not match or int(match.group(1)) == 0 or (match.group(2) and int(match.group(1)) > 100):
-        raise UserError(f"--serial {serial}: give a number of hosts (e.g. 4) or a percentage from 1% to 100% (e.g. 25%)")
+        raise UserError(
+            f"--serial {serial}: give a number of hosts (e.g. 4) or a percentage from 1% to 100% (e.g. 25%)"
+        )
     count = int(match.group(1))
     return max(1, math.ceil(total * count / 100)) if match.group(2) else count
 
@@ -42,7 +44,7 @@ def parse_max_fail(text: str | None) -> float | None:
 
 
 def batches(hosts: list[str], size: int) -> list[list[str]]:
-    return [hosts[i:i + size] for i in range(0, len(hosts), size)]
+    return [hosts[i : i + size] for i in range(0, len(hosts), size)]
 
 
 @dataclass
@@ -53,7 +55,9 @@ class Hooks:
     log: Callable[[str], None]
 
 
-def rolling_apply(inventory: Inventory, options: RunOptions, size: int, max_fail: float | None, hooks: Hooks, observer=None) -> RunResult:
+def rolling_apply(
+    inventory: Inventory, options: RunOptions, size: int, max_fail: float | None, hooks: Hooks, observer=None
+) -> RunResult:
     """Apply `options.hosts` in batches of `size`; hosts after a batch over `max_fail` are skipped."""
     merged: RunResult | None = None
     groups = batches(options.hosts, size)
@@ -65,12 +69,19 @@ def rolling_apply(inventory: Inventory, options: RunOptions, size: int, max_fail
             host.batch = number
         hooks.after_batch(result, batch)
         merged = result if merged is None else _merge(merged, result)
-        failed = {h.name for h in result.hosts if h.status in ("failed", "unreachable")} | {v.name for v in result.verify or [] if v.status != "ok"}
+        failed = {h.name for h in result.hosts if h.status in ("failed", "unreachable")} | {
+            v.name for v in result.verify or [] if v.status != "ok"
+        }
         if max_fail is not None and len(failed) / len(batch) > max_fail and number < len(groups):
-            reason = f"not run: {len(failed)} of {len(batch)} hosts in batch {number} failed, over --max-fail {max_fail:.0%}"
+            reason = (
+                f"not run: {len(failed)} of {len(batch)} hosts in batch {number} failed, over --max-fail {max_fail:.0%}"
+            )
             hooks.log(reason)
-            merged.hosts.extend(HostResult(name, inventory.hosts[name].address, status="skipped", error=reason, batch=n)
-                                for n, group in enumerate(groups[number:], number + 1) for name in group)
+            merged.hosts.extend(
+                HostResult(name, inventory.hosts[name].address, status="skipped", error=reason, batch=n)
+                for n, group in enumerate(groups[number:], number + 1)
+                for name in group
+            )
             break
     assert merged is not None
     return merged

@@ -15,15 +15,23 @@ from dataclasses import replace
 
 from rdmaprov.deploys.gate_tools import PROBE_BINARY
 from rdmaprov.engine.session import Session
+from rdmaprov.health.checks import expected_devices
 from rdmaprov.health.gates.bandwidth import (
-    Bounds, Reference, Verdict, algbw_gbs, allreduce_busbw_gbs, failed, gbps_to_gbs, judge, parse_size,
+    Bounds,
+    Reference,
+    Verdict,
+    algbw_gbs,
+    allreduce_busbw_gbs,
+    failed,
+    gbps_to_gbs,
+    judge,
+    parse_size,
 )
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import AllReduceGate, NodeConfig
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import NodeReport
-from rdmaprov.health.checks import expected_devices
 
 HOSTFILE = "/tmp/rdmaprov-allreduce-hosts"
 
@@ -38,8 +46,18 @@ def parse_probe_output(text: str, max_bytes: int) -> CollectiveRun:
             continue
         item = json.loads(line)
         size, time_us, ranks = int(item["size"]), float(item["time_us"]), int(item["ranks"])
-        rows.append(CollectiveRow(size, int(item["count"]), item["type"], item["redop"], time_us,
-                                  algbw_gbs(size, time_us), allreduce_busbw_gbs(size, time_us, ranks), int(item["wrong"])))
+        rows.append(
+            CollectiveRow(
+                size,
+                int(item["count"]),
+                item["type"],
+                item["redop"],
+                time_us,
+                algbw_gbs(size, time_us),
+                allreduce_busbw_gbs(size, time_us, ranks),
+                int(item["wrong"]),
+            )
+        )
     return CollectiveRun(rows, None, None, complete=bool(rows) and rows[-1].size * 2 > max_bytes)
 
 
@@ -68,8 +86,24 @@ def mpirun_command(hosts: list[str], session: Session, per_node: int, use_gpus: 
     env, _ = first.nccl_environment()
     # NCCL reports the transport it chose (INIT, NET): the gate checks it is not TCP sockets.
     env = {**env, "NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
-    parts = ["mpirun", "--allow-run-as-root", "--hostfile", HOSTFILE, "-np", str(ranks), "--npernode", str(per_node), "--bind-to", "none",
-             "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
+    parts = [
+        "mpirun",
+        "--allow-run-as-root",
+        "--hostfile",
+        HOSTFILE,
+        "-np",
+        str(ranks),
+        "--npernode",
+        str(per_node),
+        "--bind-to",
+        "none",
+        "--mca",
+        "pml",
+        "ob1",
+        "--mca",
+        "btl",
+        "tcp,self",
+    ]
     ifname = settings.launcher_ifname
     if ifname:
         parts += ["--mca", "btl_tcp_if_include", ifname, "--mca", "oob_tcp_if_include", ifname]
@@ -99,8 +133,11 @@ def judge_run(run: CollectiveRun, bounds: Bounds, nic: Reference | None) -> Verd
     if not run.rows:
         return failed("no result rows in the output", "GB/s")
     if not run.complete:
-        return failed(f"the output ends after {len(run.rows)} rows (largest {max(r.size for r in run.rows)} B) "
-                      "without the sweep's end: the run did not finish", "GB/s")
+        return failed(
+            f"the output ends after {len(run.rows)} rows (largest {max(r.size for r in run.rows)} B) "
+            "without the sweep's end: the run did not finish",
+            "GB/s",
+        )
     wrong = sum(r.wrong or 0 for r in run.rows) + sum(r.in_place_wrong or 0 for r in run.rows)
     if wrong or run.out_of_bounds:
         return failed(f"wrong results: {wrong} wrong elements, {run.out_of_bounds or 0} out-of-bounds values", "GB/s")
@@ -120,8 +157,11 @@ def transport_verdict(transport: NcclTransport, storage: set[str], verdict: Verd
     sockets = transport.socket_hosts()
     if sockets:
         why = " (NET/IB: no device found)" if transport.no_ib_device & set(sockets) else ""
-        return replace(verdict, status="fail",
-                       reason=f"NCCL used TCP sockets, not RDMA, on {', '.join(sockets)}{why}: {verdict.reason}")
+        return replace(
+            verdict,
+            status="fail",
+            reason=f"NCCL used TCP sockets, not RDMA, on {', '.join(sockets)}{why}: {verdict.reason}",
+        )
     opened = {(host, d) for host, devices in transport.devices.items() for d in devices if d in storage}
     if opened:
         named = ", ".join(f"{device} on {host}" for host, device in sorted(opened))
@@ -135,10 +175,13 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
     subject = ",".join(hosts)
     down = [h for h in hosts if h in session.unreachable or not isinstance(reports.get(h), NodeReport)]
     if down:
-        return GateResult("all_reduce", subject, False, f"cannot run across {', '.join(down)}: not reachable or not readable")
+        return GateResult(
+            "all_reduce", subject, False, f"cannot run across {', '.join(down)}: not reachable or not readable"
+        )
     if len(hosts) < 2:
-        return GateResult("all_reduce", subject, True, "skipped (one host: the node gate judges it alone)",
-                          status="skipped")
+        return GateResult(
+            "all_reduce", subject, True, "skipped (one host: the node gate judges it alone)", status="skipped"
+        )
     use_gpus = all(reports[h].gpus for h in hosts)
     launcher = hosts[0]
     per_node = len(reports[launcher].gpus) if use_gpus else 1  # one rank per GPU, else per node
@@ -148,22 +191,42 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
     verdict, attempt = failed("not run", "GB/s"), 0
     for attempt in range(1, settings.retries + 2):
         result = session.run(launcher, f"{write} && {command}", settings.timeout_s)
-        run = parse_nccl_tests(result.stdout) if use_gpus else parse_probe_output(result.stdout, parse_size(settings.max_bytes))
+        run = (
+            parse_nccl_tests(result.stdout)
+            if use_gpus
+            else parse_probe_output(result.stdout, parse_size(settings.max_bytes))
+        )
         tail = [line for line in (result.stderr + "\n" + result.stdout).splitlines() if line.strip()][-3:]
         if not run.rows:
             verdict = failed(f"mpirun on {launcher} gave no results: {' | '.join(tail) or 'no output'}", "GB/s")
             continue
         verdict = judge_run(run, all_reduce_bounds(settings), nic)
         if verdict.passed and not result.ok:
-            verdict = replace(verdict, status="fail",
-                              reason=f"mpirun on {launcher} exited with an error after the sweep: {' | '.join(tail)}")
+            verdict = replace(
+                verdict,
+                status="fail",
+                reason=f"mpirun on {launcher} exited with an error after the sweep: {' | '.join(tail)}",
+            )
         transport = parse_nccl_transport(result.stdout + "\n" + result.stderr) if use_gpus else None
         if verdict.passed and transport is not None:
             storage = {d for h in hosts for d in session.inventory.hosts[h].node.rdma.storage_hcas}
             verdict = transport_verdict(transport, storage, verdict)
-        details = {"kind": "nccl-tests" if use_gpus else "cpu-probe", "ranks": ranks, "command": command,
-                   "transport": {host: sorted(nets) for host, nets in transport.networks.items()} if transport else None,
-                   "rows": [{"size": r.size, "time_us": r.time_us, "algbw": round(r.algbw, 6), "busbw": round(r.busbw, 6), "wrong": r.wrong} for r in run.rows]}
+        details = {
+            "kind": "nccl-tests" if use_gpus else "cpu-probe",
+            "ranks": ranks,
+            "command": command,
+            "transport": {host: sorted(nets) for host, nets in transport.networks.items()} if transport else None,
+            "rows": [
+                {
+                    "size": r.size,
+                    "time_us": r.time_us,
+                    "algbw": round(r.algbw, 6),
+                    "busbw": round(r.busbw, 6),
+                    "wrong": r.wrong,
+                }
+                for r in run.rows
+            ],
+        }
         if verdict.passed:
             return GateResult.of("all_reduce", subject, verdict, attempt, details)
     return GateResult.of("all_reduce", subject, verdict, attempt, {"command": command})

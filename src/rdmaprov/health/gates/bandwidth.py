@@ -85,18 +85,36 @@ def judge(measured: float, unit: str, bounds: Bounds, reference: Reference | Non
         threshold = bounds.fraction * reference.value
         basis = f"{bounds.fraction:.2f} × {reference.what} ({reference.formula})"
     else:
-        return Verdict("fail", measured, None, unit, "no threshold: declare rdma.rate_gbps for the nodes or an "
-                       "absolute minimum in cluster.gates")
+        return Verdict(
+            "fail",
+            measured,
+            None,
+            unit,
+            "no threshold: declare rdma.rate_gbps for the nodes or an absolute minimum in cluster.gates",
+        )
     share = f" ({measured / reference.value:.1%} of {reference.what})" if reference else ""
     if reference is not None and measured > bounds.max_fraction * reference.value:
-        return Verdict("fail", measured, threshold, unit, f"measurement error: {measured:.4g} {unit}{share} is above "
-                       f"{bounds.max_fraction:.2f} × {reference.what} ({reference.formula}): not Ring, or the "
-                       "declared rate is wrong", expected)
+        return Verdict(
+            "fail",
+            measured,
+            threshold,
+            unit,
+            f"measurement error: {measured:.4g} {unit}{share} is above "
+            f"{bounds.max_fraction:.2f} × {reference.what} ({reference.formula}): not Ring, or the "
+            "declared rate is wrong",
+            expected,
+        )
     passed = measured >= threshold
     reason = f"{measured:.4g} {unit}{share} {'>=' if passed else '<'} {threshold:.4g} {unit} = {basis}"
     if not passed:
         return Verdict("fail", measured, threshold, unit, reason, expected)
     if reference is not None and measured < bounds.warn_fraction * reference.value:
-        return Verdict("warn", measured, threshold, unit, f"{reason}; below the warning level "
-                       f"{bounds.warn_fraction:.2f} × {reference.value:.4g} {unit}", expected)
+        return Verdict(
+            "warn",
+            measured,
+            threshold,
+            unit,
+            f"{reason}; below the warning level {bounds.warn_fraction:.2f} × {reference.value:.4g} {unit}",
+            expected,
+        )
     return Verdict("pass", measured, threshold, unit, reason, expected)

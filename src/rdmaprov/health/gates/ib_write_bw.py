@@ -12,13 +12,13 @@ import time
 import gevent
 
 from rdmaprov.engine.session import Session
+from rdmaprov.health.checks import expected_devices
 from rdmaprov.health.gates.bandwidth import Bounds, Reference, judge
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import IbWriteBwGate, NodeConfig
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.quoting import sh_join
-from rdmaprov.health.checks import expected_devices
 
 TCP_PORT = 18515
 
@@ -33,7 +33,7 @@ def ring_pairs(names: list[str]) -> list[tuple[str, str]]:
 
 
 def all_pairs(names: list[str]) -> list[tuple[str, str]]:
-    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
 
 
 def newcomer_pairs(names: list[str], newcomers: list[str]) -> list[tuple[str, str]]:
@@ -82,8 +82,21 @@ def endpoint(node: NodeConfig, report: NodeReport) -> tuple[str, int, int, float
 def perftest_command(device: str, port: int, gid: int, settings: IbWriteBwGate, server: str | None = None) -> str:
     """The exact ib_write_bw command line; with `server`, the client that dials it."""
     parts = [
-        "ib_write_bw", "-d", device, "-i", str(port), "-x", str(gid), "-p", str(TCP_PORT),
-        "-s", str(settings.size), "-D", str(settings.duration_s), "--report_gbits", "-F",
+        "ib_write_bw",
+        "-d",
+        device,
+        "-i",
+        str(port),
+        "-x",
+        str(gid),
+        "-p",
+        str(TCP_PORT),
+        "-s",
+        str(settings.size),
+        "-D",
+        str(settings.duration_s),
+        "--report_gbits",
+        "-F",
     ]
     if server:
         parts.append(server)
@@ -98,7 +111,9 @@ def _listening(session: Session, name: str, deadline: float) -> bool:
     return False
 
 
-def run_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport], settings: IbWriteBwGate) -> GateResult:
+def run_pair(
+    session: Session, server: str, client: str, reports: dict[str, NodeReport], settings: IbWriteBwGate
+) -> GateResult:
     inventory = session.inventory
     subject = f"{server} -> {client}"
     timeout = settings.timeout_s
@@ -113,8 +128,15 @@ def run_pair(session: Session, server: str, client: str, reports: dict[str, Node
     server_job = gevent.spawn(session.run, server, perftest_command(s_dev, s_port, s_gid, settings), timeout)
     try:
         if not _listening(session, server, time.monotonic() + min(timeout, 30)):
-            return GateResult("ib_write_bw", subject, False, f"the ib_write_bw server on {server} did not start listening on port {TCP_PORT}")
-        client_result = session.run(client, perftest_command(c_dev, c_port, c_gid, settings, inventory.hosts[server].address), timeout)
+            return GateResult(
+                "ib_write_bw",
+                subject,
+                False,
+                f"the ib_write_bw server on {server} did not start listening on port {TCP_PORT}",
+            )
+        client_result = session.run(
+            client, perftest_command(c_dev, c_port, c_gid, settings, inventory.hosts[server].address), timeout
+        )
         server_job.join(timeout=10)
     finally:
         if not server_job.ready():
@@ -128,15 +150,29 @@ def run_pair(session: Session, server: str, client: str, reports: dict[str, Node
         error = ""
     if parsed is None:
         tail = (client_result.stderr or client_result.stdout).strip().splitlines()[-3:]
-        return GateResult("ib_write_bw", subject, False, f"ib_write_bw on {client} gave no result{': ' + error if error else ''}: {' | '.join(tail) or 'no output'}")
+        return GateResult(
+            "ib_write_bw",
+            subject,
+            False,
+            f"ib_write_bw on {client} gave no result{': ' + error if error else ''}: {' | '.join(tail) or 'no output'}",
+        )
     bounds = Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)
     reference = Reference(rate, f"{s_dev} at {rate:g} Gb/s", "the port rate") if rate else None
     verdict = judge(parsed.average_gbps, "Gb/s", bounds, reference)
-    details = {"server_device": s_dev, "client_device": c_dev, "gid_index": c_gid, "bytes": parsed.bytes, "iterations": parsed.iterations, "peak_gbps": parsed.peak_gbps}
+    details = {
+        "server_device": s_dev,
+        "client_device": c_dev,
+        "gid_index": c_gid,
+        "bytes": parsed.bytes,
+        "iterations": parsed.iterations,
+        "peak_gbps": parsed.peak_gbps,
+    }
     return GateResult.of("ib_write_bw", subject, verdict, details=details)
 
 
-def run_ib_write_bw(session: Session, hosts: list[str], reports: dict[str, NodeReport], newcomers: list[str] | None = None) -> list[GateResult]:
+def run_ib_write_bw(
+    session: Session, hosts: list[str], reports: dict[str, NodeReport], newcomers: list[str] | None = None
+) -> list[GateResult]:
     """The pairs the inventory asks for, or with `newcomers` (bootstrap) each new node against an existing one."""
     settings = session.inventory.gates.ib_write_bw
     if newcomers:
@@ -153,7 +189,10 @@ def run_pairs(session: Session, pairs: list[tuple[str, str]], reports: dict[str,
     for batch in rounds(pairs):
         jobs = [gevent.spawn(run_pair, session, server, client, reports, settings) for server, client in batch]
         gevent.joinall(jobs)
-        results.extend(job.get() if job.successful() else GateResult("ib_write_bw", f"{pair[0]} -> {pair[1]}", False,
-                                                                      f"gate crashed: {job.exception}")
-                       for job, pair in zip(jobs, batch))
+        results.extend(
+            job.get()
+            if job.successful()
+            else GateResult("ib_write_bw", f"{pair[0]} -> {pair[1]}", False, f"gate crashed: {job.exception}")
+            for job, pair in zip(jobs, batch, strict=True)
+        )
     return results

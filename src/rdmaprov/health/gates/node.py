@@ -40,8 +40,23 @@ def default_threshold(gpus: list[Gpu]) -> tuple[float, str] | None:
 
 def node_command(binary: str, env: dict[str, str], gpus: int, settings: NodeGate) -> str:
     """all_reduce_perf over `gpus` GPUs in one process, with the node's NCCL environment."""
-    words = ["env", *(f"{k}={v}" for k, v in env.items()), binary, "-b", settings.min_bytes, "-e", settings.max_bytes,
-             "-f", "2", "-g", str(gpus), "-c", "1", "-o", "sum"]
+    words = [
+        "env",
+        *(f"{k}={v}" for k, v in env.items()),
+        binary,
+        "-b",
+        settings.min_bytes,
+        "-e",
+        settings.max_bytes,
+        "-f",
+        "2",
+        "-g",
+        str(gpus),
+        "-c",
+        "1",
+        "-o",
+        "sum",
+    ]
     return sh_join(words)
 
 
@@ -73,8 +88,9 @@ def run_node_gate(session: Session, hosts: list[str], reports: dict[str, NodeRep
             results[name] = GateResult("node", name, False, "not reachable or not readable")
         elif len(report.gpus) < 2:
             found = "no GPU" if not report.gpus else "one GPU"
-            results[name] = GateResult("node", name, True, f"skipped ({found}: nothing to reduce across)",
-                                       status="skipped")
+            results[name] = GateResult(
+                "node", name, True, f"skipped ({found}: nothing to reduce across)", status="skipped"
+            )
         else:
             runnable.append(name)
 
@@ -89,6 +105,7 @@ def run_node_gate(session: Session, hosts: list[str], reports: dict[str, NodeRep
 
     done = session.each(runnable, run)
     for name, outcome in done.items():
-        results[name] = outcome if isinstance(outcome, GateResult) else GateResult("node", name, False,
-                                                                                   f"gate crashed: {outcome}")
+        results[name] = (
+            outcome if isinstance(outcome, GateResult) else GateResult("node", name, False, f"gate crashed: {outcome}")
+        )
     return [results[name] for name in hosts if name in results]

@@ -27,10 +27,22 @@ class GateResult:
             self.status = "pass" if self.passed else "fail"
 
     @classmethod
-    def of(cls, gate: str, subject: str, verdict: Verdict, attempts: int = 1,
-           details: dict[str, Any] | None = None) -> GateResult:
-        return cls(gate, subject, verdict.passed, verdict.reason, verdict.measured, verdict.threshold, verdict.unit,
-                   attempts, details or {}, verdict.status, verdict.expected)
+    def of(
+        cls, gate: str, subject: str, verdict: Verdict, attempts: int = 1, details: dict[str, Any] | None = None
+    ) -> GateResult:
+        return cls(
+            gate,
+            subject,
+            verdict.passed,
+            verdict.reason,
+            verdict.measured,
+            verdict.threshold,
+            verdict.unit,
+            attempts,
+            details or {},
+            verdict.status,
+            verdict.expected,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -10,7 +10,9 @@ from rdmaprov.health.gates.result import GateResult
 from rdmaprov.parsers.node import NodeReport
 
 
-def run_gates(session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception], newcomers: list[str] | None = None) -> list[GateResult]:
+def run_gates(
+    session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception], newcomers: list[str] | None = None
+) -> list[GateResult]:
     gates = session.inventory.gates
     readable = {name: r for name, r in reports.items() if isinstance(r, NodeReport)}
     results: list[GateResult] = []
