@@ -10,8 +10,17 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.factcache import (
-    FactCache, FactNeeded, _batch_command, _batchable, _key, fact, mark_current_host_changed, parse_batch, prefetch,
-    read_batch, read_fact,
+    FactCache,
+    FactNeeded,
+    _batch_command,
+    _batchable,
+    _key,
+    fact,
+    mark_current_host_changed,
+    parse_batch,
+    prefetch,
+    read_batch,
+    read_fact,
 )
 from rdmaprov.engine.pyinfra_state import connect
 from rdmaprov.engine.run_context import EngineSettings, context_of, start_run

@@ -8,8 +8,17 @@ import hashlib
 from io import BytesIO
 
 import pytest
-from pyinfra.api import Config, FileDownloadCommand, FileUploadCommand, FunctionCommand, Inventory, State, StringCommand
-from pyinfra.api import deploy, operation
+from pyinfra.api import (
+    Config,
+    FileDownloadCommand,
+    FileUploadCommand,
+    FunctionCommand,
+    Inventory,
+    State,
+    StringCommand,
+    deploy,
+    operation,
+)
 from pyinfra.api.state import StateStage
 from pyinfra.connectors.util import CommandOutput, OutputLine
 from pyinfra.context import ctx_host, ctx_state
@@ -19,8 +28,18 @@ from rdmaprov.engine.applied import AppliedRecord
 from rdmaprov.engine.results import HostResult
 from rdmaprov.engine.run_context import context_of, start_run
 from rdmaprov.engine.runner import (
-    NullObserver, RunOptions, _Callbacks, _check_ops, _collect_applied, _name_ops, _never, _op_name, _Plan, _reason,
-    _skipped, describe,
+    NullObserver,
+    RunOptions,
+    _Callbacks,
+    _check_ops,
+    _collect_applied,
+    _name_ops,
+    _never,
+    _op_name,
+    _Plan,
+    _reason,
+    _skipped,
+    describe,
 )
 
 
