@@ -6,20 +6,24 @@ import json
 
 import pytest
 
-from rdmaprov.workflows.rolling import batch_size, batches, parse_max_fail
+from rdmaprov.deploys.limits import limits
+from rdmaprov.engine import RunOptions
 from rdmaprov.engine.applied import AppliedRecord, classify, classify_fact, merged_record, parse_record
 from rdmaprov.engine.desired import fingerprint
 from rdmaprov.engine.results import HostResult, OpResult, RunResult
 from rdmaprov.errors import UserError
 from rdmaprov.facts.files import FileState, ManagedFile
 from rdmaprov.facts.ssh import SshIdentityFact
+from rdmaprov.health.checks import Finding, check_deploy
 from rdmaprov.health.gates.ib_write_bw import newcomer_pairs
+from rdmaprov.health.verify import HostVerification
+from rdmaprov.inventory import load_inventory
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.ssh import login_key
 from rdmaprov.parsers.ssh import SshIdentity
 from rdmaprov.report.textfile import render_metrics, write_textfile
-from rdmaprov.health.checks import Finding, check_deploy
-from rdmaprov.health.verify import HostVerification
+from rdmaprov.workflows import rolling
+from rdmaprov.workflows.rolling import Hooks, batch_size, batches, parse_max_fail, rolling_apply
 from tests.support.ops import run_notes
 
 
@@ -44,6 +48,117 @@ def test_max_fail():
     assert parse_max_fail("0") == 0.0
     with pytest.raises(UserError, match="--max-fail"):
         parse_max_fail("150%")
+
+
+# rolling_apply: batches in order, stopping over --max-fail. The engine's run (SSH) is replaced by
+# one that reports each host as `outcome` says; everything around it is the real workflow.
+
+
+class FakeEngine:
+    """Stands in for engine.run: records each batch's options and reports the outcome asked for."""
+
+    def __init__(self, outcome: dict[str, str] | None = None) -> None:
+        self.outcome = outcome or {}
+        self.calls: list[RunOptions] = []
+
+    def __call__(self, inventory, options, observer=None) -> RunResult:
+        self.calls.append(options)
+        hosts = [HostResult(name, inventory.hosts[name].address, status=self.outcome.get(name, "unchanged"))
+                 for name in options.hosts]
+        started = f"2026-01-01T00:00:0{len(self.calls)}+00:00"
+        return RunResult(options.command, str(inventory.path), inventory.name, started, 1.5, hosts)
+
+
+def _rolling(tmp_path, monkeypatch, size, max_fail=None, outcome=None, verify_failures=(), hosts=5):
+    """rolling_apply over n1..n<hosts>: (merged result, engine, log lines, after_batch calls)."""
+    path = tmp_path / "inv.yaml"
+    path.write_text("cluster:\n  name: c\nhosts:\n" + "".join(f"  n{i}: {{address: 10.0.0.{i}}}\n"
+                                                              for i in range(1, hosts + 1)))
+    inventory = load_inventory(path, require_files=False)
+    engine, log, after = FakeEngine(outcome), [], []
+    monkeypatch.setattr(rolling, "run", engine)
+
+    def after_batch(result, batch):
+        after.append((list(batch), [h.name for h in result.hosts]))
+        result.verify = [HostVerification(n, "a", status="failed" if n in verify_failures else "ok") for n in batch]
+
+    options = RunOptions("apply", list(inventory.hosts), [limits], host_deploys={"n1": {"limits"}})
+    merged = rolling_apply(inventory, options, size, max_fail, Hooks(after_batch, log.append))
+    return merged, engine, log, after
+
+
+def test_rolling_apply_runs_each_batch_in_order_with_the_same_deploys(tmp_path, monkeypatch):
+    merged, engine, log, after = _rolling(tmp_path, monkeypatch, 2)
+    assert [call.hosts for call in engine.calls] == [["n1", "n2"], ["n3", "n4"], ["n5"]]
+    assert all(call.command == "apply" and call.deploys == [limits] and call.host_deploys == {"n1": {"limits"}}
+               for call in engine.calls)
+    assert log == ["batch 1/3: n1, n2", "batch 2/3: n3, n4", "batch 3/3: n5"]
+    assert after == [(["n1", "n2"], ["n1", "n2"]), (["n3", "n4"], ["n3", "n4"]), (["n5"], ["n5"])]
+    assert [(h.name, h.batch) for h in merged.hosts] == [("n1", 1), ("n2", 1), ("n3", 2), ("n4", 2), ("n5", 3)]
+
+
+def test_rolling_apply_in_one_batch_logs_no_batch_line(tmp_path, monkeypatch):
+    merged, engine, log, _ = _rolling(tmp_path, monkeypatch, 5)
+    assert [call.hosts for call in engine.calls] == [["n1", "n2", "n3", "n4", "n5"]] and log == []
+    assert {h.batch for h in merged.hosts} == {1} and merged.exit_code == 0
+
+
+def test_rolling_apply_merges_every_batch_into_one_result(tmp_path, monkeypatch):
+    merged, _, _, _ = _rolling(tmp_path, monkeypatch, 2, verify_failures=("n4",))
+    assert merged.started_at == "2026-01-01T00:00:01+00:00"  # the first batch's
+    assert merged.duration_s == 4.5
+    assert [(v.name, v.status) for v in merged.verify] == [("n1", "ok"), ("n2", "ok"), ("n3", "ok"), ("n4", "failed"),
+                                                           ("n5", "ok")]
+    assert merged.exit_code == 4
+
+
+def test_rolling_apply_stops_after_a_batch_over_max_fail_and_reports_the_rest_skipped(tmp_path, monkeypatch):
+    merged, engine, log, _ = _rolling(tmp_path, monkeypatch, 2, max_fail=0.25, outcome={"n2": "failed"})
+    reason = "not run: 1 of 2 hosts in batch 1 failed, over --max-fail 25%"
+    assert [call.hosts for call in engine.calls] == [["n1", "n2"]]
+    assert [(h.name, h.status, h.batch) for h in merged.hosts] == [
+        ("n1", "unchanged", 1), ("n2", "failed", 1), ("n3", "skipped", 2), ("n4", "skipped", 2), ("n5", "skipped", 3)]
+    assert all(h.error == reason for h in merged.hosts[2:]) and [h.address for h in merged.hosts[2:]] == [
+        "10.0.0.3", "10.0.0.4", "10.0.0.5"]
+    assert log == ["batch 1/3: n1, n2", reason]
+    assert merged.exit_code == 4 and merged.summary()["skipped"] == 3
+
+
+def test_rolling_apply_stops_later_too(tmp_path, monkeypatch):
+    merged, engine, _, _ = _rolling(tmp_path, monkeypatch, 2, max_fail=0.0, outcome={"n3": "failed"})
+    assert [call.hosts for call in engine.calls] == [["n1", "n2"], ["n3", "n4"]]
+    assert [(h.name, h.status, h.batch) for h in merged.hosts][-1] == ("n5", "skipped", 3)
+    assert merged.hosts[-1].error == "not run: 1 of 2 hosts in batch 2 failed, over --max-fail 0%"
+
+
+def test_rolling_apply_at_exactly_max_fail_goes_on(tmp_path, monkeypatch):
+    merged, engine, _, _ = _rolling(tmp_path, monkeypatch, 2, max_fail=0.5, outcome={"n1": "failed", "n3": "failed"})
+    assert len(engine.calls) == 3 and "skipped" not in {h.status for h in merged.hosts}
+
+
+def test_rolling_apply_without_max_fail_never_stops(tmp_path, monkeypatch):
+    outcome = dict.fromkeys(["n1", "n2", "n3", "n4", "n5"], "failed")
+    merged, engine, _, _ = _rolling(tmp_path, monkeypatch, 2, outcome=outcome)
+    assert len(engine.calls) == 3 and [h.status for h in merged.hosts] == ["failed"] * 5
+
+
+def test_rolling_apply_counts_unreachable_hosts_and_failed_verification(tmp_path, monkeypatch):
+    merged, engine, _, _ = _rolling(tmp_path, monkeypatch, 2, max_fail=0.5, outcome={"n1": "unreachable"},
+                                    verify_failures=("n2",))
+    assert len(engine.calls) == 1  # 2 of 2 failed
+    assert merged.hosts[-1].error == "not run: 2 of 2 hosts in batch 1 failed, over --max-fail 50%"
+
+
+def test_rolling_apply_counts_a_host_failing_twice_once(tmp_path, monkeypatch):
+    merged, engine, _, _ = _rolling(tmp_path, monkeypatch, 2, max_fail=0.5, outcome={"n1": "failed"},
+                                    verify_failures=("n1",))
+    assert len(engine.calls) == 3  # 1 of 2, not over 50%
+
+
+def test_rolling_apply_skips_nothing_when_the_last_batch_fails(tmp_path, monkeypatch):
+    merged, engine, log, _ = _rolling(tmp_path, monkeypatch, 2, max_fail=0.0, outcome={"n5": "failed"})
+    assert len(engine.calls) == 3 and [h.name for h in merged.hosts] == ["n1", "n2", "n3", "n4", "n5"]
+    assert not any(line.startswith("not run") for line in log)
 
 
 def test_fingerprint_is_stable_and_sensitive():
