@@ -17,7 +17,9 @@ FIXTURES = REPO / "tests" / "fixtures"
 def rdmaprov(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run the real `rdmaprov` CLI as a user would."""
     env = dict(os.environ, COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "rdmaprov", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "rdmaprov", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO
+    )
 
 
 def rdmaprov_json(*args: str, timeout: int = 600) -> tuple[int, dict]:
@@ -25,7 +27,7 @@ def rdmaprov_json(*args: str, timeout: int = 600) -> tuple[int, dict]:
     try:
         return proc.returncode, json.loads(proc.stdout)
     except json.JSONDecodeError:
-        raise AssertionError(f"no JSON on stdout (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(f"no JSON on stdout (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}") from None
 
 
 @pytest.fixture(scope="session", autouse=True)

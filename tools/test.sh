@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Set up (tools/setup.sh) and run the whole test suite: unit tests, then the end-to-end tests on
-# real SSH hosts, containers and SoftRoCE VMs (root needed; the lab image is cached).
+# Set up (tools/setup.sh), check style and types, and run the whole test suite: unit tests, then the
+# end-to-end tests on real SSH hosts, containers and SoftRoCE VMs (root needed; the lab image is cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+# Style and types first (seconds): the formatter, the linter and mypy, configured in pyproject.toml.
+.venv/bin/ruff format --check .
+.venv/bin/ruff check .
+.venv/bin/mypy
 set +e
 .venv/bin/python -m pytest -ra "$@"
 code=$?

@@ -174,7 +174,11 @@ def test_ssh_trust_between_nodes_pinned_and_revoked(ssh_farm, tmp_path):
     assert rdmaprov("apply", inv, *trust).returncode == 0  # converged
 
     # node3 leaves the inventory: node1 and node2 stop trusting it; keys others added stay.
-    ssh_farm.ssh(node1, "echo 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOperatorKeyOperatorKeyOperatorKey0000 ops@desk' >> /root/.ssh/authorized_keys")
+    ssh_farm.ssh(
+        node1,
+        "echo 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOperatorKeyOperatorKeyOperatorKey0000 ops@desk' >> "
+        "/root/.ssh/authorized_keys",
+    )
     text = Path(inv).read_text()
     smaller = tmp_path / "two.yaml"
     smaller.write_text(text.replace(f"      {node3.name}:\n        address: {node3.address}\n", ""))
@@ -197,7 +201,14 @@ def test_plain_pyinfra_runs_the_same_deploys(ssh_farm, tmp_path):
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, RDMAPROV_INVENTORY=inv, RDMAPROV_TAGS="limits,nccl_env")
     pyinfra = Path(sys.executable).parent / "pyinfra"
-    proc = subprocess.run([str(pyinfra), "deploy/inventory.py", "deploy/site.py", "-y"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(pyinfra), "deploy/inventory.py", "deploy/site.py", "-y"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "NCCL_DEBUG=TRACE" in ssh_farm.ssh(ssh_farm.hosts[0], "cat /etc/nccl.conf").stdout
     code, result = run_json("check", inv)
@@ -213,7 +224,10 @@ def test_check_tells_intentional_from_corrective_drift_and_writes_metrics(ssh_fa
     assert "nccl_env | Write /etc/nccl.conf" in record["ops"] and record["inventory_sha256"]
 
     changed = _inventory(ssh_farm, tmp_path, debug="INFO")  # the inventory moves on
-    ssh_farm.ssh(ssh_farm.hosts[2], "sed -i 's/hard memlock unlimited/hard memlock 64/' /etc/security/limits.d/90-rdmaprov-memlock.conf")
+    ssh_farm.ssh(
+        ssh_farm.hosts[2],
+        "sed -i 's/hard memlock unlimited/hard memlock 64/' /etc/security/limits.d/90-rdmaprov-memlock.conf",
+    )
     metrics = tmp_path / "textfile" / "rdmaprov.prom"
     code, result = run_json("check", changed, "--textfile", str(metrics))
     jsonschema.validate(result, load_schema("result"))
@@ -227,7 +241,9 @@ def test_check_tells_intentional_from_corrective_drift_and_writes_metrics(ssh_fa
     assert node3_kinds["limits"] == "corrective"
     text = metrics.read_text()
     assert 'rdmaprov_drift_operations{cluster="testfarm",host="node3",drift="corrective"} 1' in text
-    assert 'rdmaprov_drift_operations{cluster="testfarm",host="node1",drift="intentional"} 2' in text  # nccl.conf and its profile
+    assert (
+        'rdmaprov_drift_operations{cluster="testfarm",host="node1",drift="intentional"} 2' in text
+    )  # nccl.conf and its profile
     assert 'rdmaprov_drift_operations{cluster="testfarm",host="node1",drift="corrective"} 0' in text
     assert 'rdmaprov_check_exit_code{cluster="testfarm"} 2' in text
 
@@ -243,10 +259,16 @@ def test_serial_applies_one_host_at_a_time_and_max_fail_stops(ssh_farm, tmp_path
     proc = run("apply", inv, "--serial", "1", "--json")
     assert proc.returncode == 2, proc.stderr
     result = json.loads(proc.stdout)
-    assert [(h["name"], h["batch"], h["status"]) for h in result["hosts"]] == [("node1", 1, "changed"), ("node2", 2, "changed"), ("node3", 3, "changed")]
+    assert [(h["name"], h["batch"], h["status"]) for h in result["hosts"]] == [
+        ("node1", 1, "changed"),
+        ("node2", 2, "changed"),
+        ("node3", 3, "changed"),
+    ]
     order = [line for line in proc.stderr.splitlines() if line.startswith("batch ")]
     assert order == ["batch 1/3: node1", "batch 2/3: node2", "batch 3/3: node3"]
-    stamps = [json.loads(ssh_farm.ssh(h, "cat /etc/rdmaprov/applied.json").stdout)["applied_at"] for h in ssh_farm.hosts]
+    stamps = [
+        json.loads(ssh_farm.ssh(h, "cat /etc/rdmaprov/applied.json").stdout)["applied_at"] for h in ssh_farm.hosts
+    ]
     assert stamps == sorted(stamps)
 
     inv = _inventory(ssh_farm, tmp_path, debug="INFO")
@@ -273,7 +295,9 @@ def test_batched_facts_give_the_same_check_in_fewer_round_trips(ssh_farm, tmp_pa
     inv = _inventory(ssh_farm, tmp_path, debug="WARN")
     tags = ("--tags", "limits,nccl_env,ssh_trust", "--skip-verify")
     assert rdmaprov("apply", inv, *tags).returncode in (0, 2)
-    ssh_farm.ssh(ssh_farm.hosts[1], "sed -i 's/NCCL_DEBUG=WARN/NCCL_DEBUG=TRACE/' /etc/nccl.conf; rm /etc/profile.d/nccl.sh")
+    ssh_farm.ssh(
+        ssh_farm.hosts[1], "sed -i 's/NCCL_DEBUG=WARN/NCCL_DEBUG=TRACE/' /etc/nccl.conf; rm /etc/profile.d/nccl.sh"
+    )
     ssh_farm.ssh(ssh_farm.hosts[2], "sed -i '/rdmaprov cluster/,$d' /etc/ssh/ssh_known_hosts")
 
     def check(batch: str) -> dict:
@@ -287,12 +311,18 @@ def test_batched_facts_give_the_same_check_in_fewer_round_trips(ssh_farm, tmp_pa
     assert code_batched == code_single == 2
 
     def answers(result: dict) -> list:
-        return [(h["name"], h["status"], [(o["name"], o["status"], o["commands"], o["diff"], o["drift"]) for o in h["ops"]]) for h in result["hosts"]]
+        return [
+            (h["name"], h["status"], [(o["name"], o["status"], o["commands"], o["diff"], o["drift"]) for o in h["ops"]])
+            for h in result["hosts"]
+        ]
 
     assert answers(batched) == answers(single)
     trips = {h["name"]: h["round_trips"] for h in batched["hosts"]}
     assert trips["node1"] <= 3, trips  # converged: every fact in at most three combined reads
-    assert all(b["round_trips"] < s["round_trips"] for b, s in zip(batched["hosts"], single["hosts"])), (batched["hosts"], single["hosts"])
+    assert all(b["round_trips"] < s["round_trips"] for b, s in zip(batched["hosts"], single["hosts"], strict=True)), (
+        batched["hosts"],
+        single["hosts"],
+    )
 
 
 def test_existing_nodes_run_only_ssh_trust_and_learn_the_new_node(ssh_farm, tmp_path):
@@ -300,12 +330,15 @@ def test_existing_nodes_run_only_ssh_trust_and_learn_the_new_node(ssh_farm, tmp_
     executed in the same order (pyinfra matches operations across hosts by position, so the old
     nodes' trust must not run before node3 has made its key)."""
     from rdmaprov.deploys import STACK
-    from rdmaprov.engine import RunOptions, run as run_engine
+    from rdmaprov.engine import RunOptions
+    from rdmaprov.engine import run as run_engine
     from rdmaprov.inventory import load_inventory
 
     node1, node2, node3 = ssh_farm.hosts
     for host in ssh_farm.hosts:
-        ssh_farm.ssh(host, "rm -f /root/.ssh/id_ed25519 /root/.ssh/id_ed25519.pub /root/.ssh/authorized_keys.rdmaprov-tmp")
+        ssh_farm.ssh(
+            host, "rm -f /root/.ssh/id_ed25519 /root/.ssh/id_ed25519.pub /root/.ssh/authorized_keys.rdmaprov-tmp"
+        )
     inv = _inventory(ssh_farm, tmp_path)
     two = tmp_path / "two.yaml"
     two.write_text(Path(inv).read_text().replace(f"      {node3.name}:\n        address: {node3.address}\n", ""))
@@ -313,8 +346,12 @@ def test_existing_nodes_run_only_ssh_trust_and_learn_the_new_node(ssh_farm, tmp_
     assert [h.status for h in first.hosts] == ["changed", "changed"]
 
     stack = [STACK["limits"], STACK["nccl_env"], STACK["ssh_trust"]]
-    result = run_engine(load_inventory(inv), RunOptions("apply", ["node1", "node2", "node3"], stack,
-                                                        host_deploys={"node1": {"ssh_trust"}, "node2": {"ssh_trust"}}))
+    result = run_engine(
+        load_inventory(inv),
+        RunOptions(
+            "apply", ["node1", "node2", "node3"], stack, host_deploys={"node1": {"ssh_trust"}, "node2": {"ssh_trust"}}
+        ),
+    )
     hosts = {h.name: h for h in result.hosts}
     for old in ("node1", "node2"):
         assert {op.deploy for op in hosts[old].ops} == {"ssh_trust"}
@@ -323,7 +360,12 @@ def test_existing_nodes_run_only_ssh_trust_and_learn_the_new_node(ssh_farm, tmp_
     assert {op.deploy for op in hosts["node3"].ops} == {"limits", "nccl_env", "ssh_trust"}
     key3 = ssh_farm.ssh(node3, "cat /root/.ssh/id_ed25519.pub").stdout.split()[1]
     assert key3 in ssh_farm.ssh(node1, "cat /root/.ssh/authorized_keys").stdout
-    assert ssh_farm.ssh(node2, f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes {node3.address} hostname").stdout.strip() == node3.name
+    assert (
+        ssh_farm.ssh(
+            node2, f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes {node3.address} hostname"
+        ).stdout.strip()
+        == node3.name
+    )
 
 
 BUILD = """defaults:
@@ -347,7 +389,12 @@ def _greet_tarball(tmp_path: Path, version: str) -> Path:
 
 def _build_ops(result: dict, name: str) -> dict[str, dict[str, str]]:
     """{host: {step: status}} of one build's three operations."""
-    return {h["name"]: {op["name"].split(f"build {name} ")[1]: op["status"] for op in h["ops"] if f"build {name} " in op["name"]} for h in result["hosts"]}
+    return {
+        h["name"]: {
+            op["name"].split(f"build {name} ")[1]: op["status"] for op in h["ops"] if f"build {name} " in op["name"]
+        }
+        for h in result["hosts"]
+    }
 
 
 def test_a_build_is_compiled_once_shipped_verified_and_rebuilt_once_per_version(ssh_farm, tmp_path, artifact_store):
@@ -355,7 +402,10 @@ def test_a_build_is_compiled_once_shipped_verified_and_rebuilt_once_per_version(
 
     def apply(version: str) -> tuple[int, dict]:
         tarball = tmp_path / f"greet-{version}.tar.gz"
-        ssh_farm.inventory(inv, BUILD.format(version=version, tarball=tarball if tarball.exists() else _greet_tarball(tmp_path, version)))
+        ssh_farm.inventory(
+            inv,
+            BUILD.format(version=version, tarball=tarball if tarball.exists() else _greet_tarball(tmp_path, version)),
+        )
         return rdmaprov_json("apply", str(inv), "--tags", "builds", "--skip-verify", "--skip-gates")
 
     code, first = apply("1.0")
@@ -363,9 +413,19 @@ def test_a_build_is_compiled_once_shipped_verified_and_rebuilt_once_per_version(
     steps = _build_ops(first, "greet")
     # compiled on node1 only; its archive came to the control machine and went to node2 and node3
     assert steps["node1"] == {"built": "changed", "fetched to the control machine": "changed", "installed": "changed"}
-    assert steps["node2"] == steps["node3"] == {"built": "unchanged", "fetched to the control machine": "unchanged", "installed": "changed"}
+    assert (
+        steps["node2"]
+        == steps["node3"]
+        == {"built": "unchanged", "fetched to the control machine": "unchanged", "installed": "changed"}
+    )
     for node in ("node2", "node3"):
-        install = next(op for h in first["hosts"] if h["name"] == node for op in h["ops"] if op["name"] == "builds | build greet installed")
+        install = next(
+            op
+            for h in first["hosts"]
+            if h["name"] == node
+            for op in h["ops"]
+            if op["name"] == "builds | build greet installed"
+        )
         assert any(c.startswith("upload /var/cache/rdmaprov/artifacts/greet-1.0-") for c in install["commands"])
         assert "sha256sum -c --quiet" in install["commands"][-1]
     cached = sorted(p.name for p in artifact_store.glob("greet-1.0-*"))
@@ -377,7 +437,9 @@ def test_a_build_is_compiled_once_shipped_verified_and_rebuilt_once_per_version(
     # only the builder compiled: nobody else has a build directory, and only it keeps the archive
     assert ssh_farm.ssh(ssh_farm.hosts[0], "ls /var/cache/rdmaprov/artifacts").stdout.split() == cached
     for other in ssh_farm.hosts[1:]:
-        assert ssh_farm.ssh(other, "ls -A /var/cache/rdmaprov/artifacts; test -e /var/cache/rdmaprov/build || echo never-built").stdout.split() == ["never-built"]
+        assert ssh_farm.ssh(
+            other, "ls -A /var/cache/rdmaprov/artifacts; test -e /var/cache/rdmaprov/build || echo never-built"
+        ).stdout.split() == ["never-built"]
 
     code, again = apply("1.0")
     assert code == 0 and all(h["changed"] == 0 for h in again["hosts"]), again
@@ -389,7 +451,9 @@ def test_a_build_is_compiled_once_shipped_verified_and_rebuilt_once_per_version(
     assert all(s["installed"] == "changed" for s in steps.values())
     for host in ssh_farm.hosts:
         assert ssh_farm.ssh(host, "/opt/greet/current/bin/greet").stdout.strip() == "greet 1.1"
-        assert len(ssh_farm.ssh(host, "ls -d /opt/greet/1.0-* /opt/greet/1.1-*").stdout.split()) == 2  # the old version stays beside
+        assert (
+            len(ssh_farm.ssh(host, "ls -d /opt/greet/1.0-* /opt/greet/1.1-*").stdout.split()) == 2
+        )  # the old version stays beside
     assert apply("1.1")[0] == 0
 
     # A damaged archive in the control machine's cache is refused by the node's checksum check.
@@ -406,16 +470,22 @@ def test_a_build_is_compiled_once_shipped_verified_and_rebuilt_once_per_version(
 
 
 def test_an_unreachable_build_source_fails_the_builder_and_the_others_say_why(ssh_farm, tmp_path):
-    inv = ssh_farm.inventory(tmp_path / "bad.yaml", """defaults:
+    inv = ssh_farm.inventory(
+        tmp_path / "bad.yaml",
+        """defaults:
   builds:
     - name: unreachable
       version: "1"
       source: {kind: url, url: "http://127.0.0.1:9/unreachable-1.tar.gz"}
       build: make
-""")
+""",
+    )
     code, result = rdmaprov_json("apply", str(inv), "--tags", "builds", "--skip-verify", "--skip-gates")
     hosts = {h["name"]: h for h in result["hosts"]}
     assert code == 4 and {h["status"] for h in result["hosts"]} == {"failed"}
-    assert hosts["node1"]["error"].startswith("builds | build unreachable built failed: rdmaprov: node1 cannot fetch http://127.0.0.1:9/unreachable-1.tar.gz (curl: (7)")
+    assert hosts["node1"]["error"].startswith(
+        "builds | build unreachable built failed: rdmaprov: node1 cannot fetch http://127.0.0.1:9/unreachable-1.tar.gz "
+        "(curl: (7)"
+    )
     assert "point it at a mirror the nodes reach, or use a local tarball (kind file)" in hosts["node1"]["error"]
     assert "its build on node1 failed or did not run" in hosts["node2"]["error"]

@@ -21,7 +21,8 @@ TAGS = ("--tags", "limits,nccl_env", "--skip-verify")
 def _env_yaml(env: dict[str, str]) -> str:
     # JSON strings are YAML double-quoted strings: the values arrive byte for byte.
     return "defaults:\n  fabric: roce\n  rdma: {devices: [mlx5_0]}\n  nccl:\n    env:\n" + "".join(
-        f"      {key}: {json.dumps(value)}\n" for key, value in env.items())
+        f"      {key}: {json.dumps(value)}\n" for key, value in env.items()
+    )
 
 
 def test_hostile_nccl_values_reach_nodes_verbatim_and_run_nothing(ssh_farm, tmp_path):
@@ -62,4 +63,6 @@ def test_a_value_that_cannot_be_written_safely_touches_no_host(ssh_farm, tmp_pat
     proc = rdmaprov("apply", str(bad), *TAGS)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "defaults.nccl.env.NCCL_DEBUG: the value 'WARN\\ntouch /tmp/x\\n' contains a newline" in proc.stderr
-    assert {h.name: ssh_farm.ssh(h, "cat /etc/nccl.conf /etc/profile.d/nccl.sh").stdout for h in ssh_farm.hosts} == before
+    assert {
+        h.name: ssh_farm.ssh(h, "cat /etc/nccl.conf /etc/profile.d/nccl.sh").stdout for h in ssh_farm.hosts
+    } == before

@@ -18,7 +18,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     assert "lab up: 3 vm nodes" in vm_lab.up_output
     code, first = rdmaprov_json("apply", vm_lab.inventory, timeout=1500)
-    problems = [f for v in first.get("verify", []) for f in v["findings"] if not f["ok"]] + [g for g in first.get("gates", []) if not g["passed"]]
+    problems = [f for v in first.get("verify", []) for f in v["findings"] if not f["ok"]] + [
+        g for g in first.get("gates", []) if not g["passed"]
+    ]
     assert code == 2, (problems, [(h["name"], h["error"]) for h in first["hosts"]])
     assert all(h["status"] == "changed" for h in first["hosts"])
     # apply ended with verify and both gates, run for real over rxe and MPI
@@ -29,7 +31,10 @@ def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     assert gates["all_reduce"]["details"]["rows"][-1]["size"] == 4 << 20
     # the node gate judged each node alone: lab VMs have no GPU, so each is skipped, not failed
     node_gates = [g for g in first["gates"] if g["gate"] == "node"]
-    assert [(g["subject"], g["status"], g["passed"]) for g in node_gates] == [("node1", "skipped", True), ("node2", "skipped", True)]
+    assert [(g["subject"], g["status"], g["passed"]) for g in node_gates] == [
+        ("node1", "skipped", True),
+        ("node2", "skipped", True),
+    ]
     assert node_gates[0]["reason"].startswith("skipped (no GPU")
 
     for node in ("node1", "node2"):
@@ -37,30 +42,51 @@ def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
         assert "PORT_ACTIVE" in devinfo and "link_layer:\t\tEthernet" in devinfo
         # packages came from the lab mirror only: every other source was set aside
         sources = vm_lab.ssh(node, "cat /etc/apt/sources.list.d/*.list; ls /etc/apt").stdout
-        assert re.search(r"deb \[signed-by=/etc/apt/keyrings/rdmaprov-mirror.asc\] http://10\.78\.\d+\.1:8079/debian bookworm main", sources)
+        assert re.search(
+            r"deb \[signed-by=/etc/apt/keyrings/rdmaprov-mirror.asc\] http://10\.78\.\d+\.1:8079/debian bookworm main",
+            sources,
+        )
         assert "sources.list.rdmaprov-disabled" in sources
         assert vm_lab.ssh(node, "systemctl is-enabled rdmaprov-rxe-links.service").stdout.strip() == "enabled"
         assert vm_lab.ssh(node, "rdma system show").stdout.split()[:2] == ["netns", "exclusive"]
         conf = vm_lab.ssh(node, "cat /etc/nccl.conf").stdout
-        assert {"NCCL_IB_HCA=rxe", "NCCL_IB_GID_INDEX=1", "NCCL_SOCKET_IFNAME=eth0", "NCCL_DEBUG=WARN"} <= set(conf.splitlines())
+        assert {"NCCL_IB_HCA=rxe", "NCCL_IB_GID_INDEX=1", "NCCL_SOCKET_IFNAME=eth0", "NCCL_DEBUG=WARN"} <= set(
+            conf.splitlines()
+        )
 
     # the gate's probe was compiled on node1 only, then shipped to node2 and checked against its sha256
     ops = {h["name"]: {op["name"]: op for op in h["ops"] if op["deploy"] == "gate_tools"} for h in first["hosts"]}
     assert ops["node1"]["gate_tools | allreduce probe built"]["status"] == "changed"
     assert ops["node2"]["gate_tools | allreduce probe built"]["status"] == "unchanged"
     shipped = ops["node2"]["gate_tools | allreduce probe installed"]
-    assert shipped["status"] == "changed" and any(c.startswith("upload /var/cache/rdmaprov/artifacts/allreduce-probe-1-") for c in shipped["commands"])
+    assert shipped["status"] == "changed" and any(
+        c.startswith("upload /var/cache/rdmaprov/artifacts/allreduce-probe-1-") for c in shipped["commands"]
+    )
     assert vm_lab.ssh("node2", "test -e /var/cache/rdmaprov/build || echo never-built").stdout.strip() == "never-built"
-    sums = {node: vm_lab.ssh(node, "cat /opt/rdmaprov/probe/current/.rdmaprov-build").stdout.split()[1] for node in ("node1", "node2")}
-    assert sums["node1"] == sums["node2"] == vm_lab.ssh("node1", "cat /var/cache/rdmaprov/artifacts/allreduce-probe-1-*.sha256").stdout.split()[0]
+    sums = {
+        node: vm_lab.ssh(node, "cat /opt/rdmaprov/probe/current/.rdmaprov-build").stdout.split()[1]
+        for node in ("node1", "node2")
+    }
+    assert (
+        sums["node1"]
+        == sums["node2"]
+        == vm_lab.ssh("node1", "cat /var/cache/rdmaprov/artifacts/allreduce-probe-1-*.sha256").stdout.split()[0]
+    )
 
     # passwordless, pinned SSH between the nodes: mpirun across both VMs with no prompt
-    mpirun = vm_lab.ssh("node1", "mpirun --allow-run-as-root -np 2 -H node1,node2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 hostname < /dev/null", timeout=300)
+    mpirun = vm_lab.ssh(
+        "node1",
+        "mpirun --allow-run-as-root -np 2 -H node1,node2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "
+        "eth0 --mca oob_tcp_if_include eth0 hostname < /dev/null",
+        timeout=300,
+    )
     assert mpirun.returncode == 0, mpirun.stderr
     assert sorted(mpirun.stdout.split()) == ["node1", "node2"]
 
     code, second = rdmaprov_json("apply", vm_lab.inventory, "--skip-gates", timeout=600)
-    assert code == 0, [(h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in second["hosts"]]
+    assert code == 0, [
+        (h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in second["hosts"]
+    ]
     assert sum(h["changed"] for h in second["hosts"]) == 0
 
 
@@ -75,8 +101,14 @@ def _with_build(vm_lab, tmp_path, version: str) -> str:
         (src / "allreduce_probe.c").write_text(probe_source())
         subprocess.run(["tar", "-C", str(tmp_path), "-czf", str(tarball), src.name], check=True)
     data = yaml.safe_load(open(vm_lab.inventory))
-    data.setdefault("defaults", {})["builds"] = [{"name": "site-probe", "version": version, "source": {"kind": "file", "path": str(tarball)},
-                                                 "build": 'mkdir -p "$STAGE/bin" && mpicc -O2 -o "$STAGE/bin/allreduce_probe" allreduce_probe.c'}]
+    data.setdefault("defaults", {})["builds"] = [
+        {
+            "name": "site-probe",
+            "version": version,
+            "source": {"kind": "file", "path": str(tarball)},
+            "build": 'mkdir -p "$STAGE/bin" && mpicc -O2 -o "$STAGE/bin/allreduce_probe" allreduce_probe.c',
+        }
+    ]
     path = tmp_path / f"with-build-{version}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return str(path)
@@ -85,15 +117,28 @@ def _with_build(vm_lab, tmp_path, version: str) -> str:
 def test_a_declared_build_is_compiled_on_one_vm_shipped_and_rebuilt_once_per_version(vm_lab, tmp_path):
     builders = []
     for version in ("1.0", "1.0", "1.1"):
-        code, result = rdmaprov_json("apply", _with_build(vm_lab, tmp_path, version), "--tags", "builds", "--skip-verify", "--skip-gates", timeout=900)
+        code, result = rdmaprov_json(
+            "apply",
+            _with_build(vm_lab, tmp_path, version),
+            "--tags",
+            "builds",
+            "--skip-verify",
+            "--skip-gates",
+            timeout=900,
+        )
         steps = {h["name"]: {op["name"]: op["status"] for op in h["ops"]} for h in result["hosts"]}
         builders.append([h for h, s in steps.items() if s["builds | build site-probe built"] == "changed"])
         installed = [h for h, s in steps.items() if s["builds | build site-probe installed"] == "changed"]
         assert code == (0 if builders[-1] == [] else 2), result
         assert installed == ([] if code == 0 else ["node1", "node2"])
         # the shipped binary is the one mpirun starts on both VMs: a real MPI allreduce across them
-        run = vm_lab.ssh("node1", "mpirun --allow-run-as-root -np 2 -H node1,node2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 "
-                                  "--mca oob_tcp_if_include eth0 /opt/site-probe/current/bin/allreduce_probe 1024 4096 < /dev/null", timeout=300)
+        run = vm_lab.ssh(
+            "node1",
+            "mpirun --allow-run-as-root -np 2 -H node1,node2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "
+            "eth0 "
+            "--mca oob_tcp_if_include eth0 /opt/site-probe/current/bin/allreduce_probe 1024 4096 < /dev/null",
+            timeout=300,
+        )
         assert run.returncode == 0 and '"wrong": 0' in run.stdout, run.stderr
     assert builders == [["node1"], [], ["node1"]]  # built once, nothing rebuilt, rebuilt once for the new version
     versions = vm_lab.ssh("node2", "ls /opt/site-probe; readlink /opt/site-probe/current").stdout.split()
@@ -121,7 +166,9 @@ def _would_change(host: dict) -> dict[str, str]:
 
 def test_check_finds_corrective_intentional_and_fact_drift_on_the_lab(vm_lab, tmp_path):
     code, clean = rdmaprov_json("check", vm_lab.inventory, timeout=600)
-    assert code == 0, [(h["name"], _would_change(h)) for h in clean["hosts"]] + [v for v in clean["verify"] if v["status"] != "ok"]
+    assert code == 0, [(h["name"], _would_change(h)) for h in clean["hosts"]] + [
+        v for v in clean["verify"] if v["status"] != "ok"
+    ]
     assert all(v["status"] == "ok" for v in clean["verify"]) and all(h["last_applied"] for h in clean["hosts"])
 
     # A hand edit on node1 and a deleted rxe link on node2: the node moved, so both are corrective.
@@ -132,7 +179,9 @@ def test_check_finds_corrective_intentional_and_fact_drift_on_the_lab(vm_lab, tm
     hosts = {h["name"]: h for h in drift["hosts"]}
     assert _would_change(hosts["node1"]) == {"nccl_env | Write /etc/nccl.conf": "corrective"}
     assert "+NCCL_DEBUG=WARN" in next(op["diff"] for op in hosts["node1"]["ops"] if op["status"] == "would_change")
-    assert set(_would_change(hosts["node2"]).values()) == {"corrective"} and any("rxe" in name for name in _would_change(hosts["node2"]))
+    assert set(_would_change(hosts["node2"]).values()) == {"corrective"} and any(
+        "rxe" in name for name in _would_change(hosts["node2"])
+    )
     facts = {v["name"]: [f for f in v["findings"] if not f["ok"]] for v in drift["verify"]}
     assert facts["node1"] == []
     assert ("rxe0", "device present", "corrective") in [(f["subject"], f["check"], f["drift"]) for f in facts["node2"]]
@@ -144,8 +193,13 @@ def test_check_finds_corrective_intentional_and_fact_drift_on_the_lab(vm_lab, tm
     # The inventory moves on (NCCL_DEBUG INFO) and one node is down: intentional drift, exit 4 for the dead node.
     prefix = vm_lab.subnet.rsplit(".", 1)[0]
     changed = tmp_path / "changed.yaml"
-    changed.write_text(open(vm_lab.inventory).read().replace("NCCL_DEBUG: WARN", "NCCL_DEBUG: INFO").replace("connect_timeout: 30", "connect_timeout: 5")
-                       + f"      node9:\n        address: {prefix}.19\n")
+    changed.write_text(
+        open(vm_lab.inventory)
+        .read()
+        .replace("NCCL_DEBUG: WARN", "NCCL_DEBUG: INFO")
+        .replace("connect_timeout: 30", "connect_timeout: 5")
+        + f"      node9:\n        address: {prefix}.19\n"
+    )
     code, moved = rdmaprov_json("check", str(changed), "--limit", "node1,node9", timeout=600)
     hosts = {h["name"]: h for h in moved["hosts"]}
     assert code == 6 and hosts["node9"]["status"] == "unreachable"
@@ -163,7 +217,10 @@ def test_gate_with_a_failing_or_unreachable_peer_fails_clearly_and_leaves_no_ser
     prefix = vm_lab.subnet.rsplit(".", 1)[0]
     # node2's client is pointed at a device it lacks; node9 does not exist on the bridge.
     text = text.replace("connect_timeout: 30", "connect_timeout: 5")
-    text = text.replace(f"        address: {prefix}.12\n", f"        address: {prefix}.12\n        vars:\n          rdma:\n            devices: [rxe9]\n")
+    text = text.replace(
+        f"        address: {prefix}.12\n",
+        f"        address: {prefix}.12\n        vars:\n          rdma:\n            devices: [rxe9]\n",
+    )
     text += f"      node9:\n        address: {prefix}.19\n"
     inventory = tmp_path / "broken.yaml"
     inventory.write_text(text)
@@ -226,7 +283,12 @@ def test_lab_up_without_qemu_says_what_to_install(tmp_path, monkeypatch):
     import os
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "rdmaprov", "lab", "--dir", str(tmp_path / "lab"), "up"], capture_output=True, text=True, env=dict(os.environ, PATH=env_path))
+    proc = subprocess.run(
+        [sys.executable, "-m", "rdmaprov", "lab", "--dir", str(tmp_path / "lab"), "up"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PATH=env_path),
+    )
     assert proc.returncode == 1
     assert "apt-get install qemu-system-x86 qemu-utils" in proc.stderr
 
@@ -257,8 +319,14 @@ def test_exporter_is_scraped_over_the_bridge_and_counters_grow_with_traffic(vm_l
     assert any(f["check"] == "exporter answers" and f["ok"] for v in result["verify"] for f in v["findings"])
     after = {node: _scrape(f"{prefix}.{11 + i}") for i, node in enumerate(("node1", "node2"))}
     # ib_write_bw node2 (client) -> node1 (server): node2 sent, node1 received
-    assert after["node2"][f"rdma_hw_counters_sent_pkts_total{labels}"] > before["node2"][f"rdma_hw_counters_sent_pkts_total{labels}"]
-    assert after["node1"][f"rdma_hw_counters_rcvd_pkts_total{labels}"] > before["node1"][f"rdma_hw_counters_rcvd_pkts_total{labels}"]
+    assert (
+        after["node2"][f"rdma_hw_counters_sent_pkts_total{labels}"]
+        > before["node2"][f"rdma_hw_counters_sent_pkts_total{labels}"]
+    )
+    assert (
+        after["node1"][f"rdma_hw_counters_rcvd_pkts_total{labels}"]
+        > before["node1"][f"rdma_hw_counters_rcvd_pkts_total{labels}"]
+    )
 
 
 def _wait_for(predicate, timeout_s: float, every_s: float = 2.0) -> bool:
@@ -282,10 +350,16 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
     from tests.conftest import REPO
 
     full = vm_lab.full_inventory
-    first = subprocess.Popen([sys.executable, "-m", "rdmaprov", "bootstrap", full, "--limit", "node3", "--skip-gates"],
-                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "rdmaprov", "bootstrap", full, "--limit", "node3", "--skip-gates"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        installing = _wait_for(lambda: vm_lab.ssh("node3", "pgrep -x dpkg || pgrep -x apt-get", timeout=60).returncode == 0, 600)
+        installing = _wait_for(
+            lambda: vm_lab.ssh("node3", "pgrep -x dpkg || pgrep -x apt-get", timeout=60).returncode == 0, 600
+        )
     finally:
         os.kill(first.pid, signal.SIGKILL)  # a killed apply: no cleanup of any kind runs
         first.wait()
@@ -295,12 +369,18 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
     hosts = {h["name"]: h for h in result["hosts"]}
     gates = {(g["gate"], g["subject"]): g for g in result["gates"]}
     assert result["command"] == "bootstrap"
-    assert code == 2, ([(h["name"], h["status"], h["error"]) for h in result["hosts"]], [v for v in result["verify"] if v["status"] != "ok"], gates)
+    assert code == 2, (
+        [(h["name"], h["status"], h["error"]) for h in result["hosts"]],
+        [v for v in result["verify"] if v["status"] != "ok"],
+        gates,
+    )
     assert hosts["node3"]["status"] == "changed"
     # old nodes: only SSH trust ran there, and it changed (they now trust and know node3)
     for old in ("node1", "node2"):
         assert {op["deploy"] for op in hosts[old]["ops"]} == {"ssh_trust"}
-        assert "SSH trust: authorized_keys" in [op["name"].split(" | ")[-1] for op in hosts[old]["ops"] if op["status"] == "changed"]
+        assert "SSH trust: authorized_keys" in [
+            op["name"].split(" | ")[-1] for op in hosts[old]["ops"] if op["status"] == "changed"
+        ]
     assert [v["name"] for v in result["verify"]] == ["node3"] and result["verify"][0]["status"] == "ok"
     assert gates[("ib_write_bw", "node1 -> node3")]["passed"], gates
     assert gates[("all_reduce", "node1,node2,node3")]["passed"], gates
@@ -310,12 +390,18 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
         assert key3 in vm_lab.ssh(old, "cat /root/.ssh/authorized_keys").stdout
         assert "node3" in vm_lab.ssh(old, "cat /etc/ssh/ssh_known_hosts").stdout
     for launcher in ("node1", "node3"):
-        mpirun = vm_lab.ssh(launcher, "mpirun --allow-run-as-root -np 3 -H node1,node2,node3 --mca pml ob1 --mca btl tcp,self "
-                                      "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 hostname < /dev/null", timeout=300)
+        mpirun = vm_lab.ssh(
+            launcher,
+            "mpirun --allow-run-as-root -np 3 -H node1,node2,node3 --mca pml ob1 --mca btl tcp,self "
+            "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 hostname < /dev/null",
+            timeout=300,
+        )
         assert mpirun.returncode == 0 and sorted(mpirun.stdout.split()) == ["node1", "node2", "node3"], mpirun.stderr
 
     code, again = rdmaprov_json("apply", full, "--skip-gates", timeout=900)
-    assert code == 0, [(h["name"], [op["name"] for op in h["ops"] if op["status"] != "unchanged"]) for h in again["hosts"]]
+    assert code == 0, [
+        (h["name"], [op["name"] for op in h["ops"] if op["status"] != "unchanged"]) for h in again["hosts"]
+    ]
     assert sum(h["changed"] for h in again["hosts"]) == 0
 
 
@@ -324,7 +410,12 @@ def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab):
     with node3's link throttled for real (tbf on its eth0), node3 alone is named, in two rounds."""
     full = vm_lab.full_inventory
     code, healthy = rdmaprov_json("diagnose", full, timeout=900)
-    assert (code, healthy["suspects"], healthy["cleared"], healthy["rounds"]) == (0, {}, ["node1", "node2", "node3"], 1), healthy
+    assert (code, healthy["suspects"], healthy["cleared"], healthy["rounds"]) == (
+        0,
+        {},
+        ["node1", "node2", "node3"],
+        1,
+    ), healthy
     throttle = vm_lab.ssh("node3", "tc qdisc replace dev eth0 root tbf rate 200kbit burst 8kbit latency 100ms")
     assert throttle.returncode == 0, throttle.stderr
     try:
@@ -346,13 +437,19 @@ def test_netns_mode_needing_a_reboot_is_reported_and_rebooted_only_when_allowed(
     code, result = rdmaprov_json("apply", str(shared), "--skip-gates", "--limit", "node2", timeout=600)
     assert code == 6, result  # changes made, and verify fails: the mode is still exclusive
     [node2] = result["hosts"]
-    assert node2["reboot_required"] == ["ib_core netns_mode is exclusive, wanted shared: 1 other network namespace(s) exist, so it cannot switch live"]
+    assert node2["reboot_required"] == [
+        "ib_core netns_mode is exclusive, wanted shared: 1 other network namespace(s) exist, so it cannot switch live"
+    ]
     assert vm_lab.ssh("node2", "rdma system show").stdout.split()[1] == "exclusive"  # nothing rebooted
 
-    code, result = rdmaprov_json("apply", str(shared), "--skip-gates", "--limit", "node2", "--allow-reboot", timeout=900)
+    code, result = rdmaprov_json(
+        "apply", str(shared), "--skip-gates", "--limit", "node2", "--allow-reboot", timeout=900
+    )
     assert code in (0, 2), result
     [node2] = result["hosts"]
-    assert node2["reboot_required"] == [] and any(w.startswith("rebooted for: ib_core netns_mode") for w in node2["warnings"])
+    assert node2["reboot_required"] == [] and any(
+        w.startswith("rebooted for: ib_core netns_mode") for w in node2["warnings"]
+    )
     assert vm_lab.ssh("node2", "rdma system show").stdout.split()[1] == "shared"
     assert [v["status"] for v in result["verify"]] == ["ok"]  # rxe0 back after the reboot, mode as declared
 

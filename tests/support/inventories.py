@@ -37,4 +37,6 @@ def node_config(settings: dict) -> NodeConfig:
 def gates_config(gates: dict | None = None) -> GatesConfig:
     """The cluster's gate settings from a partial mapping, defaults from the schema."""
     root = load_schema("inventory")
-    return GatesConfig.from_settings(fill_defaults({"gates": gates or {}}, root["properties"]["cluster"], root)["gates"])
+    return GatesConfig.from_settings(
+        fill_defaults({"gates": gates or {}}, root["properties"]["cluster"], root)["gates"]
+    )

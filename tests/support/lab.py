@@ -28,8 +28,24 @@ class TestLab:
         self.bridge = f"rdt{os.getpid() % 10000}{tag}"
         self.subnet = free_subnet()
 
-    def up(self) -> "TestLab":
-        proc = rdmaprov("lab", "--dir", str(self.dir), "up", "--nodes", str(self.nodes), "--kind", self.kind, "--subnet", self.subnet, "--bridge", self.bridge, "--memory", "768", timeout=1500)
+    def up(self) -> TestLab:
+        proc = rdmaprov(
+            "lab",
+            "--dir",
+            str(self.dir),
+            "up",
+            "--nodes",
+            str(self.nodes),
+            "--kind",
+            self.kind,
+            "--subnet",
+            self.subnet,
+            "--bridge",
+            self.bridge,
+            "--memory",
+            "768",
+            timeout=1500,
+        )
         if proc.returncode != 0:
             self.down()
             raise RuntimeError(f"lab up failed:\n{proc.stdout}\n{proc.stderr}")

@@ -18,8 +18,11 @@ from rdmaprov.facts.system import Os
 from rdmaprov.parsers.system import parse_os_release
 
 # The apt install command exactly as a Debian/Ubuntu node gets it, up to the package names.
-APT_INSTALL = ("for _ in $(seq 60); do DEBIAN_FRONTEND=noninteractive dpkg --configure -a && break; sleep 5; done; "
-               "apt-get -o DPkg::Lock::Timeout=300 update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends ")
+APT_INSTALL = (
+    "for _ in $(seq 60); do DEBIAN_FRONTEND=noninteractive dpkg --configure -a && break; sleep 5; done; "
+    "apt-get -o DPkg::Lock::Timeout=300 update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 "
+    "install -y -q --no-install-recommends "
+)
 
 OS_RELEASE = Path(__file__).resolve().parent.parent / "fixtures" / "os-release"
 
@@ -74,8 +77,13 @@ class FactState:
     run is executing (apply) or planning; its run context holds notes, cluster facts and the builds
     each host declared."""
 
-    def __init__(self, cluster: dict[Any, dict[str, Any]] | None = None, hosts: list[str] | None = None,
-                 builds: dict[str, dict[str, Any]] | None = None, executing: bool = False) -> None:
+    def __init__(
+        self,
+        cluster: dict[Any, dict[str, Any]] | None = None,
+        hosts: list[str] | None = None,
+        builds: dict[str, dict[str, Any]] | None = None,
+        executing: bool = False,
+    ) -> None:
         self.inventory = [Named(n) for n in (hosts or ["node1"])]
         self.is_executing = executing
         run = start_run(self, EngineSettings(fact_batching=False))  # type: ignore[arg-type]
@@ -95,8 +103,14 @@ def render(command) -> str:
     return str(command)
 
 
-def run_notes(op: Callable, facts: dict[Any, Any], cluster_facts: dict | None = None, host: str = "node1", state: FactState | None = None,
-              **kwargs) -> tuple[list[str], RunNotes]:
+def run_notes(
+    op: Callable,
+    facts: dict[Any, Any],
+    cluster_facts: dict | None = None,
+    host: str = "node1",
+    state: FactState | None = None,
+    **kwargs,
+) -> tuple[list[str], RunNotes]:
     """The commands `op(**kwargs)` yields on `host` with these facts, and the notes it left."""
     fake = FactHost(host, facts)
     state = state or FactState(cluster_facts)

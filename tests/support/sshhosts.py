@@ -87,7 +87,7 @@ class SSHHostFarm:
                 return candidate
         raise RuntimeError("no free 10.231.x.0/24 subnet for test hosts")
 
-    def start(self) -> "SSHHostFarm":
+    def start(self) -> SSHHostFarm:
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.client_key))
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         _run("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
@@ -125,7 +125,21 @@ class SSHHostFarm:
     def start_sshd(self, host: SSHHost) -> None:
         log = open(host.workdir / "sshd.log", "ab")
         proc = subprocess.Popen(
-            ["ip", "netns", "exec", host.netns, "unshare", "--mount", "--uts", "--propagation", "private", "sh", str(host.workdir / "start.sh"), str(host.workdir), host.name],
+            [
+                "ip",
+                "netns",
+                "exec",
+                host.netns,
+                "unshare",
+                "--mount",
+                "--uts",
+                "--propagation",
+                "private",
+                "sh",
+                str(host.workdir / "start.sh"),
+                str(host.workdir),
+                host.name,
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -152,7 +166,19 @@ class SSHHostFarm:
     def ssh(self, host: SSHHost, command: str) -> subprocess.CompletedProcess:
         """Run a command on a host as a person would, with the pinned host key."""
         return subprocess.run(
-            ["ssh", "-i", str(self.client_key), "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{host.address}", command],
+            [
+                "ssh",
+                "-i",
+                str(self.client_key),
+                "-o",
+                f"UserKnownHostsFile={self.known_hosts}",
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-o",
+                "BatchMode=yes",
+                f"root@{host.address}",
+                command,
+            ],
             capture_output=True,
             text=True,
             timeout=30,

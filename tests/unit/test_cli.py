@@ -33,10 +33,19 @@ RUN_OUTPUT = [
 CONVERGE = [
     (("--skip-gates",), "verify after applying, but run no bandwidth gates", False, None),
     (("--skip-verify",), "neither verify nor gates after applying", False, None),
-    (("--allow-reboot",), "reboot hosts whose settings need it (netns mode), batch by batch, then verify them",
-     False, None),
-    (("--serial",), "apply N hosts (or P%% of them) at a time, each batch verified before the next; "
-                    "also the reboot batch (default: all at once, reboots one at a time)", None, "N|P%"),
+    (
+        ("--allow-reboot",),
+        "reboot hosts whose settings need it (netns mode), batch by batch, then verify them",
+        False,
+        None,
+    ),
+    (
+        ("--serial",),
+        "apply N hosts (or P%% of them) at a time, each batch verified before the next; "
+        "also the reboot batch (default: all at once, reboots one at a time)",
+        None,
+        "N|P%",
+    ),
     (("--max-fail",), "stop when more than P%% of a batch's hosts fail (the rest are reported not run)", None, "P%"),
 ]
 INVENTORY = ("inventory", None, None, None)
@@ -46,27 +55,44 @@ OPTIONS = {
     "validate": [INVENTORY],
     "apply": [INVENTORY, (("--limit", "-l"), LIMIT, None, "PATTERN"), TAGS, *RUN_OUTPUT, *CONVERGE],
     "check": [
-        INVENTORY, (("--limit", "-l"), LIMIT, None, "PATTERN"), TAGS, *RUN_OUTPUT,
+        INVENTORY,
+        (("--limit", "-l"), LIMIT, None, "PATTERN"),
+        TAGS,
+        *RUN_OUTPUT,
         (("--gates",), "also run the bandwidth gates", False, None),
         (("--skip-verify",), "only plan: do not check the facts (ports, MTU, netns…)", False, None),
-        (("--textfile",), "write drift metrics for node_exporter's textfile collector "
-                          "(e.g. /var/lib/node_exporter/textfile/rdmaprov.prom)", None, "PATH"),
+        (
+            ("--textfile",),
+            "write drift metrics for node_exporter's textfile collector "
+            "(e.g. /var/lib/node_exporter/textfile/rdmaprov.prom)",
+            None,
+            "PATH",
+        ),
     ],
     "bootstrap": [
-        INVENTORY, (("--limit", "-l"), f"{LIMIT}; for bootstrap: the new nodes", None, "PATTERN"),
-        *RUN_OUTPUT, *CONVERGE,
-        (("--ask-pass",), "prompt once for the new nodes' SSH (and sudo) password; "
-                          "installs ssh.key's public half for later runs", False, None),
+        INVENTORY,
+        (("--limit", "-l"), f"{LIMIT}; for bootstrap: the new nodes", None, "PATTERN"),
+        *RUN_OUTPUT,
+        *CONVERGE,
+        (
+            ("--ask-pass",),
+            "prompt once for the new nodes' SSH (and sudo) password; installs ssh.key's public half for later runs",
+            False,
+            None,
+        ),
     ],
     "verify": [
-        INVENTORY, (("--limit", "-l"), None, None, "PATTERN"),
+        INVENTORY,
+        (("--limit", "-l"), None, None, "PATTERN"),
         (("--gates",), "also run the bandwidth gates (ib_write_bw pairs, all_reduce)", False, None),
         (("--json",), None, False, None),
         (("--junit",), "write the results as JUnit XML", None, "PATH"),
         (("--verbose", "-v"), "show passing checks too", False, None),
     ],
     "facts": [
-        INVENTORY, (("--limit", "-l"), None, None, "PATTERN"), (("--json",), None, False, None),
+        INVENTORY,
+        (("--limit", "-l"), None, None, "PATTERN"),
+        (("--json",), None, False, None),
         (("--verbose", "-v"), None, False, None),
     ],
     "exporter": [
@@ -75,8 +101,11 @@ OPTIONS = {
     ],
     "lab": [(("--dir",), "lab state directory (default ~/.cache/rdmaprov/lab)", None, None)],
     "lab up": [
-        (("--nodes",), None, 2, None), (("--kind",), None, "vm", None), (("--subnet",), None, "10.77.0.0/24", None),
-        (("--bridge",), None, "rdmaprov0", None), (("--memory",), "MiB per VM", 1024, None),
+        (("--nodes",), None, 2, None),
+        (("--kind",), None, "vm", None),
+        (("--subnet",), None, "10.77.0.0/24", None),
+        (("--bridge",), None, "rdmaprov0", None),
+        (("--memory",), "MiB per VM", 1024, None),
     ],
     "lab down": [],
     "lab status": [(("--json",), None, False, None)],
@@ -94,8 +123,11 @@ def _command_parser(path: str) -> argparse.ArgumentParser:
 @pytest.mark.parametrize("path", sorted(OPTIONS))
 def test_every_command_keeps_its_options_help_and_defaults(path):
     parser = _command_parser(path)
-    found = [(tuple(a.option_strings) or a.dest, a.help, a.default, a.metavar) for a in parser._actions
-             if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+    found = [
+        (tuple(a.option_strings) or a.dest, a.help, a.default, a.metavar)
+        for a in parser._actions
+        if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
+    ]
     assert found == OPTIONS[path]
     help_text = parser.format_help()
     for flags, *_ in OPTIONS[path]:
@@ -103,37 +135,115 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
             assert flags[0] in help_text
 
 
-@pytest.mark.parametrize(("line", "expected", "handler"), [
-    ("validate a.yaml b.yaml", {"inventory": ["a.yaml", "b.yaml"]}, cli._cmd_validate),
-    ("apply inv.yaml", {"inventory": "inv.yaml", "limit": None, "tags": None, "json": False, "diff": False,
-                        "verbose": False, "junit": None, "skip_gates": False, "skip_verify": False,
-                        "allow_reboot": False, "serial": None, "max_fail": None}, cli._cmd_apply),
-    ("apply inv.yaml -l a,b --limit c -t nccl --tags mtu --json --diff -v --junit j.xml --skip-gates --skip-verify "
-     "--allow-reboot --serial 25% --max-fail 10%",
-     {"inventory": "inv.yaml", "limit": ["a,b", "c"], "tags": ["nccl", "mtu"], "json": True, "diff": True,
-      "verbose": True, "junit": "j.xml", "skip_gates": True, "skip_verify": True, "allow_reboot": True,
-      "serial": "25%", "max_fail": "10%"}, cli._cmd_apply),
-    ("check inv.yaml --gates --skip-verify --textfile t.prom -l x",
-     {"inventory": "inv.yaml", "limit": ["x"], "tags": None, "json": False, "diff": False, "verbose": False,
-      "junit": None, "gates": True, "skip_verify": True, "textfile": "t.prom"}, cli._cmd_check),
-    ("bootstrap inv.yaml -l n1 --ask-pass --serial 1",
-     {"inventory": "inv.yaml", "limit": ["n1"], "json": False, "diff": False, "verbose": False, "junit": None,
-      "skip_gates": False, "skip_verify": False, "allow_reboot": False, "serial": "1", "max_fail": None,
-      "ask_pass": True}, cli._cmd_bootstrap),
-    ("verify inv.yaml --gates --json --junit p -v -l a",
-     {"inventory": "inv.yaml", "limit": ["a"], "gates": True, "json": True, "junit": "p", "verbose": True},
-     cli._cmd_verify),
-    ("facts inv.yaml --json -v", {"inventory": "inv.yaml", "limit": None, "json": True, "verbose": True},
-     cli._cmd_facts),
-    ("exporter --listen 1.2.3.4:5", {"listen": "1.2.3.4:5", "sysfs": "/sys/class/infiniband"}, cli._cmd_exporter),
-    ("lab --dir /x up --nodes 3 --kind container --subnet 10.0.0.0/24 --bridge br --memory 512",
-     {"dir": "/x", "lab_command": "up", "nodes": 3, "kind": "container", "subnet": "10.0.0.0/24", "bridge": "br",
-      "memory": 512}, cli._cmd_lab_up),
-    ("lab down", {"dir": None, "lab_command": "down"}, cli._cmd_lab_down),
-    ("lab status --json", {"dir": None, "lab_command": "status", "json": True}, cli._cmd_lab_status),
-    ("lab ssh node1 uname -a", {"dir": None, "lab_command": "ssh", "node": "node1", "remote": ["uname", "-a"]},
-     cli._cmd_lab_ssh),
-])
+@pytest.mark.parametrize(
+    ("line", "expected", "handler"),
+    [
+        ("validate a.yaml b.yaml", {"inventory": ["a.yaml", "b.yaml"]}, cli._cmd_validate),
+        (
+            "apply inv.yaml",
+            {
+                "inventory": "inv.yaml",
+                "limit": None,
+                "tags": None,
+                "json": False,
+                "diff": False,
+                "verbose": False,
+                "junit": None,
+                "skip_gates": False,
+                "skip_verify": False,
+                "allow_reboot": False,
+                "serial": None,
+                "max_fail": None,
+            },
+            cli._cmd_apply,
+        ),
+        (
+            "apply inv.yaml -l a,b --limit c -t nccl --tags mtu --json --diff -v --junit j.xml --skip-gates "
+            "--skip-verify "
+            "--allow-reboot --serial 25% --max-fail 10%",
+            {
+                "inventory": "inv.yaml",
+                "limit": ["a,b", "c"],
+                "tags": ["nccl", "mtu"],
+                "json": True,
+                "diff": True,
+                "verbose": True,
+                "junit": "j.xml",
+                "skip_gates": True,
+                "skip_verify": True,
+                "allow_reboot": True,
+                "serial": "25%",
+                "max_fail": "10%",
+            },
+            cli._cmd_apply,
+        ),
+        (
+            "check inv.yaml --gates --skip-verify --textfile t.prom -l x",
+            {
+                "inventory": "inv.yaml",
+                "limit": ["x"],
+                "tags": None,
+                "json": False,
+                "diff": False,
+                "verbose": False,
+                "junit": None,
+                "gates": True,
+                "skip_verify": True,
+                "textfile": "t.prom",
+            },
+            cli._cmd_check,
+        ),
+        (
+            "bootstrap inv.yaml -l n1 --ask-pass --serial 1",
+            {
+                "inventory": "inv.yaml",
+                "limit": ["n1"],
+                "json": False,
+                "diff": False,
+                "verbose": False,
+                "junit": None,
+                "skip_gates": False,
+                "skip_verify": False,
+                "allow_reboot": False,
+                "serial": "1",
+                "max_fail": None,
+                "ask_pass": True,
+            },
+            cli._cmd_bootstrap,
+        ),
+        (
+            "verify inv.yaml --gates --json --junit p -v -l a",
+            {"inventory": "inv.yaml", "limit": ["a"], "gates": True, "json": True, "junit": "p", "verbose": True},
+            cli._cmd_verify,
+        ),
+        (
+            "facts inv.yaml --json -v",
+            {"inventory": "inv.yaml", "limit": None, "json": True, "verbose": True},
+            cli._cmd_facts,
+        ),
+        ("exporter --listen 1.2.3.4:5", {"listen": "1.2.3.4:5", "sysfs": "/sys/class/infiniband"}, cli._cmd_exporter),
+        (
+            "lab --dir /x up --nodes 3 --kind container --subnet 10.0.0.0/24 --bridge br --memory 512",
+            {
+                "dir": "/x",
+                "lab_command": "up",
+                "nodes": 3,
+                "kind": "container",
+                "subnet": "10.0.0.0/24",
+                "bridge": "br",
+                "memory": 512,
+            },
+            cli._cmd_lab_up,
+        ),
+        ("lab down", {"dir": None, "lab_command": "down"}, cli._cmd_lab_down),
+        ("lab status --json", {"dir": None, "lab_command": "status", "json": True}, cli._cmd_lab_status),
+        (
+            "lab ssh node1 uname -a",
+            {"dir": None, "lab_command": "ssh", "node": "node1", "remote": ["uname", "-a"]},
+            cli._cmd_lab_ssh,
+        ),
+    ],
+)
 def test_command_lines_parse_as_before(line, expected, handler):
     args = vars(cli.build_parser().parse_args(line.split()))
     assert args.pop("command") == line.split()[0]
@@ -141,17 +251,20 @@ def test_command_lines_parse_as_before(line, expected, handler):
     assert args == expected
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ("", "the following arguments are required: COMMAND"),
-    ("nosuch", "invalid choice: 'nosuch'"),
-    ("apply", "the following arguments are required: inventory"),
-    ("bootstrap inv.yaml -t x", "unrecognized arguments: -t x"),
-    ("check inv.yaml --serial 1", "unrecognized arguments: --serial 1"),
-    ("verify inv.yaml --diff", "unrecognized arguments: --diff"),
-    ("lab", "the following arguments are required: ACTION"),
-    ("lab up --kind x", "argument --kind: invalid choice: 'x'"),
-    ("lab up --nodes x", "argument --nodes: invalid int value: 'x'"),
-])
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("", "the following arguments are required: COMMAND"),
+        ("nosuch", "invalid choice: 'nosuch'"),
+        ("apply", "the following arguments are required: inventory"),
+        ("bootstrap inv.yaml -t x", "unrecognized arguments: -t x"),
+        ("check inv.yaml --serial 1", "unrecognized arguments: --serial 1"),
+        ("verify inv.yaml --diff", "unrecognized arguments: --diff"),
+        ("lab", "the following arguments are required: ACTION"),
+        ("lab up --kind x", "argument --kind: invalid choice: 'x'"),
+        ("lab up --nodes x", "argument --nodes: invalid int value: 'x'"),
+    ],
+)
 def test_usage_errors_exit_64_at_every_level(line, message, capsys):
     with pytest.raises(SystemExit) as info:
         cli.build_parser().parse_args(line.split())
@@ -204,8 +317,11 @@ def test_lab_status_without_a_lab():
 
 def test_lab_up_and_down_summaries(tmp_path):
     node = {"name": "node1", "address": "10.77.0.10", "prefixlen": 24, "kind": "vm", "workdir": str(tmp_path / "node1")}
-    state = {"kind": "vm", "nodes": [node],
-             "timings": {"image_s": 12.4, "mirror_s": 3.6, "boot_to_ssh_s": 40.5, "total_s": 57.2}}
+    state = {
+        "kind": "vm",
+        "nodes": [node],
+        "timings": {"image_s": 12.4, "mirror_s": 3.6, "boot_to_ssh_s": 40.5, "total_s": 57.2},
+    }
     lab = Lab(tmp_path, state)  # its node has no PID: no memory to count
     assert up_summary(lab, state) == [
         "lab up: 1 vm nodes in 57s (image 12s, mirror 4s, boot to SSH 40s), nodes' memory 0 MiB",
@@ -217,8 +333,10 @@ def test_lab_up_and_down_summaries(tmp_path):
 
 def test_facts_report_json_and_exit_code():
     report = parse_node_report((FIXTURES / "lab" / "node_report_rxe.txt").read_text())
-    facts = FactsReport({"n1": report, "n2": RuntimeError("cat: /sys/class/infiniband: Permission denied")},
-                        {"n3": "Could not connect (timed out)"})
+    facts = FactsReport(
+        {"n1": report, "n2": RuntimeError("cat: /sys/class/infiniband: Permission denied")},
+        {"n3": "Could not connect (timed out)"},
+    )
     doc = json.loads(json.dumps(facts.to_json()))
     assert list(doc) == ["n1", "n2", "n3"]
     assert doc["n1"] == json.loads(json.dumps(asdict(report)))

@@ -99,8 +99,11 @@ def _wanted(*scripts: str, cls=Lines) -> dict:
 
 
 def _values(state: State, cls=Lines) -> dict[str, object]:
-    return {dict(key[1])["script"]: value for key, value in context_of(state).facts.values["@local"].items()
-            if key[0] is cls}
+    return {
+        dict(key[1])["script"]: value
+        for key, value in context_of(state).facts.values["@local"].items()
+        if key[0] is cls
+    }
 
 
 def _batch(*scripts: str) -> list[str]:
@@ -130,9 +133,10 @@ def test_parse_batch_treats_markers_of_another_nonce_as_output():
     assert parse_batch(lines, 2, NONCE) == {0: (0, ["@@ffffffffffff 1", "@@ffffffffffff rc 0", f"@@{NONCE}x 1"])}
 
 
-def test_parse_batch_treats_its_marker_inside_a_line_as_output():
-    lines = [f"@@{NONCE} 0", f"echo '@@{NONCE} 1'", f" @@{NONCE} rc 5", f"@@{NONCE} rc 0"]
-    assert parse_batch(lines, 2, NONCE) == {0: (0, [f"echo '@@{NONCE} 1'", f" @@{NONCE} rc 5"])}
+def test_parse_batch_reads_a_status_after_output_without_a_newline():
+    # A fact printing "x" with no newline shares its last line with the status marker.
+    lines = [f"@@{NONCE} 0", f"echo '@@{NONCE} 1'", f"x@@{NONCE} rc 5", f"@@{NONCE} 1", "y", f"@@{NONCE} rc 0"]
+    assert parse_batch(lines, 2, NONCE) == {0: (5, [f"echo '@@{NONCE} 1'", "x"]), 1: (0, ["y"])}
 
 
 def test_parse_batch_leaves_out_a_fact_cut_off_before_its_status():
@@ -146,8 +150,17 @@ def test_parse_batch_leaves_out_a_fact_whose_status_never_came_before_the_next_o
 
 
 def test_parse_batch_ignores_output_outside_facts_and_unknown_indexes():
-    lines = ["motd banner", f"@@{NONCE} rc 0", f"@@{NONCE} 7", "x", f"@@{NONCE} rc 0", f"@@{NONCE} 0", "y",
-             f"@@{NONCE} rc 0", "trailing"]
+    lines = [
+        "motd banner",
+        f"@@{NONCE} rc 0",
+        f"@@{NONCE} 7",
+        "x",
+        f"@@{NONCE} rc 0",
+        f"@@{NONCE} 0",
+        "y",
+        f"@@{NONCE} rc 0",
+        "trailing",
+    ]
     assert parse_batch(lines, 1, NONCE) == {0: (0, ["y"])}
 
 
@@ -243,9 +256,6 @@ def test_read_batch_reads_facts_that_cannot_be_batched_on_their_own():
     assert _trips(state) == 2  # the batch, and the fact pyinfra read itself
 
 
-@pytest.mark.xfail(strict=True, reason="a fact whose output does not end in a newline shares its last line with the "
-                                       "'@@nonce rc' marker, so parse_batch never sees its status: the fact is dropped "
-                                       "from the batch and costs a round trip of its own (pyinfra alone reads ['x'])")
 def test_read_batch_reads_a_fact_whose_output_has_no_final_newline():
     state, host = _local()
     read_batch(state, host, _wanted("printf x", "echo next"), context_of(state).facts)
@@ -274,8 +284,10 @@ def test_prefetch_reads_dependent_facts_one_pass_each_and_then_stops():
     state, host = _local()
     seen: list = []
     prefetch(state, [host], _dependent(seen), seed={})
-    assert _values(state) == {"echo /home/ops": ["/home/ops"],
-                              "echo /home/ops/.ssh/authorized_keys": ["/home/ops/.ssh/authorized_keys"]}
+    assert _values(state) == {
+        "echo /home/ops": ["/home/ops"],
+        "echo /home/ops/.ssh/authorized_keys": ["/home/ops/.ssh/authorized_keys"],
+    }
     assert _trips(state) == 2  # one batch per pass that found something new
     assert seen == [["/home/ops/.ssh/authorized_keys"]]  # the third evaluation had everything
 

@@ -16,8 +16,13 @@ from rdmaprov.schemas import load_schema
 
 
 def _host(*statuses, name="node1", reboot=None, status="unchanged") -> HostResult:
-    host = HostResult(name, "10.0.0.1", status=status, ops=[OpResult(f"op {i}", s) for i, s in enumerate(statuses)],
-                      reboot_required=list(reboot or []))
+    host = HostResult(
+        name,
+        "10.0.0.1",
+        status=status,
+        ops=[OpResult(f"op {i}", s) for i, s in enumerate(statuses)],
+        reboot_required=list(reboot or []),
+    )
     host.settle()
     return host
 
@@ -45,14 +50,17 @@ def test_a_reboot_still_owed_counts_as_one_change_whatever_the_reasons():
     assert HostResult("n", "a", ops=[OpResult("a", "changed")], reboot_required=["x"]).changed == 2
 
 
-@pytest.mark.parametrize(("ops", "status"), [
-    ((), "unchanged"),
-    (("unchanged", "skipped"), "unchanged"),
-    (("unchanged", "changed"), "changed"),
-    (("would_change",), "changed"),
-    (("changed", "failed", "skipped"), "failed"),
-    (("failed",), "failed"),
-])
+@pytest.mark.parametrize(
+    ("ops", "status"),
+    [
+        ((), "unchanged"),
+        (("unchanged", "skipped"), "unchanged"),
+        (("unchanged", "changed"), "changed"),
+        (("would_change",), "changed"),
+        (("changed", "failed", "skipped"), "failed"),
+        (("failed",), "failed"),
+    ],
+)
 def test_settle_derives_the_host_status_from_its_operations(ops, status):
     assert _host(*ops).status == status
 
@@ -75,15 +83,18 @@ def test_settle_twice_changes_nothing():
 # RunResult.exit_code: 0 nothing to do, 2 changes, 4 failures, 6 both
 
 
-@pytest.mark.parametrize(("hosts", "code"), [
-    ([], 0),
-    ([("unchanged",), ("unchanged",)], 0),
-    ([("unchanged",), ("changed",)], 2),
-    ([("would_change",)], 2),
-    ([("unchanged",), ("failed",)], 4),
-    ([("changed",), ("failed",)], 6),
-    ([("changed", "failed")], 6),
-])
+@pytest.mark.parametrize(
+    ("hosts", "code"),
+    [
+        ([], 0),
+        ([("unchanged",), ("unchanged",)], 0),
+        ([("unchanged",), ("changed",)], 2),
+        ([("would_change",)], 2),
+        ([("unchanged",), ("failed",)], 4),
+        ([("changed",), ("failed",)], 6),
+        ([("changed", "failed")], 6),
+    ],
+)
 def test_exit_code_from_host_operations(hosts, code):
     assert _run(*(_host(*ops, name=f"n{i}") for i, ops in enumerate(hosts))).exit_code == code
 
@@ -106,9 +117,11 @@ def test_exit_code_counts_a_failed_or_unreachable_verification_as_a_failure():
 
 
 def test_exit_code_counts_a_failed_gate_but_not_a_warned_or_skipped_one():
-    passed = [GateResult("ib_write_bw", "n1 -> n2", True, "ok"),
-              GateResult("all_reduce", "n1,n2", True, "slow", status="warn"),
-              GateResult("node", "n1", True, "skipped (one GPU)", status="skipped")]
+    passed = [
+        GateResult("ib_write_bw", "n1 -> n2", True, "ok"),
+        GateResult("all_reduce", "n1,n2", True, "slow", status="warn"),
+        GateResult("node", "n1", True, "skipped (one GPU)", status="skipped"),
+    ]
     assert _run(_host(), gates=passed).exit_code == 0
     assert _run(_host(), gates=passed + [GateResult("all_reduce", "n1,n2", False, "below 80%")]).exit_code == 4
 
@@ -121,8 +134,9 @@ def test_an_empty_verify_or_gate_list_is_no_failure():
 
 
 def test_summary_counts_hosts_by_status_with_every_required_key():
-    result = _run(_host("changed", name="a"), _host(name="b"), _host("failed", name="c"),
-                  _host(status="skipped", name="d"))
+    result = _run(
+        _host("changed", name="a"), _host(name="b"), _host("failed", name="c"), _host(status="skipped", name="d")
+    )
     assert result.summary() == {"hosts": 4, "changed": 1, "unchanged": 1, "failed": 1, "unreachable": 0, "skipped": 1}
     assert _run().summary() == {"hosts": 0, "changed": 0, "unchanged": 0, "failed": 0, "unreachable": 0}
 
@@ -132,8 +146,16 @@ def test_to_json_matches_the_schema_and_carries_counters_per_host():
     host.ops[0].commands, host.ops[0].diff, host.ops[0].deploy = ["echo a"], "+a", "mtu"
     doc = _valid(_run(host, _host(name="n2", status="unreachable")).to_json())
     assert doc["hosts"][0]["changed"] == 2 and doc["hosts"][0]["failed"] == 1
-    assert doc["hosts"][0]["ops"][0] == {"name": "op 0", "status": "changed", "commands": ["echo a"], "stdout": [],
-                                         "stderr": [], "diff": "+a", "deploy": "mtu", "drift": None}
+    assert doc["hosts"][0]["ops"][0] == {
+        "name": "op 0",
+        "status": "changed",
+        "commands": ["echo a"],
+        "stdout": [],
+        "stderr": [],
+        "diff": "+a",
+        "deploy": "mtu",
+        "drift": None,
+    }
     assert doc["exit_code"] == 6 and doc["summary"]["unreachable"] == 1
     assert doc["duration_s"] == 1.235 and doc["schema_version"] == 1
 
@@ -144,19 +166,37 @@ def test_to_json_leaves_out_verify_and_gates_that_did_not_run():
 
 
 def test_to_json_with_verify_and_gates_matches_the_schema():
-    finding = Finding("n1", "mlx5_0/1", "port state", False, "ACTIVE", "DOWN", "check the cable", "corrective",
-                      "rdma.port_state", "softroce")
+    finding = Finding(
+        "n1",
+        "mlx5_0/1",
+        "port state",
+        False,
+        "ACTIVE",
+        "DOWN",
+        "check the cable",
+        "corrective",
+        "rdma.port_state",
+        "softroce",
+    )
     verify = [HostVerification("n1", "10.0.0.1", "failed", None, [finding])]
-    gates = [GateResult("ib_write_bw", "n1 -> n2", True, "ok", 23.5, 20.0, "Gb/s", 1, {"size": 65536}, "pass", 25.0),
-             GateResult("all_reduce", "n1,n2", False, "below", 1.0, 2.0, "GB/s", 2)]
+    gates = [
+        GateResult("ib_write_bw", "n1 -> n2", True, "ok", 23.5, 20.0, "Gb/s", 1, {"size": 65536}, "pass", 25.0),
+        GateResult("all_reduce", "n1,n2", False, "below", 1.0, 2.0, "GB/s", 2),
+    ]
     doc = _valid(_run(_host(), verify=verify, gates=gates).to_json())
     assert doc["verify"][0]["findings"][0]["id"] == "rdma.port_state"
     assert [g["status"] for g in doc["gates"]] == ["pass", "fail"] and doc["exit_code"] == 4
 
 
 def test_to_json_of_a_check_with_drift_and_skipped_batches_matches_the_schema():
-    drifted = HostResult("n1", "a", ops=[OpResult("mtu | set", "would_change", drift="corrective", deploy="mtu")],
-                         inputs_changed=["nccl_env"], last_applied="2026-01-01T00:00:00+00:00", round_trips=3)
+    drifted = HostResult(
+        "n1",
+        "a",
+        ops=[OpResult("mtu | set", "would_change", drift="corrective", deploy="mtu")],
+        inputs_changed=["nccl_env"],
+        last_applied="2026-01-01T00:00:00+00:00",
+        round_trips=3,
+    )
     skipped = HostResult("n2", "b", status="skipped", error="not run: 1 of 1 hosts in batch 1 failed", batch=2)
     drifted.settle()
     doc = _valid(_run(drifted, skipped, command="check").to_json())
@@ -169,9 +209,6 @@ def test_to_json_is_plain_json():
     assert json.loads(json.dumps(doc)) == doc
 
 
-@pytest.mark.xfail(strict=True, reason="the node gate (health/gates/node.py, enabled by default) reports gate 'node', "
-                                       "but schemas/result.schema.json's gates[].gate enum allows only ib_write_bw and "
-                                       "all_reduce: apply/verify --json break their own published schema")
 def test_to_json_with_a_node_gate_matches_the_schema():
     gates = [GateResult("node", "n1", True, "skipped (one GPU: nothing to reduce across)", status="skipped")]
     _valid(_run(_host(), gates=gates).to_json())

@@ -134,13 +134,17 @@ def test_describe_empty_upload_shows_zero_bytes_and_the_empty_hash():
 
 
 def test_describe_upload_from_a_path_names_the_local_file():
-    assert describe(FileUploadCommand("/var/cache/rdmaprov/x.tar.gz", "/opt/x.tar.gz")) == \
-        "upload /opt/x.tar.gz from /var/cache/rdmaprov/x.tar.gz"
+    assert (
+        describe(FileUploadCommand("/var/cache/rdmaprov/x.tar.gz", "/opt/x.tar.gz"))
+        == "upload /opt/x.tar.gz from /var/cache/rdmaprov/x.tar.gz"
+    )
 
 
 def test_describe_download_says_it_lands_on_the_control_machine():
-    assert describe(FileDownloadCommand("/opt/build/nccl.tgz", "/cache/nccl.tgz.part")) == \
-        "download /opt/build/nccl.tgz to /cache/nccl.tgz.part (control machine)"
+    assert (
+        describe(FileDownloadCommand("/opt/build/nccl.tgz", "/cache/nccl.tgz.part"))
+        == "download /opt/build/nccl.tgz to /cache/nccl.tgz.part (control machine)"
+    )
 
 
 def test_describe_function_command_by_name_without_underscores_and_its_arguments():
@@ -170,8 +174,6 @@ def test_reason_of_an_exception_without_arguments_is_its_type():
     assert _reason(TimeoutError()) == "TimeoutError"
 
 
-@pytest.mark.xfail(strict=True, reason="_reason returns text.splitlines()[0]: a message starting with a newline "
-                                       "gives an empty reason ('planning failed: ') instead of its first real line")
 def test_reason_skips_leading_blank_lines():
     assert _reason(RuntimeError("\ncannot resolve mirror.example")) == "cannot resolve mirror.example"
 
@@ -200,9 +202,15 @@ def test_run_options_with_an_empty_set_runs_nothing_on_that_host():
 def test_repeated_operation_names_are_numbered_in_planning_order():
     state = _state("node1")
     plan = _plan(state, [alpha, beta, alpha])
-    assert _keys(plan, "node1") == ["alpha | say", "alpha | say #2", "alpha | write",
-                                    "beta | say",
-                                    "alpha | say #3", "alpha | say #4", "alpha | write #2"]
+    assert _keys(plan, "node1") == [
+        "alpha | say",
+        "alpha | say #2",
+        "alpha | write",
+        "beta | say",
+        "alpha | say #3",
+        "alpha | say #4",
+        "alpha | write #2",
+    ]
 
 
 def test_each_operation_key_records_its_deploy():
@@ -215,8 +223,11 @@ def test_each_operation_key_records_its_deploy():
 def test_operation_keys_are_numbered_per_host():
     state = _state("node1", "node2")
     plan = _plan(state, [alpha, alpha])
-    assert _keys(plan, "node1") == _keys(plan, "node2") == [
-        "alpha | say", "alpha | say #2", "alpha | write", "alpha | say #3", "alpha | say #4", "alpha | write #2"]
+    assert (
+        _keys(plan, "node1")
+        == _keys(plan, "node2")
+        == ["alpha | say", "alpha | say #2", "alpha | write", "alpha | say #3", "alpha | say #4", "alpha | write #2"]
+    )
 
 
 def test_a_literal_numbered_name_is_not_given_to_a_second_operation():
@@ -246,6 +257,7 @@ def test_operation_name_joins_the_names_hosts_gave_the_same_position():
     @deploy("epsilon")
     def epsilon(ctx=None):
         from pyinfra import host
+
         emits(name=f"configure {'ib0' if host.name == 'node1' else 'eth2'}", commands=[])
 
     state = _state("node1", "node2")
@@ -413,8 +425,14 @@ def test_apply_failed_operation_gives_the_host_error_its_last_stderr_line():
     state = _state("node1")
     plan = _plan(state, [alpha])
     _complete(state, "node1", 0, True, [StringCommand("echo a")])
-    _complete(state, "node1", 1, False, [StringCommand("apt-get install x")],
-              stderr=["Reading package lists...", "E: Unable to locate package x", "  "])
+    _complete(
+        state,
+        "node1",
+        1,
+        False,
+        [StringCommand("apt-get install x")],
+        stderr=["Reading package lists...", "E: Unable to locate package x", "  "],
+    )
     result = _collect(state, plan, failed=("node1",))["node1"]
     assert [op.status for op in result.ops] == ["changed", "failed", "skipped"]
     assert result.error == "alpha | say failed: E: Unable to locate package x"

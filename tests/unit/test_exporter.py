@@ -22,7 +22,11 @@ def _sysfs(root: Path) -> Path:
     (port / "rate").write_text("25 Gb/sec (1X EDR)\n")
     (port / "link_layer").write_text("Ethernet\n")
     names = (SEED / "hw_counters_ls_irdma0.txt").read_text().split()
-    values = dict(line.split(": ") for line in (SEED / "hw_counters_rdma_values_irdma0.txt").read_text().splitlines() if ": " in line)
+    values = dict(
+        line.split(": ")
+        for line in (SEED / "hw_counters_rdma_values_irdma0.txt").read_text().splitlines()
+        if ": " in line
+    )
     for name in names:
         (port / "hw_counters" / name).write_text(values.get(name, "0") + "\n")
     (port / "counters" / "port_xmit_data").write_text("123456789\n")

@@ -39,19 +39,58 @@ from tests.conftest import REPO
 from tests.support.ops import os_fact
 
 EXAMPLES = {name: (REPO / "inventories" / f"{name}.yaml").read_text() for name in ("prod", "erdma", "lab")}
-FUZZ = settings(max_examples=int(os.environ.get("RDMAPROV_FUZZ_EXAMPLES", "150")), deadline=None,
-                derandomize=os.environ.get("RDMAPROV_FUZZ_RANDOM") != "1",
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=int(os.environ.get("RDMAPROV_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    derandomize=os.environ.get("RDMAPROV_FUZZ_RANDOM") != "1",
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 ODD_TEXT = st.one_of(
     st.text(max_size=12),
-    st.sampled_from(["x'\ny", "$(id)", "`id`", "a\x00b", "a b", "-x", "--help", "1e32", "~", "yes", "22.0", "0x1f",
-                     "gpu1\n", "=mlx5_0", "mlx5_8", "eth0", "rxe0", "unlimited", "2.18.3-1", "12.2", "sm_90", "/opt/x",
-                     "http://m/x", "\u2028", "é", "*", "@gpu", "'", '"', "\\", "%h", "NCCL_IB_HCA"]),
+    st.sampled_from(
+        [
+            "x'\ny",
+            "$(id)",
+            "`id`",
+            "a\x00b",
+            "a b",
+            "-x",
+            "--help",
+            "1e32",
+            "~",
+            "yes",
+            "22.0",
+            "0x1f",
+            "gpu1\n",
+            "=mlx5_0",
+            "mlx5_8",
+            "eth0",
+            "rxe0",
+            "unlimited",
+            "2.18.3-1",
+            "12.2",
+            "sm_90",
+            "/opt/x",
+            "http://m/x",
+            "\u2028",
+            "é",
+            "*",
+            "@gpu",
+            "'",
+            '"',
+            "\\",
+            "%h",
+            "NCCL_IB_HCA",
+        ]
+    ),
 )
 LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), ODD_TEXT)
-VALUE = st.recursive(LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(ODD_TEXT, inner, max_size=3)),
-                     max_leaves=6)
+VALUE = st.recursive(
+    LEAF,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(ODD_TEXT, inner, max_size=3)),
+    max_leaves=6,
+)
 
 
 def _paths(value: Any, path: tuple = ()) -> list[tuple]:
@@ -153,7 +192,12 @@ def test_mutated_inventory_text_is_refused_or_planned(tmp_path, example, data):
             lines.insert(index, lines[index])
         elif edit == "insert":
             column = data.draw(st.integers(0, len(lines[index])), label="column")
-            text = data.draw(st.one_of(ODD_TEXT, st.sampled_from([": ", "- ", "&a ", "*a", "<<: *a", "{", "}", "[", "]", "? ", "!!set ", "#"])))
+            text = data.draw(
+                st.one_of(
+                    ODD_TEXT,
+                    st.sampled_from([": ", "- ", "&a ", "*a", "<<: *a", "{", "}", "[", "]", "? ", "!!set ", "#"]),
+                )
+            )
             lines[index] = lines[index][:column] + text + lines[index][column:]
         elif edit == "indent":
             lines[index] = "  " + lines[index]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rdmaprov.deploys.erdma import AIACC_PACKAGE, ErdmaProvider, aiacc_plugin, erdma_userspace, ERDMA_PACKAGES
+from rdmaprov.deploys.erdma import AIACC_PACKAGE, ERDMA_PACKAGES, ErdmaProvider, aiacc_plugin, erdma_userspace
 from rdmaprov.deploys.gpu_driver import nvidia_driver
 from rdmaprov.deploys.nccl import NCCL_RECIPE, nccl_build, nccl_packages, nccl_tests_build, node_gencode
 from rdmaprov.deploys.repository import yum_section
@@ -14,7 +14,15 @@ from rdmaprov.engine.run_context import context_of
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, InstalledBuild, KeptArchive
 from rdmaprov.facts.gpu import DriverState, Gpus, NvidiaDriver, parse_driver_state
 from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
-from rdmaprov.nvidia import arch_from_compute_cap, arch_problem, cuda_repo, driver_matches, driver_problem, gencode, toolkit_package
+from rdmaprov.nvidia import (
+    arch_from_compute_cap,
+    arch_problem,
+    cuda_repo,
+    driver_matches,
+    driver_problem,
+    gencode,
+    toolkit_package,
+)
 from rdmaprov.operations.builds import artifact_built, artifact_fetched, artifact_installed, declare
 from rdmaprov.operations.packages import packages
 from rdmaprov.parsers.node import Gpu
@@ -24,10 +32,18 @@ from tests.support.ops import APT_INSTALL, FactState, commands, os_fact, run_not
 A100 = Gpu("NVIDIA A100-SXM4-80GB", "8.0", "535.129.03")
 H100 = Gpu("NVIDIA H100 80GB HBM3", "9.0", "535.129.03")
 DISTROS = ["ubuntu-20.04", "ubuntu-22.04", "rhel-8.9", "rocky-9.3", "alinux-3"]
-NCCL = {"version": "2.18.3-1", "source": {"kind": "git"}, "gencode": None, "arch": "sm_80", "cuda": "12.2", "prefix": "/opt/nccl"}
+NCCL = {
+    "version": "2.18.3-1",
+    "source": {"kind": "git"},
+    "gencode": None,
+    "arch": "sm_80",
+    "cuda": "12.2",
+    "prefix": "/opt/nccl",
+}
 
 
 # --- what rdmaprov knows about NVIDIA's stack -------------------------------------------------
+
 
 def test_architecture_and_gencode_from_the_gpus_compute_capability():
     assert arch_from_compute_cap("8.0") == "sm_80" and arch_from_compute_cap("9.0") == "sm_90"
@@ -35,34 +51,55 @@ def test_architecture_and_gencode_from_the_gpus_compute_capability():
     assert gencode("sm_90a") == "-gencode=arch=compute_90a,code=sm_90a"
 
 
-@pytest.mark.parametrize(("arch", "cuda", "why"), [
-    ("sm_80", "12.2", None),
-    ("sm_90", "11.4", "sm_90 needs CUDA 11.8 or newer, not 11.4"),
-    ("sm_70", "13.0", "CUDA 13.0 and newer no longer build for sm_70; use CUDA 12.x"),
-    ("sm_99", "12.2", "unknown GPU architecture sm_99"),
-])
+@pytest.mark.parametrize(
+    ("arch", "cuda", "why"),
+    [
+        ("sm_80", "12.2", None),
+        ("sm_90", "11.4", "sm_90 needs CUDA 11.8 or newer, not 11.4"),
+        ("sm_70", "13.0", "CUDA 13.0 and newer no longer build for sm_70; use CUDA 12.x"),
+        ("sm_99", "12.2", "unknown GPU architecture sm_99"),
+    ],
+)
 def test_architecture_against_cuda(arch, cuda, why):
     found = arch_problem(arch, cuda)
     assert (found is None) if why is None else found.startswith(why)
 
 
-@pytest.mark.parametrize(("driver", "cuda", "ok"), [
-    ("535.129.03", "12.2", True), ("535", "12.2", True), ("525", "12.4", True),
-    ("470.82.01", "12.2", False), ("525.60.12", "12.0", False), ("450.80.02", "11.8", True), ("560", "13.0", False),
-])
+@pytest.mark.parametrize(
+    ("driver", "cuda", "ok"),
+    [
+        ("535.129.03", "12.2", True),
+        ("535", "12.2", True),
+        ("525", "12.4", True),
+        ("470.82.01", "12.2", False),
+        ("525.60.12", "12.0", False),
+        ("450.80.02", "11.8", True),
+        ("560", "13.0", False),
+    ],
+)
 def test_driver_against_cuda_minor_version_compatibility(driver, cuda, ok):
     assert (driver_problem(driver, cuda) is None) == ok
 
 
 def test_declared_driver_matches_branch_or_exact_version():
     assert driver_matches("535", "535.129.03") and driver_matches("535.129.03", "535.129.03")
-    assert not driver_matches("535.129.03", "535.104.05") and not driver_matches("550", "535.129.03") and not driver_matches("535", "")
+    assert (
+        not driver_matches("535.129.03", "535.104.05")
+        and not driver_matches("550", "535.129.03")
+        and not driver_matches("535", "")
+    )
 
 
-@pytest.mark.parametrize(("distro", "repo", "key"), [
-    ("ubuntu-20.04", "ubuntu2004", "3bf863cc.pub"), ("ubuntu-22.04", "ubuntu2204", "3bf863cc.pub"),
-    ("rhel-8.9", "rhel8", "D42D0685.pub"), ("rocky-9.3", "rhel9", "D42D0685.pub"), ("alinux-3", "rhel8", "D42D0685.pub"),
-])
+@pytest.mark.parametrize(
+    ("distro", "repo", "key"),
+    [
+        ("ubuntu-20.04", "ubuntu2004", "3bf863cc.pub"),
+        ("ubuntu-22.04", "ubuntu2204", "3bf863cc.pub"),
+        ("rhel-8.9", "rhel8", "D42D0685.pub"),
+        ("rocky-9.3", "rhel9", "D42D0685.pub"),
+        ("alinux-3", "rhel8", "D42D0685.pub"),
+    ],
+)
 def test_cuda_repository_per_distro(distro, repo, key):
     found = cuda_repo(os_fact(distro))
     assert found.url == f"https://developer.download.nvidia.com/compute/cuda/repos/{repo}/x86_64"
@@ -71,24 +108,37 @@ def test_cuda_repository_per_distro(distro, repo, key):
 
 
 def test_yum_repository_entry():
-    assert yum_section("rdmaprov-cuda", "CUDA repository", "https://x/rhel9/x86_64", "https://x/rhel9/x86_64/D42D0685.pub") == (
-        "[rdmaprov-cuda]\nname=CUDA repository\nbaseurl=https://x/rhel9/x86_64\nenabled=1\ngpgcheck=1\ngpgkey=https://x/rhel9/x86_64/D42D0685.pub\n")
+    assert yum_section(
+        "rdmaprov-cuda", "CUDA repository", "https://x/rhel9/x86_64", "https://x/rhel9/x86_64/D42D0685.pub"
+    ) == (
+        "[rdmaprov-cuda]\nname=CUDA repository\nbaseurl=https://x/rhel9/x86_64\nenabled=1\ngpgcheck=1\ngpgkey=https://x/rhel9/x86_64/D42D0685.pub\n"
+    )
 
 
 # --- driver and toolkit ----------------------------------------------------------------------
 
-@pytest.mark.parametrize(("distro", "driver", "expected"), [
-    ("ubuntu-20.04", "535.129.03", APT_INSTALL + "cuda-drivers-535=535.129.03-1"),
-    ("ubuntu-22.04", "535", APT_INSTALL + "cuda-drivers-535"),
-    ("rhel-8.9", "535.129.03", "dnf -y module enable nvidia-driver:535-dkms && dnf -y install cuda-drivers-535.129.03"),
-    ("rocky-9.3", "550", "dnf -y module install nvidia-driver:550-dkms"),
-    ("alinux-3", "535", "dnf -y module install nvidia-driver:535-dkms"),
-])
+
+@pytest.mark.parametrize(
+    ("distro", "driver", "expected"),
+    [
+        ("ubuntu-20.04", "535.129.03", APT_INSTALL + "cuda-drivers-535=535.129.03-1"),
+        ("ubuntu-22.04", "535", APT_INSTALL + "cuda-drivers-535"),
+        (
+            "rhel-8.9",
+            "535.129.03",
+            "dnf -y module enable nvidia-driver:535-dkms && dnf -y install cuda-drivers-535.129.03",
+        ),
+        ("rocky-9.3", "550", "dnf -y module install nvidia-driver:550-dkms"),
+        ("alinux-3", "535", "dnf -y module install nvidia-driver:535-dkms"),
+    ],
+)
 def test_driver_install_per_distro_owes_a_reboot(distro, driver, expected):
     facts = {Os: os_fact(distro), NvidiaDriver: DriverState(installed="525.147.05", loaded="525.147.05")}
     out, notes = run_notes(nvidia_driver, facts, version=driver)
     assert out == [expected]
-    assert notes.reboots["node1"] == [f"NVIDIA driver 525.147.05 → {driver}: the new kernel module loads at the next boot"]
+    assert notes.reboots["node1"] == [
+        f"NVIDIA driver 525.147.05 → {driver}: the new kernel module loads at the next boot"
+    ]
 
 
 def test_driver_converged_changes_nothing_but_a_stale_module_still_owes_a_reboot():
@@ -97,7 +147,9 @@ def test_driver_converged_changes_nothing_but_a_stale_module_still_owes_a_reboot
     assert out == [] and notes.reboots == {}
     stale = {Os: os_fact("ubuntu-22.04"), NvidiaDriver: DriverState("535.129.03", "525.147.05")}
     out, notes = run_notes(nvidia_driver, stale, version="535")
-    assert out == [] and notes.reboots["node1"] == ["NVIDIA driver 535.129.03 is installed but 525.147.05 is loaded: reboot to load it"]
+    assert out == [] and notes.reboots["node1"] == [
+        "NVIDIA driver 535.129.03 is installed but 525.147.05 is loaded: reboot to load it"
+    ]
 
 
 def test_nodes_without_gpus_get_no_driver_command():
@@ -119,16 +171,24 @@ def test_cuda_toolkit_package(distro):
 
 # --- NCCL from NVIDIA's packages --------------------------------------------------------------
 
-@pytest.mark.parametrize(("distro", "expected"), [
-    ("ubuntu-22.04", APT_INSTALL + "libnccl2=2.18.3-1+cuda12.2 libnccl-dev=2.18.3-1+cuda12.2"),
-    ("rocky-9.3", "dnf install -y libnccl-2.18.3-1+cuda12.2 libnccl-devel-2.18.3-1+cuda12.2"),
-])
+
+@pytest.mark.parametrize(
+    ("distro", "expected"),
+    [
+        ("ubuntu-22.04", APT_INSTALL + "libnccl2=2.18.3-1+cuda12.2 libnccl-dev=2.18.3-1+cuda12.2"),
+        ("rocky-9.3", "dnf install -y libnccl-2.18.3-1+cuda12.2 libnccl-devel-2.18.3-1+cuda12.2"),
+    ],
+)
 def test_nccl_packages_pinned_to_the_declared_version(distro, expected):
     names, pins = nccl_packages({**NCCL, "source": {"kind": "packages"}})
     os_info = os_fact(distro)
     assert commands(packages, {Os: os_info, InstalledPackages: set()}, by_family=names, versions=pins) == [expected]
     installed = set(names[os_info.family])
-    at_version = {Os: os_info, InstalledPackages: installed, PackageVersions: {n: "2.18.3-1+cuda12.2" for n in installed}}
+    at_version = {
+        Os: os_info,
+        InstalledPackages: installed,
+        PackageVersions: {n: "2.18.3-1+cuda12.2" for n in installed},
+    }
     assert commands(packages, at_version, by_family=names, versions=pins) == []
     older = {Os: os_info, InstalledPackages: installed, PackageVersions: {n: "2.16.5-1+cuda12.2" for n in installed}}
     assert commands(packages, older, by_family=names, versions=pins) == [expected]
@@ -141,26 +201,51 @@ def test_package_versions_parser_on_dpkg_and_rpm_lines():
 
 # --- NCCL and nccl-tests from source ----------------------------------------------------------
 
+
 @pytest.mark.parametrize("distro", DISTROS)
 def test_nccl_make_line_per_distro(distro):
     spec = nccl_build(NCCL, os_fact(distro), [A100] * 8)
-    assert spec.script.splitlines()[0] == 'make -j"$JOBS" src.build CUDA_HOME=/usr/local/cuda-12.2 NVCC_GENCODE="-gencode=arch=compute_80,code=sm_80"'
+    assert (
+        spec.script.splitlines()[0]
+        == 'make -j"$JOBS" src.build CUDA_HOME=/usr/local/cuda-12.2 NVCC_GENCODE="-gencode=arch=compute_80,code=sm_80"'
+    )
     assert spec.source.url == "https://github.com/NVIDIA/nccl.git" and spec.source.ref == "v2.18.3-1"
     assert spec.prefix == "/opt/nccl" and spec.dirname.startswith("2.18.3-1-") and spec.after_install == "ldconfig"
 
 
-@pytest.mark.parametrize(("distro", "mpi_home", "prepare"), [
-    ("ubuntu-20.04", "/usr/lib/x86_64-linux-gnu/openmpi", ""),
-    ("ubuntu-22.04", "/usr/lib/x86_64-linux-gnu/openmpi", ""),
-    ("rhel-8.9", "$PWD/.mpi", "mkdir -p .mpi && ln -sfn /usr/include/openmpi-x86_64 .mpi/include && ln -sfn /usr/lib64/openmpi/lib .mpi/lib"),
-    ("rocky-9.3", "$PWD/.mpi", "mkdir -p .mpi && ln -sfn /usr/include/openmpi-x86_64 .mpi/include && ln -sfn /usr/lib64/openmpi/lib .mpi/lib"),
-    ("alinux-3", "$PWD/.mpi", "mkdir -p .mpi && ln -sfn /usr/include/openmpi-x86_64 .mpi/include && ln -sfn /usr/lib64/openmpi/lib .mpi/lib"),
-])
+@pytest.mark.parametrize(
+    ("distro", "mpi_home", "prepare"),
+    [
+        ("ubuntu-20.04", "/usr/lib/x86_64-linux-gnu/openmpi", ""),
+        ("ubuntu-22.04", "/usr/lib/x86_64-linux-gnu/openmpi", ""),
+        (
+            "rhel-8.9",
+            "$PWD/.mpi",
+            "mkdir -p .mpi && ln -sfn /usr/include/openmpi-x86_64 .mpi/include && ln -sfn /usr/lib64/openmpi/lib "
+            ".mpi/lib",
+        ),
+        (
+            "rocky-9.3",
+            "$PWD/.mpi",
+            "mkdir -p .mpi && ln -sfn /usr/include/openmpi-x86_64 .mpi/include && ln -sfn /usr/lib64/openmpi/lib "
+            ".mpi/lib",
+        ),
+        (
+            "alinux-3",
+            "$PWD/.mpi",
+            "mkdir -p .mpi && ln -sfn /usr/include/openmpi-x86_64 .mpi/include && ln -sfn /usr/lib64/openmpi/lib "
+            ".mpi/lib",
+        ),
+    ],
+)
 def test_nccl_tests_make_line_is_mpi_against_the_built_nccl(distro, mpi_home, prepare):
     settings = {"nccl": {**NCCL, "arch": None}, "tests": {"prefix": "/opt/nccl-tests"}, "mpi_prefix": None}
     spec = nccl_tests_build(settings, os_fact(distro), [H100] * 8)
     lines = spec.script.splitlines()
-    make = f'make -j"$JOBS" MPI=1 MPI_HOME={mpi_home} NCCL_HOME=/opt/nccl/current CUDA_HOME=/usr/local/cuda-12.2 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90"'
+    make = (
+        f'make -j"$JOBS" MPI=1 MPI_HOME={mpi_home} NCCL_HOME=/opt/nccl/current CUDA_HOME=/usr/local/cuda-12.2 '
+        'NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90"'
+    )
     assert lines == ([prepare] if prepare else []) + [make, 'mkdir -p "$STAGE/bin" && cp build/*_perf "$STAGE/bin/"']
     assert spec.source.url == "https://github.com/NVIDIA/nccl-tests.git" and spec.version == "2.13.12"
 
@@ -168,27 +253,39 @@ def test_nccl_tests_make_line_is_mpi_against_the_built_nccl(distro, mpi_home, pr
 def test_build_identity_changes_with_what_changes_the_output():
     base = nccl_build(NCCL, os_fact("ubuntu-22.04"), [])
     assert nccl_build(dict(NCCL), os_fact("ubuntu-22.04"), [A100]).key == base.key  # gpu.arch decides, not facts
-    others = [nccl_build({**NCCL, "version": "2.19.3-1"}, os_fact("ubuntu-22.04"), []),
-              nccl_build({**NCCL, "arch": "sm_90"}, os_fact("ubuntu-22.04"), []),
-              nccl_build({**NCCL, "cuda": "12.4"}, os_fact("ubuntu-22.04"), []),
-              nccl_build(NCCL, os_fact("ubuntu-20.04"), [])]
+    others = [
+        nccl_build({**NCCL, "version": "2.19.3-1"}, os_fact("ubuntu-22.04"), []),
+        nccl_build({**NCCL, "arch": "sm_90"}, os_fact("ubuntu-22.04"), []),
+        nccl_build({**NCCL, "cuda": "12.4"}, os_fact("ubuntu-22.04"), []),
+        nccl_build(NCCL, os_fact("ubuntu-20.04"), []),
+    ]
     assert len({spec.key for spec in others} | {base.key}) == 5
     tests = {"prefix": "/opt/nccl-tests"}
-    assert (nccl_tests_build({"nccl": NCCL, "tests": tests, "mpi_prefix": None}, os_fact("ubuntu-22.04"), []).key
-            != nccl_tests_build({"nccl": {**NCCL, "version": "2.19.3-1"}, "tests": tests, "mpi_prefix": None}, os_fact("ubuntu-22.04"), []).key)
+    assert (
+        nccl_tests_build({"nccl": NCCL, "tests": tests, "mpi_prefix": None}, os_fact("ubuntu-22.04"), []).key
+        != nccl_tests_build(
+            {"nccl": {**NCCL, "version": "2.19.3-1"}, "tests": tests, "mpi_prefix": None}, os_fact("ubuntu-22.04"), []
+        ).key
+    )
 
 
 def test_gencode_from_inventory_wins_then_arch_then_facts():
-    assert node_gencode({"gencode": "-gencode=arch=compute_86,code=sm_86", "arch": "sm_80"}, [H100]) == "-gencode=arch=compute_86,code=sm_86"
+    assert (
+        node_gencode({"gencode": "-gencode=arch=compute_86,code=sm_86", "arch": "sm_80"}, [H100])
+        == "-gencode=arch=compute_86,code=sm_86"
+    )
     assert node_gencode({"arch": "sm_80", "cuda": "12.2"}, [H100]) == gencode("sm_80")
     assert node_gencode({"cuda": "12.2"}, [H100, H100]) == gencode("sm_90")
 
 
-@pytest.mark.parametrize(("settings", "gpus", "message"), [
-    ({"cuda": "12.2"}, [], "cannot tell the GPUs' architecture: nvidia-smi reports no GPU"),
-    ({"cuda": "12.2"}, [Gpu("NVIDIA Future GPU", "13.5", "600.1")], "unknown GPU architecture sm_135"),
-    ({"cuda": "11.4"}, [H100], "sm_90 needs CUDA 11.8 or newer, not 11.4 (GPUs: NVIDIA H100 80GB HBM3)"),
-])
+@pytest.mark.parametrize(
+    ("settings", "gpus", "message"),
+    [
+        ({"cuda": "12.2"}, [], "cannot tell the GPUs' architecture: nvidia-smi reports no GPU"),
+        ({"cuda": "12.2"}, [Gpu("NVIDIA Future GPU", "13.5", "600.1")], "unknown GPU architecture sm_135"),
+        ({"cuda": "11.4"}, [H100], "sm_90 needs CUDA 11.8 or newer, not 11.4 (GPUs: NVIDIA H100 80GB HBM3)"),
+    ],
+)
 def test_unknown_or_unbuildable_architecture_is_a_clear_error(settings, gpus, message):
     with pytest.raises(ValueError, match=r"set gpu\.arch") as error:
         node_gencode(settings, gpus)
@@ -196,7 +293,11 @@ def test_unknown_or_unbuildable_architecture_is_a_clear_error(settings, gpus, me
 
 
 def _cluster(installed: dict[str, InstalledBuild], distro: str = "ubuntu-22.04") -> dict:
-    return {Os: {h: os_fact(distro) for h in installed}, Gpus: {h: [A100] for h in installed}, BuildInstalled: installed}
+    return {
+        Os: {h: os_fact(distro) for h in installed},
+        Gpus: {h: [A100] for h in installed},
+        BuildInstalled: installed,
+    }
 
 
 def _state(installed: dict[str, InstalledBuild], executing: bool = False) -> FactState:
@@ -206,9 +307,13 @@ def _state(installed: dict[str, InstalledBuild], executing: bool = False) -> Fac
     return state
 
 
-def _build(op, host: str, installed: dict[str, InstalledBuild], facts: dict | None = None, executing: bool = False) -> list[str]:
+def _build(
+    op, host: str, installed: dict[str, InstalledBuild], facts: dict | None = None, executing: bool = False
+) -> list[str]:
     own = {Os: os_fact("ubuntu-22.04"), Gpus: [A100], BuildInstalled: installed[host], **(facts or {})}
-    out, _ = run_notes(op, own, host=host, state=_state(installed, executing), recipe="nccl", slot="NCCL", settings=NCCL)
+    out, _ = run_notes(
+        op, own, host=host, state=_state(installed, executing), recipe="nccl", slot="NCCL", settings=NCCL
+    )
     return out
 
 
@@ -222,15 +327,23 @@ def test_nccl_is_built_on_the_first_node_only_and_shipped_to_the_others(artifact
     assert script[10] == spec.script.splitlines()[0] and spec.archive in script[-2] and "sha256sum" in script[-2]
     assert _build(artifact_built, "gpu2", bare) == [] and _build(artifact_built, "gpu3", bare) == []
     fetched = _build(artifact_fetched, "gpu1", bare)
-    assert fetched == [f"download {spec.remote_archive} to {artifact_store}/{spec.archive}.part",
-                       f"download {spec.remote_archive}.sha256 to {artifact_store}/{spec.archive}.sha256.part",
-                       f"call _commit('{spec.archive}',)"]
+    assert fetched == [
+        f"download {spec.remote_archive} to {artifact_store}/{spec.archive}.part",
+        f"download {spec.remote_archive}.sha256 to {artifact_store}/{spec.archive}.sha256.part",
+        f"call _commit('{spec.archive}',)",
+    ]
     shipped = _build(artifact_installed, "gpu2", bare)
-    assert shipped[1:3] == [f"upload {spec.remote_archive} from {artifact_store}/{spec.archive}",
-                            f"upload {spec.remote_archive}.sha256 from {artifact_store}/{spec.archive}.sha256"]
+    assert shipped[1:3] == [
+        f"upload {spec.remote_archive} from {artifact_store}/{spec.archive}",
+        f"upload {spec.remote_archive}.sha256 from {artifact_store}/{spec.archive}.sha256",
+    ]
     install = shipped[3].splitlines()
     assert install[2].startswith(f"sha256sum -c --quiet {spec.archive}.sha256 || ")
-    assert install[-3].endswith("/opt/nccl/current") and install[-2] == f"rm -f {spec.archive} {spec.archive}.sha256" and install[-1] == "ldconfig"
+    assert (
+        install[-3].endswith("/opt/nccl/current")
+        and install[-2] == f"rm -f {spec.archive} {spec.archive}.sha256"
+        and install[-1] == "ldconfig"
+    )
     # the builder installs its own archive and keeps it (no upload)
     assert not any(c.startswith("upload") for c in _build(artifact_installed, "gpu1", bare))
 
@@ -252,8 +365,20 @@ def test_a_node_joining_later_gets_the_kept_build_without_a_rebuild():
 def test_unreachable_source_fails_before_building_and_names_host_and_fix():
     bare = {h: InstalledBuild() for h in ("gpu1", "gpu2")}
     with pytest.raises(ValueError) as error:
-        _build(artifact_built, "gpu1", bare, {CommandWorks: (False, "fatal: unable to access 'https://github.com/NVIDIA/nccl.git/': Could not resolve host: github.com")})
-    assert str(error.value).startswith("gpu1 cannot fetch https://github.com/NVIDIA/nccl.git v2.18.3-1 (fatal: unable to access")
+        _build(
+            artifact_built,
+            "gpu1",
+            bare,
+            {
+                CommandWorks: (
+                    False,
+                    "fatal: unable to access 'https://github.com/NVIDIA/nccl.git/': Could not resolve host: github.com",
+                )
+            },
+        )
+    assert str(error.value).startswith(
+        "gpu1 cannot fetch https://github.com/NVIDIA/nccl.git v2.18.3-1 (fatal: unable to access"
+    )
     assert "fix nccl.source" in str(error.value) and "local tarball (kind file)" in str(error.value)
 
 
@@ -261,50 +386,93 @@ def test_install_without_a_build_fails_this_host_saying_which_builder_failed():
     bare = {h: InstalledBuild() for h in ("gpu1", "gpu2")}
     # while applying, an operation's error becomes a failing command carrying the reason (not a crash of the run)
     assert _build(artifact_installed, "gpu2", bare, executing=True) == [
-        "echo 'rdmaprov: nccl 2.18.3-1 is not available to install: its build on gpu1 failed or did not run (see gpu1'\"'\"'s result)' >&2; exit 1"]
+        "echo 'rdmaprov: nccl 2.18.3-1 is not available to install: its build on gpu1 failed or did not run (see "
+        "gpu1'\"'\"'s result)' >&2; exit 1"
+    ]
 
 
 # --- eRDMA and the AIACC plugin ---------------------------------------------------------------
 
-@pytest.mark.parametrize(("distro", "expected"), [
-    ("ubuntu-20.04", APT_INSTALL + " ".join(ERDMA_PACKAGES["debian"])),
-    ("ubuntu-22.04", APT_INSTALL + " ".join(ERDMA_PACKAGES["debian"])),
-    ("alinux-3", f"dnf install -y {' '.join(ERDMA_PACKAGES['rhel'])} && dnf -y upgrade {' '.join(ERDMA_PACKAGES['rhel'])}"),
-    ("rocky-9.3", f"dnf install -y {' '.join(ERDMA_PACKAGES['rhel'])} && dnf -y upgrade {' '.join(ERDMA_PACKAGES['rhel'])}"),
-])
+
+@pytest.mark.parametrize(
+    ("distro", "expected"),
+    [
+        ("ubuntu-20.04", APT_INSTALL + " ".join(ERDMA_PACKAGES["debian"])),
+        ("ubuntu-22.04", APT_INSTALL + " ".join(ERDMA_PACKAGES["debian"])),
+        (
+            "alinux-3",
+            f"dnf install -y {' '.join(ERDMA_PACKAGES['rhel'])} && dnf -y upgrade {' '.join(ERDMA_PACKAGES['rhel'])}",
+        ),
+        (
+            "rocky-9.3",
+            f"dnf install -y {' '.join(ERDMA_PACKAGES['rhel'])} && dnf -y upgrade {' '.join(ERDMA_PACKAGES['rhel'])}",
+        ),
+    ],
+)
 def test_erdma_userspace_comes_from_the_erdma_repository(distro, expected):
     os_info = os_fact(distro)
     installed = set(ERDMA_PACKAGES[os_info.family])
     # distro rdma-core without the erdma provider is upgraded
-    assert commands(erdma_userspace, {Os: os_info, InstalledPackages: installed, ErdmaProvider: False}, by_family=ERDMA_PACKAGES) == [expected]
-    assert commands(erdma_userspace, {Os: os_info, InstalledPackages: installed, ErdmaProvider: True}, by_family=ERDMA_PACKAGES) == []
+    assert commands(
+        erdma_userspace, {Os: os_info, InstalledPackages: installed, ErdmaProvider: False}, by_family=ERDMA_PACKAGES
+    ) == [expected]
+    assert (
+        commands(
+            erdma_userspace, {Os: os_info, InstalledPackages: installed, ErdmaProvider: True}, by_family=ERDMA_PACKAGES
+        )
+        == []
+    )
     assert commands(erdma_userspace, {Os: os_fact("arch")}, by_family={}) == []
 
 
-@pytest.mark.parametrize(("distro", "url", "install"), [
-    ("ubuntu-20.04", "https://ali-perseus-release.oss-cn-huhehaote.aliyuncs.com/ACSpeed/nccl-plugin/deb/aiacc-nccl-plugin-1.0.2.deb",
-     "dpkg -i /var/cache/rdmaprov/aiacc-nccl-plugin.deb && rm -f /var/cache/rdmaprov/aiacc-nccl-plugin.deb"),
-    ("alinux-3", "https://ali-perseus-release.oss-cn-huhehaote.aliyuncs.com/ACSpeed/nccl-plugin/rpm/aiacc-nccl-plugin-1.0.2.rpm",
-     "rpm -Uvh --replacepkgs /var/cache/rdmaprov/aiacc-nccl-plugin.rpm && rm -f /var/cache/rdmaprov/aiacc-nccl-plugin.rpm"),
-])
+@pytest.mark.parametrize(
+    ("distro", "url", "install"),
+    [
+        (
+            "ubuntu-20.04",
+            "https://ali-perseus-release.oss-cn-huhehaote.aliyuncs.com/ACSpeed/nccl-plugin/deb/aiacc-nccl-plugin-1.0.2.deb",
+            "dpkg -i /var/cache/rdmaprov/aiacc-nccl-plugin.deb && rm -f /var/cache/rdmaprov/aiacc-nccl-plugin.deb",
+        ),
+        (
+            "alinux-3",
+            "https://ali-perseus-release.oss-cn-huhehaote.aliyuncs.com/ACSpeed/nccl-plugin/rpm/aiacc-nccl-plugin-1.0.2.rpm",
+            "rpm -Uvh --replacepkgs /var/cache/rdmaprov/aiacc-nccl-plugin.rpm && rm -f "
+            "/var/cache/rdmaprov/aiacc-nccl-plugin.rpm",
+        ),
+    ],
+)
 def test_aiacc_plugin_download_and_install(distro, url, install):
     facts = {Os: os_fact(distro), PackageVersions: {}}
     out = commands(aiacc_plugin, facts, source=url, version="1.0.2")
     assert out[0] == "mkdir -p /var/cache/rdmaprov"
-    assert out[1].startswith(f"curl -fsSL --retry 3 -o /var/cache/rdmaprov/{AIACC_PACKAGE}.") and "cannot download" in out[1]
+    assert (
+        out[1].startswith(f"curl -fsSL --retry 3 -o /var/cache/rdmaprov/{AIACC_PACKAGE}.")
+        and "cannot download" in out[1]
+    )
     assert out[2] == install
-    assert commands(aiacc_plugin, {Os: os_fact(distro), PackageVersions: {AIACC_PACKAGE: "1.0.2-1"}}, source=url, version="1.0.2") == []
+    assert (
+        commands(
+            aiacc_plugin,
+            {Os: os_fact(distro), PackageVersions: {AIACC_PACKAGE: "1.0.2-1"}},
+            source=url,
+            version="1.0.2",
+        )
+        == []
+    )
 
 
 def test_aiacc_plugin_from_a_local_file_is_uploaded(tmp_path):
     package = tmp_path / "aiacc-nccl-plugin-1.0.2.deb"
-    out = commands(aiacc_plugin, {Os: os_fact("ubuntu-22.04"), PackageVersions: {}}, source=str(package), version="1.0.2")
+    out = commands(
+        aiacc_plugin, {Os: os_fact("ubuntu-22.04"), PackageVersions: {}}, source=str(package), version="1.0.2"
+    )
     assert out[1] == f"upload /var/cache/rdmaprov/{AIACC_PACKAGE}.deb from {package}"
 
 
 def test_declared_builds_are_registered_per_slot():
     state = FactState(hosts=["a", "b"])
     from pyinfra.context import ctx_host, ctx_state
+
     from tests.support.ops import FactHost
 
     with ctx_state.use(state):
@@ -332,13 +500,24 @@ hosts:
 """
 
 
-@pytest.mark.parametrize(("values", "expected"), [
-    ({"nccl": "2.18.3-1"}, ":9:14: defaults.nccl.version: NCCL 2.18.3-1 is outside what the AIACC NCCL plugin 1.0.2 supports (2.8–2.16) (hosts node1, node2) "
-                           "(fix: use NCCL 2.8.x to 2.16.x on eRDMA nodes (e.g. 2.16.5-1), or remove erdma.aiacc_plugin)"),
-    ({"arch": "sm_99"}, ":5:77: defaults.gpu.arch: unknown GPU architecture sm_99"),
-    ({"driver": "470.82.01"}, ":5:57: defaults.gpu.driver_version: driver 470.82.01 cannot run CUDA 12.2: CUDA 12.x needs driver 525.60.13 or newer (hosts node1, node2) "
-                              "(fix: raise gpu.driver_version or lower gpu.cuda_version)"),
-])
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (
+            {"nccl": "2.18.3-1"},
+            ":9:14: defaults.nccl.version: NCCL 2.18.3-1 is outside what the AIACC NCCL plugin 1.0.2 supports "
+            "(2.8–2.16) (hosts node1, node2) "
+            "(fix: use NCCL 2.8.x to 2.16.x on eRDMA nodes (e.g. 2.16.5-1), or remove erdma.aiacc_plugin)",
+        ),
+        ({"arch": "sm_99"}, ":5:77: defaults.gpu.arch: unknown GPU architecture sm_99"),
+        (
+            {"driver": "470.82.01"},
+            ":5:57: defaults.gpu.driver_version: driver 470.82.01 cannot run CUDA 12.2: CUDA 12.x needs driver "
+            "525.60.13 or newer (hosts node1, node2) "
+            "(fix: raise gpu.driver_version or lower gpu.cuda_version)",
+        ),
+    ],
+)
 def test_inventory_that_does_not_fit_together_is_refused_naming_place_hosts_and_fix(tmp_path, values, expected):
     from rdmaprov.errors import UserError
     from rdmaprov.inventory import load_inventory
@@ -356,18 +535,39 @@ def test_vendor_repository_files_for_cuda_and_erdma():
 
     cuda = cuda_repo(os_fact("ubuntu-22.04"))
     files = repository_files("rdmaprov-cuda", "CUDA repository", "debian", f"{cuda.url}/ /", None, cuda.key_url, "KEY")
-    assert files == {"/etc/apt/keyrings/rdmaprov-cuda.asc": "KEY",
-                     "/etc/apt/sources.list.d/rdmaprov-cuda.list": "deb [signed-by=/etc/apt/keyrings/rdmaprov-cuda.asc] https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/ /\n",
-                     "/etc/yum.repos.d/rdmaprov-cuda.repo": None}
+    assert files == {
+        "/etc/apt/keyrings/rdmaprov-cuda.asc": "KEY",
+        "/etc/apt/sources.list.d/rdmaprov-cuda.list": "deb [signed-by=/etc/apt/keyrings/rdmaprov-cuda.asc] "
+        "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/ /\n",
+        "/etc/yum.repos.d/rdmaprov-cuda.repo": None,
+    }
     rhel = cuda_repo(os_fact("rocky-9.3"))
     files = repository_files("rdmaprov-cuda", "CUDA repository", "rhel", None, rhel.url, rhel.key_url, None)
     assert files["/etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaprov-cuda"] is None  # dnf fetches a key URL itself
-    assert "gpgkey=https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub" in files["/etc/yum.repos.d/rdmaprov-cuda.repo"]
-    mirror = repository_files("rdmaprov-cuda", "CUDA repository", "rhel", None, "http://mirror/cuda/rhel9/x86_64", "keys/cuda.pub", "KEY")
-    assert mirror["/etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaprov-cuda"] == "KEY" and "gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaprov-cuda" in mirror["/etc/yum.repos.d/rdmaprov-cuda.repo"]
-    focal = repository_files("rdmaprov-erdma", "eRDMA repository", "debian", "https://mirrors.aliyun.com/erdma/apt/ubuntu focal/erdma main", None,
-                             "https://mirrors.aliyun.com/erdma/GPGKEY", "KEY", apt_arch="amd64")
+    assert (
+        "gpgkey=https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub"
+        in files["/etc/yum.repos.d/rdmaprov-cuda.repo"]
+    )
+    mirror = repository_files(
+        "rdmaprov-cuda", "CUDA repository", "rhel", None, "http://mirror/cuda/rhel9/x86_64", "keys/cuda.pub", "KEY"
+    )
+    assert (
+        mirror["/etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaprov-cuda"] == "KEY"
+        and "gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-rdmaprov-cuda" in mirror["/etc/yum.repos.d/rdmaprov-cuda.repo"]
+    )
+    focal = repository_files(
+        "rdmaprov-erdma",
+        "eRDMA repository",
+        "debian",
+        "https://mirrors.aliyun.com/erdma/apt/ubuntu focal/erdma main",
+        None,
+        "https://mirrors.aliyun.com/erdma/GPGKEY",
+        "KEY",
+        apt_arch="amd64",
+    )
     assert focal["/etc/apt/sources.list.d/rdmaprov-erdma.list"] == (
-        "deb [arch=amd64 signed-by=/etc/apt/keyrings/rdmaprov-erdma.asc] https://mirrors.aliyun.com/erdma/apt/ubuntu focal/erdma main\n")
+        "deb [arch=amd64 signed-by=/etc/apt/keyrings/rdmaprov-erdma.asc] https://mirrors.aliyun.com/erdma/apt/ubuntu "
+        "focal/erdma main\n"
+    )
     nothing = repository_files("rdmaprov-erdma", "eRDMA repository", "debian", None, None, None, None)
     assert set(nothing.values()) == {None}

@@ -6,25 +6,30 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.health.gates.all_reduce import all_reduce_bounds, judge_run, nic_bandwidth, parse_probe_output, transport_verdict
+from rdmaprov.health.checks import roce_active_mtu, verify_node
 from rdmaprov.health.diagnose import localize, neighbour_pairs
-from rdmaprov.health.gates.result import GateResult
-from rdmaprov.health.gates.node import default_threshold, judge_node, node_command
+from rdmaprov.health.gates.all_reduce import (
+    all_reduce_bounds,
+    judge_run,
+    nic_bandwidth,
+    parse_probe_output,
+    transport_verdict,
+)
 from rdmaprov.health.gates.bandwidth import Bounds, Reference, allreduce_busbw_gbs, judge, parse_size
-from rdmaprov.health.gates.ib_write_bw import perftest_command, ring_pairs, all_pairs, rounds
+from rdmaprov.health.gates.ib_write_bw import all_pairs, perftest_command, ring_pairs, rounds
+from rdmaprov.health.gates.node import default_threshold, judge_node, node_command
+from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.verify import HostVerification
 from rdmaprov.inventory.model import HostSpec, SSHSettings
 from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
-from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link
+from rdmaprov.parsers.nccl_debug import parse_nccl_transport
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import Gpu, parse_node_report, split_sections
 from rdmaprov.parsers.perftest import parse_bw_output
-from rdmaprov.parsers.rdma import parse_rdma_system
+from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
 from rdmaprov.report.junit import junit_xml
-from rdmaprov.health.checks import roce_active_mtu, verify_node
-from rdmaprov.parsers.nccl_debug import parse_nccl_transport
-from tests.support.inventories import gates_config, node_config
-from rdmaprov.health.verify import HostVerification
 from tests.conftest import FIXTURES
+from tests.support.inventories import gates_config, node_config
 
 SEED = FIXTURES / "seed"
 SOFTROCE = FIXTURES / "softroce-lab"
@@ -37,7 +42,10 @@ def test_ibv_devinfo_irdma_roce_25g():
     [port] = device.ports
     assert (port.number, port.state, port.phys_state, port.link_layer) == (1, "PORT_ACTIVE", "LINK_UP", "Ethernet")
     assert (port.max_mtu, port.active_mtu, port.active_width, port.active_speed) == (4096, 1024, "4X", "25.0 Gbps")
-    assert [(g.index, g.gid, g.type) for g in port.gids] == [(0, "fe80::b696:91ff:feec:a458", "RoCE v2"), (1, "::ffff:10.100.100.1", "RoCE v2")]
+    assert [(g.index, g.gid, g.type) for g in port.gids] == [
+        (0, "fe80::b696:91ff:feec:a458", "RoCE v2"),
+        (1, "::ffff:10.100.100.1", "RoCE v2"),
+    ]
 
 
 def test_ibv_devinfo_rxe_short_and_verbose():
@@ -51,20 +59,31 @@ def test_ibv_devinfo_rxe_short_and_verbose():
 
 def test_ib_write_bw_outputs():
     roce = parse_bw_output((SEED / "ib_write_bw_client_roce_25g.txt").read_text())
-    assert (roce.bytes, roce.iterations, roce.average_gbps, roce.device, roce.gid_index) == (65536, 1324156, 23.14, "irdma0", 1)
+    assert (roce.bytes, roce.iterations, roce.average_gbps, roce.device, roce.gid_index) == (
+        65536,
+        1324156,
+        23.14,
+        "irdma0",
+        1,
+    )
     rxe = parse_bw_output((SOFTROCE / "ib_write_bw_client_rxe_tcg.txt").read_text())
     assert (rxe.average_gbps, rxe.peak_gbps, rxe.device) == (0.048008, 0.097585, "rxe0")
     # the servers print the same result row
     assert parse_bw_output((SEED / "ib_write_bw_server_roce_25g.txt").read_text()).average_gbps == 23.14
     assert parse_bw_output((SOFTROCE / "ib_write_bw_server_rxe_tcg.txt").read_text()).iterations == 5000
     with pytest.raises(ValueError, match="--report_gbits"):
-        parse_bw_output(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n 65536 5000 12.0 11.0 0.1\n")
+        parse_bw_output(
+            " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n 65536 5000 12.0 11.0 "
+            "0.1\n"
+        )
     # 23.14 Gb/s on a 25G port is 92.6%: passes the default 90%.
     port = Reference(25.0, "irdma0 at 25 Gb/s", "the port rate")
     verdict = judge(roce.average_gbps, "Gb/s", Bounds(0.9, 0.95, 1.05), port)
     assert verdict.status == "warn" and verdict.threshold == pytest.approx(22.5)  # passes, below 95%
-    assert verdict.reason == ("23.14 Gb/s (92.6% of the port rate) >= 22.5 Gb/s = 0.90 × the port rate (irdma0 at 25 Gb/s); "
-                              "below the warning level 0.95 × 25 Gb/s")
+    assert verdict.reason == (
+        "23.14 Gb/s (92.6% of the port rate) >= 22.5 Gb/s = 0.90 × the port rate (irdma0 at 25 Gb/s); "
+        "below the warning level 0.95 × 25 Gb/s"
+    )
     assert judge(24.0, "Gb/s", Bounds(0.9, 0.95, 1.05), port).status == "pass"
     too_fast = judge(27.0, "Gb/s", Bounds(0.9, 0.95, 1.05), port)
     assert too_fast.status == "fail" and "measurement error" in too_fast.reason
@@ -73,7 +92,15 @@ def test_ib_write_bw_outputs():
 def test_nccl_tests_two_node_run_with_ucx_noise_busbw_by_hand():
     run = parse_nccl_tests((SEED / "nccl_tests_all_reduce_perf_2node_10GB.txt").read_text())
     [row] = run.rows
-    assert (row.size, row.count, row.dtype, row.redop, row.time_us, row.busbw, row.wrong) == (10737418240, 2684354560, "float", "sum", 3825027.0, 2.81, 0)
+    assert (row.size, row.count, row.dtype, row.redop, row.time_us, row.busbw, row.wrong) == (
+        10737418240,
+        2684354560,
+        "float",
+        "sum",
+        3825027.0,
+        2.81,
+        0,
+    )
     assert (row.in_place_busbw, row.in_place_wrong, run.out_of_bounds, run.avg_busbw) == (2.81, 0, 0, 2.80687)
     # By hand: 10737418240 B / 3.825027 s = 2.8071 GB/s algbw; 2 ranks: busbw = algbw × 2(2−1)/2 = 2.8071.
     assert allreduce_busbw_gbs(row.size, row.time_us, 2) == pytest.approx(2.8071, abs=1e-4)
@@ -81,9 +108,13 @@ def test_nccl_tests_two_node_run_with_ucx_noise_busbw_by_hand():
     node = node_config({"rdma": {"devices": ["irdma0"], "rate_gbps": 25}})
     verdict = judge_run(run, all_reduce_bounds(gates_config().all_reduce), nic_bandwidth(node, None))
     assert (verdict.passed, verdict.measured, verdict.threshold) == (False, 2.81, pytest.approx(2.8125))
-    assert verdict.reason == ("busbw at 10737418240 B: 2.81 GB/s (89.9% of the per-node NIC bandwidth) < 2.812 GB/s "
-                              "= 0.90 × the per-node NIC bandwidth (1 HCA × 25 Gb/s ÷ 8 = 3.125 GB/s)")
-    assert judge_run(run, all_reduce_bounds(gates_config({"all_reduce": {"fraction": 0.85}}).all_reduce), nic_bandwidth(node, None)).passed
+    assert verdict.reason == (
+        "busbw at 10737418240 B: 2.81 GB/s (89.9% of the per-node NIC bandwidth) < 2.812 GB/s "
+        "= 0.90 × the per-node NIC bandwidth (1 HCA × 25 Gb/s ÷ 8 = 3.125 GB/s)"
+    )
+    assert judge_run(
+        run, all_reduce_bounds(gates_config({"all_reduce": {"fraction": 0.85}}).all_reduce), nic_bandwidth(node, None)
+    ).passed
 
 
 def test_nccl_tests_flattened_erdma_sweep():
@@ -91,7 +122,13 @@ def test_nccl_tests_flattened_erdma_sweep():
     assert len(run.rows) == 30
     assert [r.size for r in run.rows[:4]] == [0, 0, 4, 8]
     largest = max(run.rows, key=lambda r: r.size)
-    assert (largest.size, largest.time_us, largest.algbw, largest.busbw, largest.wrong) == (536870912, 54083.0, 9.93, 18.61, None)
+    assert (largest.size, largest.time_us, largest.algbw, largest.busbw, largest.wrong) == (
+        536870912,
+        54083.0,
+        9.93,
+        18.61,
+        None,
+    )
     # By hand: 536870912 B / 54083 µs = 9.9268 GB/s; 16 ranks: × 2·15/16 = 18.6127 GB/s.
     assert allreduce_busbw_gbs(largest.size, largest.time_us, 16) == pytest.approx(18.6127, abs=1e-4)
 
@@ -102,11 +139,19 @@ def test_cpu_probe_output_from_the_lab():
     last = run.rows[-1]
     assert last.wrong == 0
     assert last.busbw == pytest.approx(4194304 / 82855.979e-6 / 1e9)  # 2 ranks: busbw = algbw
-    verdict = judge_run(run, all_reduce_bounds(gates_config({"all_reduce": {"min_busbw_gbs": 0.0001}}).all_reduce), None)
+    verdict = judge_run(
+        run, all_reduce_bounds(gates_config({"all_reduce": {"min_busbw_gbs": 0.0001}}).all_reduce), None
+    )
     passed, reason = verdict.passed, verdict.reason
     assert passed and "busbw at 4194304 B" in reason
-    wrong = parse_probe_output('{"probe": "allreduce", "size": 4, "count": 1, "type": "float", "redop": "sum", "ranks": 2, "time_us": 5.0, "wrong": 1}', 4)
-    assert (lambda v: (v.passed, v.reason))(judge_run(wrong, all_reduce_bounds(gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce), None)) == (False, "wrong results: 1 wrong elements, 0 out-of-bounds values")
+    wrong = parse_probe_output(
+        '{"probe": "allreduce", "size": 4, "count": 1, "type": "float", "redop": "sum", "ranks": 2, "time_us": 5.0, '
+        '"wrong": 1}',
+        4,
+    )
+    assert (lambda v: (v.passed, v.reason))(
+        judge_run(wrong, all_reduce_bounds(gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce), None)
+    ) == (False, "wrong results: 1 wrong elements, 0 out-of-bounds values")
 
 
 def test_rdma_system_fixtures():
@@ -115,7 +160,12 @@ def test_rdma_system_fixtures():
 
 
 def _lab_host(**node) -> HostSpec:
-    base = {"fabric": "softroce", "netns_mode": "exclusive", "rdma": {"netdevs": ["eth0"], "devices": ["rxe0"], "port": 1, "storage_hcas": []}, "limits": {"memlock": "unlimited"}}
+    base = {
+        "fabric": "softroce",
+        "netns_mode": "exclusive",
+        "rdma": {"netdevs": ["eth0"], "devices": ["rxe0"], "port": 1, "storage_hcas": []},
+        "limits": {"memlock": "unlimited"},
+    }
     base.update(node)
     return HostSpec("node1", "10.77.0.11", SSHSettings(), ("nodes",), node_config(base))
 
@@ -124,14 +174,24 @@ def test_verify_passes_on_the_converged_lab_report():
     report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
     findings = verify_node(_lab_host(), report)
     assert [f for f in findings if not f.ok] == []
-    assert {f.check for f in findings} >= {"port state", "physical state", "link layer", "GID index 1", "active MTU", "netns mode", "login limit"}
+    assert {f.check for f in findings} >= {
+        "port state",
+        "physical state",
+        "link layer",
+        "GID index 1",
+        "active MTU",
+        "netns mode",
+        "login limit",
+    }
 
 
 def test_verify_failures_name_port_expected_found_and_hint():
     text = (LAB / "node_report_rxe.txt").read_text()
     down = text.replace("state 4: ACTIVE", "state 1: DOWN").replace("phys_state 5: LinkUp", "phys_state 3: Disabled")
     down = down.replace("netns exclusive", "netns shared").replace("NCCL_IB_HCA=rxe", "NCCL_IB_HCA=mlx5")
-    host = _lab_host(rdma={"netdevs": ["eth0"], "devices": ["rxe0", "rxe1"], "rate_gbps": 10, "port": 1, "storage_hcas": []})
+    host = _lab_host(
+        rdma={"netdevs": ["eth0"], "devices": ["rxe0", "rxe1"], "rate_gbps": 10, "port": 1, "storage_hcas": []}
+    )
     failures = {(f.subject, f.check): f for f in verify_node(host, parse_node_report(down)) if not f.ok}
     assert failures[("rxe0/1", "port state")].found == "DOWN"
     assert failures[("rxe0/1", "physical state")].expected == "LinkUp"
@@ -140,7 +200,9 @@ def test_verify_failures_name_port_expected_found_and_hint():
     assert failures[("ib_core", "netns mode")].found == "shared"
     assert failures[("/etc/nccl.conf", "NCCL_IB_HCA matches devices")].found == "none (devices: rxe0)"
     gone = "\n".join(line for line in text.splitlines() if not line.startswith("port rxe0"))
-    assert ("rxe0", "device present") in {(f.subject, f.check) for f in verify_node(_lab_host(), parse_node_report(gone)) if not f.ok}
+    assert ("rxe0", "device present") in {
+        (f.subject, f.check) for f in verify_node(_lab_host(), parse_node_report(gone)) if not f.ok
+    }
 
 
 def test_verify_storage_hca_and_erdma_mtu_rule():
@@ -151,7 +213,12 @@ def test_verify_storage_hca_and_erdma_mtu_rule():
     erdma = _lab_host(fabric="erdma", erdma={"jumbo_frames": True})
     mtu = [f for f in verify_node(erdma, report) if f.check == "MTU"][0]
     assert (mtu.ok, mtu.expected, mtu.found) == (False, "8500", "1500")
-    assert (roce_active_mtu(1500), roce_active_mtu(9000), roce_active_mtu(8500), roce_active_mtu(1400)) == (1024, 4096, 4096, 1024)
+    assert (roce_active_mtu(1500), roce_active_mtu(9000), roce_active_mtu(8500), roce_active_mtu(1400)) == (
+        1024,
+        4096,
+        4096,
+        1024,
+    )
 
 
 def test_pairs_and_rounds():
@@ -166,7 +233,10 @@ def test_pairs_and_rounds():
 
 def test_perftest_command_lines():
     settings = gates_config({"ib_write_bw": {"duration_s": 3}}).ib_write_bw
-    assert perftest_command("rxe0", 1, 1, settings) == "ib_write_bw -d rxe0 -i 1 -x 1 -p 18515 -s 65536 -D 3 --report_gbits -F"
+    assert (
+        perftest_command("rxe0", 1, 1, settings)
+        == "ib_write_bw -d rxe0 -i 1 -x 1 -p 18515 -s 65536 -D 3 --report_gbits -F"
+    )
     assert perftest_command("mlx5_0", 1, 3, settings, "10.0.0.1").endswith("--report_gbits -F 10.0.0.1")
 
 
@@ -181,7 +251,7 @@ def test_junit_has_a_case_per_check_and_gate():
     report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
     verification = HostVerification("node1", "10.77.0.11", findings=verify_node(_lab_host(), report))
     xml = junit_xml("lab", [verification], [])
-    assert xml.count("<testcase") == len(verification.findings) and "failures=\"0\"" in xml
+    assert xml.count("<testcase") == len(verification.findings) and 'failures="0"' in xml
 
 
 def test_verify_gpu_nodes_count_driver_and_nccl():
@@ -192,7 +262,10 @@ def test_verify_gpu_nodes_count_driver_and_nccl():
     report.gpus = [Gpu("NVIDIA A100-SXM4-80GB", "8.0", "525.147.05")] * 7
     failed = {f.check: f for f in verify_node(host, report) if not f.ok and f.subject in ("gpus", "nccl")}
     assert (failed["count"].expected, failed["count"].found) == ("8", "7")
-    assert (failed["driver version"].expected, failed["driver version"].found) == ("535", "525.147.05") and "--allow-reboot" in failed["driver version"].hint
+    assert (failed["driver version"].expected, failed["driver version"].found) == (
+        "535",
+        "525.147.05",
+    ) and "--allow-reboot" in failed["driver version"].hint
     assert failed["library present"].found == "none found"
     report.gpus = [Gpu("NVIDIA A100-SXM4-80GB", "8.0", "535.129.03")] * 8
     report.nccl_libraries = ["/opt/nccl/current/lib/libnccl.so.2"]
@@ -215,7 +288,7 @@ def test_a_sweep_that_did_not_finish_never_passes():
     text = H100_TABLE.read_text()
     whole = parse_nccl_tests(text)
     assert whole.complete and len(whole.rows) == 11 and whole.failures == ()
-    cut = parse_nccl_tests(text[:text.index("  16777216")])  # the output ends after 4 rows
+    cut = parse_nccl_tests(text[: text.index("  16777216")])  # the output ends after 4 rows
     assert len(cut.rows) == 4 and not cut.complete
     verdict = judge_run(cut, all_reduce_bounds(gates_config({"all_reduce": {"min_busbw_gbs": 0}}).all_reduce), None)
     assert not verdict.passed and verdict.reason.startswith("the output ends after 4 rows (largest 8388608 B)")
@@ -249,18 +322,23 @@ def test_a_fast_enough_run_over_tcp_sockets_or_a_storage_hca_fails():
     ok = judge(20.0, "GB/s", Bounds(0.9, 0.92, 1.05, minimum=10.0), None)
     assert ok.passed
     assert (lambda v: (v.status, v.reason))(transport_verdict(socket, set(), ok)) == (
-        "fail", f"NCCL used TCP sockets, not RDMA, on vm (NET/IB: no device found): {ok.reason}")
+        "fail",
+        f"NCCL used TCP sockets, not RDMA, on vm (NET/IB: no device found): {ok.reason}",
+    )
     rdma = parse_nccl_transport((SEED / "nccl_tests_all_reduce_perf_2node_10GB.txt").read_text())
     assert transport_verdict(rdma, set(), ok) == ok
-    assert transport_verdict(rdma, {"irdma0"}, ok).reason == f"NCCL opened storage HCA(s) irdma0 on gpu-pod0: {ok.reason}"
+    assert (
+        transport_verdict(rdma, {"irdma0"}, ok).reason == f"NCCL opened storage HCA(s) irdma0 on gpu-pod0: {ok.reason}"
+    )
 
 
 def test_output_cut_off_mid_line_reads_as_far_as_it_goes():
     text = (SEED / "ibv_devinfo-v_irdma0.txt").read_text()
-    [device] = parse_ibv_devinfo(text[:text.index("port:") + len("port:")])  # ends before the number
+    [device] = parse_ibv_devinfo(text[: text.index("port:") + len("port:")])  # ends before the number
     assert device.hca == "irdma0" and device.ports == []
     assert parse_rdma_link("link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0\nlink rxe1/") == [
-        RdmaLink("rxe0", 1, "ACTIVE", "LINK_UP", "eth0")]
+        RdmaLink("rxe0", 1, "ACTIVE", "LINK_UP", "eth0")
+    ]
 
 
 def test_perftest_reports_the_largest_size_and_refuses_a_failed_run():
@@ -280,7 +358,8 @@ def test_node_gate_thresholds_and_verdicts_on_a_real_run():
     assert default_threshold([h100] * 4) is None
     settings = gates_config().node
     assert judge_node("", True, [h100] * 4, settings).reason == (
-        "no threshold for 4 × NVIDIA H100 80GB HBM3: set gates.node.min_busbw_gbs")
+        "no threshold for 4 × NVIDIA H100 80GB HBM3: set gates.node.min_busbw_gbs"
+    )
     text = H100_TABLE.read_text()  # one GPU: busbw 0, held here to an explicit minimum of 0
     explicit = gates_config({"node": {"min_busbw_gbs": 0}}).node
     verdict = judge_node(text, True, [h100] * 8, explicit)
@@ -289,15 +368,22 @@ def test_node_gate_thresholds_and_verdicts_on_a_real_run():
     slow = judge_node(text, True, [h100] * 8, settings)
     assert not slow.passed and "the default for 8 H100 SXM GPUs 460 GB/s" in slow.reason
     assert node_command("/opt/nccl-tests/current/bin/all_reduce_perf", {"NCCL_IB_HCA": "=mlx5_0"}, 8, settings) == (
-        "env NCCL_IB_HCA==mlx5_0 /opt/nccl-tests/current/bin/all_reduce_perf -b 1M -e 1G -f 2 -g 8 -c 1 -o sum")
+        "env NCCL_IB_HCA==mlx5_0 /opt/nccl-tests/current/bin/all_reduce_perf -b 1M -e 1G -f 2 -g 8 -c 1 -o sum"
+    )
 
 
 def _pair_test(slow: set[str], log: list[list[tuple[str, str]]]):
     """Pair results as the fabric would give them with the `slow` nodes' links throttled."""
+
     def test(pairs):
         log.append(pairs)
-        return [GateResult("ib_write_bw", f"{a} -> {b}", not {a, b} & slow, "2.1 Gb/s < 22.5 Gb/s" if {a, b} & slow else "ok")
-                for a, b in pairs]
+        return [
+            GateResult(
+                "ib_write_bw", f"{a} -> {b}", not {a, b} & slow, "2.1 Gb/s < 22.5 Gb/s" if {a, b} & slow else "ok"
+            )
+            for a, b in pairs
+        ]
+
     return test
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rdmaprov.errors import UserError
-from rdmaprov.inventory.config import RdmaConfig
 from rdmaprov.inventory import load_inventory
+from rdmaprov.inventory.config import RdmaConfig
 from rdmaprov.inventory.limit import select_hosts
 from tests.conftest import REPO, rdmaprov
 from tests.support.inventories import problems as _problems
@@ -26,7 +26,9 @@ def test_cli_validate_all_examples_exits_zero():
 
 
 def test_every_schema_error_reported_at_once_with_location_and_fix(tmp_path):
-    path = _write(tmp_path, """cluster:
+    path = _write(
+        tmp_path,
+        """cluster:
   name: c
   ssh: {user: root, prot: 22}
 defaults:
@@ -37,12 +39,15 @@ groups:
       gpu3:
         ssh:
           port: twenty-two
-""")
+""",
+    )
     problems = _problems(path)
     assert problems == [
         f"{path}:3:21: cluster.ssh.prot: unknown key 'prot' (fix: did you mean 'port'?)",
-        f"{path}:5:11: defaults.fabric: string 'infiniban' is not allowed (fix: did you mean 'infiniband'? use one of: infiniband, roce, erdma, softroce)",
-        f"{path}:11:17: groups.gpu.hosts.gpu3.ssh.port: expected an integer, found string 'twenty-two' (fix: write an integer — SSH port.)",
+        f"{path}:5:11: defaults.fabric: string 'infiniban' is not allowed (fix: did you mean 'infiniband'? use one of: "
+        "infiniband, roce, erdma, softroce)",
+        f"{path}:11:17: groups.gpu.hosts.gpu3.ssh.port: expected an integer, found string 'twenty-two' (fix: write an "
+        "integer — SSH port.)",
     ]
 
 
@@ -50,7 +55,10 @@ def test_out_of_range_and_missing_required(tmp_path):
     path = _write(tmp_path, "cluster:\n  ssh: {port: 70000}\nhosts: {a: {}}\n")
     problems = _problems(path)
     assert any(p.startswith(f"{path}:2:3: cluster: missing required key 'name'") for p in problems)
-    assert any(f"{path}:2:15: cluster.ssh.port: number 70000 is out of range: must be at least 1 and at most 65535" in p for p in problems)
+    assert any(
+        f"{path}:2:15: cluster.ssh.port: number 70000 is out of range: must be at least 1 and at most 65535" in p
+        for p in problems
+    )
 
 
 def test_unknown_key_without_close_match_lists_allowed_keys(tmp_path):
@@ -67,7 +75,9 @@ def test_broken_yaml_is_one_line_with_position(tmp_path):
 
 
 def test_missing_file_and_directory(tmp_path):
-    assert _problems(tmp_path / "nope.yaml") == [f"{tmp_path / 'nope.yaml'}: file not found (fix: check the path; inventories usually live in inventories/)"]
+    assert _problems(tmp_path / "nope.yaml") == [
+        f"{tmp_path / 'nope.yaml'}: file not found (fix: check the path; inventories usually live in inventories/)"
+    ]
     assert "is a directory" in _problems(tmp_path)[0]
 
 
@@ -78,7 +88,9 @@ def test_duplicated_yaml_key(tmp_path):
 
 
 def test_host_defined_twice_across_groups(tmp_path):
-    path = _write(tmp_path, """cluster: {name: c}
+    path = _write(
+        tmp_path,
+        """cluster: {name: c}
 groups:
   a:
     hosts:
@@ -86,14 +98,19 @@ groups:
   b:
     hosts:
       n1: {address: 10.0.0.1}
-""")
+""",
+    )
     (problem,) = _problems(path)
-    assert problem.startswith(f"{path}:8:7: groups.b.hosts.n1: host 'n1' is defined twice (first at line 5, groups.a.hosts.n1)")
+    assert problem.startswith(
+        f"{path}:8:7: groups.b.hosts.n1: host 'n1' is defined twice (first at line 5, groups.a.hosts.n1)"
+    )
     assert "list it in other groups with no body, as `n1:`" in problem
 
 
 def test_host_in_two_groups_with_conflicting_vars(tmp_path):
-    path = _write(tmp_path, """cluster: {name: c}
+    path = _write(
+        tmp_path,
+        """cluster: {name: c}
 groups:
   a:
     vars: {netns_mode: exclusive}
@@ -103,14 +120,20 @@ groups:
     vars: {netns_mode: shared}
     hosts:
       n1:
-""")
+""",
+    )
     (problem,) = _problems(path)
-    assert "groups.b.vars.netns_mode: host 'n1' is in groups 'a' and 'b', which set netns_mode differently ('exclusive' vs 'shared')" in problem
+    assert (
+        "groups.b.vars.netns_mode: host 'n1' is in groups 'a' and 'b', which set netns_mode differently ('exclusive' "
+        "vs 'shared')" in problem
+    )
     assert problem.startswith(f"{path}:8:24:")
 
 
 def test_host_vars_resolve_group_conflict_and_precedence(tmp_path):
-    path = _write(tmp_path, """cluster: {name: c}
+    path = _write(
+        tmp_path,
+        """cluster: {name: c}
 defaults:
   fabric: roce
   netns_mode: shared
@@ -125,11 +148,14 @@ groups:
     hosts:
       n1:
       n2: {address: 10.0.0.2}
-""")
+""",
+    )
     inv = load_inventory(path)
     n1 = inv.hosts["n1"].node
     assert n1.netns_mode == "shared"
-    assert n1.rdma == RdmaConfig(devices=("mlx5_0",), storage_hcas=(), netdevs=(), rate_gbps=200, gid_index=None, port=1)
+    assert n1.rdma == RdmaConfig(
+        devices=("mlx5_0",), storage_hcas=(), netdevs=(), rate_gbps=200, gid_index=None, port=1
+    )
     assert n1.memlock == "unlimited"  # schema default filled in
     assert inv.hosts["n2"].node.rdma.rate_gbps == 100
     assert inv.groups == {"a": ("n1",), "b": ("n1", "n2")}
@@ -158,11 +184,16 @@ def test_cli_prints_problems_without_traceback(tmp_path):
     proc = rdmaprov("validate", str(path))
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    assert f"{path}:3:35: cluster.gates.ib_write_bw.fraction: number 2 is out of range: must be more than 0 and at most 1" in proc.stderr
+    assert (
+        f"{path}:3:35: cluster.gates.ib_write_bw.fraction: number 2 is out of range: must be more than 0 and at most 1"
+        in proc.stderr
+    )
 
 
 def test_limit_patterns(tmp_path):
-    path = _write(tmp_path, """cluster: {name: c}
+    path = _write(
+        tmp_path,
+        """cluster: {name: c}
 groups:
   gpu:
     hosts:
@@ -170,7 +201,8 @@ groups:
       g2: {address: 10.0.0.2}
 hosts:
   login: {address: 10.0.0.3}
-""")
+""",
+    )
     inv = load_inventory(path)
     assert select_hosts(inv, None) == ["g1", "g2", "login"]
     assert select_hosts(inv, ["gpu"]) == ["g1", "g2"]

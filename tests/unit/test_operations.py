@@ -10,12 +10,12 @@ from rdmaprov.deploys.netns_mode import netns_mode_live
 from rdmaprov.deploys.openmpi import mpi_package_sets, mpirun_present
 from rdmaprov.deploys.package_sources import YUM_REPO, yum_repo
 from rdmaprov.deploys.rdma_userspace import rdma_package_sets
-from rdmaprov.inventory.config import YumMirror
-from rdmaprov.facts.files import FileState, ManagedFile, PathExists
 from rdmaprov.deploys.softroce import rxe_links_present
+from rdmaprov.facts.files import FileState, ManagedFile, PathExists
 from rdmaprov.facts.rdma import RdmaLinks, RdmaSystem
 from rdmaprov.facts.ssh import SshIdentityFact
 from rdmaprov.facts.system import InstalledPackages, NetDevices, NetNamespaceCount, Os
+from rdmaprov.inventory.config import YumMirror
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.ssh import KNOWN_HOSTS, key_pair, known_hosts, trusted_keys
@@ -48,7 +48,12 @@ def test_rdma_userspace_commands_per_distro(distro, expected):
 def test_converged_packages_need_no_command(distro):
     os_info = os_fact(distro)
     installed = set(RDMA_USERSPACE[os_info.family])
-    assert commands(packages, {Os: os_info, InstalledPackages: installed}, by_family=rdma_package_sets(node_config({}).packages)) == []
+    assert (
+        commands(
+            packages, {Os: os_info, InstalledPackages: installed}, by_family=rdma_package_sets(node_config({}).packages)
+        )
+        == []
+    )
 
 
 def test_only_missing_packages_are_installed_and_inventory_overrides():
@@ -64,11 +69,15 @@ def test_unknown_distro_is_a_clear_error():
 
 def test_openmpi_per_family_and_prefix():
     sets = mpi_package_sets(node_config({"mpi": {"source": "distro"}}).mpi)
-    assert commands(packages, {Os: os_fact("rocky-9.3"), InstalledPackages: set()}, by_family=sets) == ["dnf install -y openmpi openmpi-devel gcc gcc-c++ make"]
+    assert commands(packages, {Os: os_fact("rocky-9.3"), InstalledPackages: set()}, by_family=sets) == [
+        "dnf install -y openmpi openmpi-devel gcc gcc-c++ make"
+    ]
     assert mpi_package_sets(node_config({"mpi": {"source": "prefix", "prefix": "/opt/hpcx/ompi"}}).mpi) == {}
-    assert node_config({"mpi": {"source": "prefix", "prefix": "/opt/hpcx/ompi/"}}).mpi.install_prefix == "/opt/hpcx/ompi"
+    assert (
+        node_config({"mpi": {"source": "prefix", "prefix": "/opt/hpcx/ompi/"}}).mpi.install_prefix == "/opt/hpcx/ompi"
+    )
     with pytest.raises(ValueError, match="mpi.prefix is not set"):
-        node_config({"mpi": {"source": "prefix"}}).mpi.install_prefix
+        _ = node_config({"mpi": {"source": "prefix"}}).mpi.install_prefix
     with pytest.raises(ValueError, match="/opt/hpcx/ompi/bin/mpirun does not exist on node1"):
         commands(mpirun_present, {PathExists: False}, prefix="/opt/hpcx/ompi")
     assert commands(mpirun_present, {PathExists: True}, prefix="/opt/hpcx/ompi") == []
@@ -84,19 +93,28 @@ def test_internal_yum_mirror_file_and_converged():
     assert out == [
         "mkdir -p /etc/yum.repos.d",
         f"upload {YUM_REPO}.rdmaprov-tmp:\n{repo}",
-        f"chown root:root {YUM_REPO}.rdmaprov-tmp && chmod 644 {YUM_REPO}.rdmaprov-tmp && mv -f {YUM_REPO}.rdmaprov-tmp {YUM_REPO}",
+        f"chown root:root {YUM_REPO}.rdmaprov-tmp && chmod 644 {YUM_REPO}.rdmaprov-tmp && mv -f "
+        f"{YUM_REPO}.rdmaprov-tmp {YUM_REPO}",
     ]
     converged = FileState(True, repo.encode(), "644", "root", "root")
     assert commands(managed_file, {ManagedFile: converged}, path=YUM_REPO, content=repo) == []
 
 
 def test_mtu_commands_and_erdma_rule():
-    assert node_config({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "erdma": {"jumbo_frames": True}}).wanted_mtus() == {"eth0": 8500}
-    assert node_config({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "erdma": {"jumbo_frames": False}}).wanted_mtus() == {"eth0": 1400}
+    assert node_config(
+        {"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "erdma": {"jumbo_frames": True}}
+    ).wanted_mtus() == {"eth0": 8500}
+    assert node_config(
+        {"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "erdma": {"jumbo_frames": False}}
+    ).wanted_mtus() == {"eth0": 1400}
     assert node_config({"fabric": "roce", "mtu": {"ens1f0": 9000}}).wanted_mtus() == {"ens1f0": 9000}
     with pytest.raises(ValueError, match="mtu.eth0 is 9000 but eRDMA with jumbo frames needs 8500"):
-        node_config({"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "mtu": {"eth0": 9000}, "erdma": {}}).wanted_mtus()
-    assert commands(mtu_now, {NetDevices: {"lo": 65536, "eth0": 1500}}, mtus={"eth0": 8500}) == ["ip link set dev eth0 mtu 8500"]
+        node_config(
+            {"fabric": "erdma", "rdma": {"netdevs": ["eth0"]}, "mtu": {"eth0": 9000}, "erdma": {}}
+        ).wanted_mtus()
+    assert commands(mtu_now, {NetDevices: {"lo": 65536, "eth0": 1500}}, mtus={"eth0": 8500}) == [
+        "ip link set dev eth0 mtu 8500"
+    ]
     assert commands(mtu_now, {NetDevices: {"lo": 65536, "eth0": 8500}}, mtus={"eth0": 8500}) == []
     with pytest.raises(ValueError, match=r"netdev eth1 does not exist on node1 \(it has eth0, lo\)"):
         commands(mtu_now, {NetDevices: {"lo": 65536, "eth0": 1500}}, mtus={"eth1": 8500})
@@ -108,7 +126,12 @@ def test_netns_mode_live_switch_or_reboot():
     busy = {RdmaSystem: {"netns": "shared"}, NetNamespaceCount: 3}
     out, notes = run_notes(netns_mode_live, busy, mode="exclusive")
     assert out == []
-    assert notes.reboots == {"node1": ["ib_core netns_mode is shared, wanted exclusive: 2 other network namespace(s) exist, so it cannot switch live"]}
+    assert notes.reboots == {
+        "node1": [
+            "ib_core netns_mode is shared, wanted exclusive: 2 other network namespace(s) exist, so it cannot switch "
+            "live"
+        ]
+    }
     assert commands(netns_mode_live, {RdmaSystem: {"netns": "exclusive"}}, mode="exclusive") == []
     assert commands(netns_mode_live, {RdmaSystem: {}}, mode="exclusive") == []  # ib_core not loaded
 
@@ -126,7 +149,10 @@ def _ident(key: str | None, hostkey: str, hostname: str) -> SshIdentity:
 
 def test_key_pair_generated_on_the_node_only_when_missing():
     out = commands(key_pair, {SshIdentityFact: _ident(None, HOSTKEY1, "vm1")}, user="root", key_type="ed25519")
-    assert out == ["install -d -m 700 -o root -g $(id -g root) /root/.ssh && ssh-keygen -q -t ed25519 -N '' -C rdmaprov@node1 -f /root/.ssh/id_ed25519 && chown root: /root/.ssh/id_ed25519 /root/.ssh/id_ed25519.pub"]
+    assert out == [
+        "install -d -m 700 -o root -g $(id -g root) /root/.ssh && ssh-keygen -q -t ed25519 -N '' -C rdmaprov@node1 -f "
+        "/root/.ssh/id_ed25519 && chown root: /root/.ssh/id_ed25519 /root/.ssh/id_ed25519.pub"
+    ]
     assert commands(key_pair, {SshIdentityFact: _ident(KEY1, HOSTKEY1, "vm1")}, user="root", key_type="ed25519") == []
 
 
@@ -140,19 +166,47 @@ def test_authorized_keys_block_trusts_every_node_keeps_other_keys_and_revokes_re
     old = f"{admin}\n# BEGIN {MARKER} (managed by rdmaprov)\nssh-ed25519 AAAAgone rdmaprov:node3\n# END {MARKER}\n"
     cluster = {SshIdentityFact: {"node1": _ident(KEY1, HOSTKEY1, "vm1"), "node2": _ident(KEY2, HOSTKEY2, "vm2")}}
     facts = {ManagedFile: FileState(True, old.encode(), "600", "root", "root")}
-    out = commands(trusted_keys, facts, cluster_facts=cluster, user="root", key_type="ed25519", cluster=["node1", "node2"], marker=MARKER)
+    out = commands(
+        trusted_keys,
+        facts,
+        cluster_facts=cluster,
+        user="root",
+        key_type="ed25519",
+        cluster=["node1", "node2"],
+        marker=MARKER,
+    )
     assert _uploaded(out) == (
-        f"{admin}\n# BEGIN {MARKER} (managed by rdmaprov)\n{KEY1} rdmaprov:node1\n{KEY2} rdmaprov:node2\n# END {MARKER}\n"
+        f"{admin}\n# BEGIN {MARKER} (managed by rdmaprov)\n{KEY1} rdmaprov:node1\n{KEY2} rdmaprov:node2\n# END "
+        f"{MARKER}\n"
     )
     converged = FileState(True, _uploaded(out).encode(), "600", "root", "root")
-    assert commands(trusted_keys, {ManagedFile: converged}, cluster_facts=cluster, user="root", key_type="ed25519", cluster=["node1", "node2"], marker=MARKER) == []
+    assert (
+        commands(
+            trusted_keys,
+            {ManagedFile: converged},
+            cluster_facts=cluster,
+            user="root",
+            key_type="ed25519",
+            cluster=["node1", "node2"],
+            marker=MARKER,
+        )
+        == []
+    )
 
 
 def test_unreached_node_keeps_its_entries_with_a_warning():
     block = f"# BEGIN {MARKER} (managed by rdmaprov)\n{KEY1} rdmaprov:node1\n{KEY2} rdmaprov:node2\n# END {MARKER}\n"
     cluster = {SshIdentityFact: {"node1": _ident(KEY1, HOSTKEY1, "vm1")}}
     facts = {ManagedFile: FileState(True, block.encode(), "600", "root", "root")}
-    out, notes = run_notes(trusted_keys, facts, cluster_facts=cluster, user="root", key_type="ed25519", cluster=["node1", "node2"], marker=MARKER)
+    out, notes = run_notes(
+        trusted_keys,
+        facts,
+        cluster_facts=cluster,
+        user="root",
+        key_type="ed25519",
+        cluster=["node1", "node2"],
+        marker=MARKER,
+    )
     assert out == []
     assert notes.warnings == {"node1": ["SSH trust: node2 was not reached this run; kept its current entries"]}
 
@@ -160,8 +214,14 @@ def test_unreached_node_keeps_its_entries_with_a_warning():
 def test_known_hosts_pins_real_host_keys_by_name_address_and_hostname():
     cluster = {SshIdentityFact: {"node1": _ident(KEY1, HOSTKEY1, "vm1.lab"), "node2": _ident(KEY2, HOSTKEY2, "vm2")}}
     out = commands(
-        known_hosts, {ManagedFile: FileState(False)}, cluster_facts=cluster, user="root", key_type="ed25519",
-        cluster=["node1", "node2"], addresses={"node1": "10.77.0.11", "node2": "10.77.0.12"}, marker=MARKER,
+        known_hosts,
+        {ManagedFile: FileState(False)},
+        cluster_facts=cluster,
+        user="root",
+        key_type="ed25519",
+        cluster=["node1", "node2"],
+        addresses={"node1": "10.77.0.11", "node2": "10.77.0.12"},
+        marker=MARKER,
     )
     assert _uploaded(out) == (
         f"# BEGIN {MARKER} (managed by rdmaprov)\n"
@@ -174,6 +234,7 @@ def test_rxe_links_are_added_once_even_when_udev_renamed_one():
     links = [("rxe0", "eth0")]
     netdevs = {NetDevices: {"lo": 65536, "eth0": 1500}}
     assert commands(rxe_links_present, {**netdevs, RdmaLinks: []}, links=links) == [
-        "rdma link add rxe0 type rxe netdev eth0"]
+        "rdma link add rxe0 type rxe netdev eth0"
+    ]
     renamed = [RdmaLink("rocep0s8", 1, "ACTIVE", "LINK_UP", "eth0")]  # the netdev already has its link
     assert commands(rxe_links_present, {**netdevs, RdmaLinks: renamed}, links=links) == []

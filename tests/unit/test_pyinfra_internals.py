@@ -7,7 +7,16 @@ import inspect
 from importlib import import_module
 
 import gevent
-from pyinfra.api import Config, FactBase, FileDownloadCommand, FileUploadCommand, FunctionCommand, Inventory, State, StringCommand
+from pyinfra.api import (
+    Config,
+    FactBase,
+    FileDownloadCommand,
+    FileUploadCommand,
+    FunctionCommand,
+    Inventory,
+    State,
+    StringCommand,
+)
 from pyinfra.api.connect import connect_all, disconnect_all
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.facts import get_fact
@@ -39,14 +48,19 @@ def test_state_and_host_attributes_the_engine_reads():
 
 
 def test_signatures_the_engine_calls():
-    assert _params(get_fact)[:3] == ["state", "host", "cls"] and {"kwargs", "apply_failed_hosts"} <= set(_params(get_fact))
+    assert _params(get_fact)[:3] == ["state", "host", "cls"] and {"kwargs", "apply_failed_hosts"} <= set(
+        _params(get_fact)
+    )
     assert _params(run_ops)[0] == "state"
     assert _params(connect_all)[0] == "state" and _params(disconnect_all)[0] == "state"
     assert _params(BaseStateCallback.operation_host_success)[:4] == ["state", "host", "op_hash", "retry_count"]
     assert _params(BaseStateCallback.operation_host_error)[:4] == ["state", "host", "op_hash", "retry_count"]
     assert _params(BaseStateCallback.host_connect_error) == ["state", "host", "error"]
     assert {"process", "default", "requires_command"} <= set(dir(FactBase))
-    assert all(isinstance(kind, type) for kind in (StringCommand, FileUploadCommand, FileDownloadCommand, FunctionCommand, PyinfraError))
+    assert all(
+        isinstance(kind, type)
+        for kind in (StringCommand, FileUploadCommand, FileDownloadCommand, FunctionCommand, PyinfraError)
+    )
 
 
 def test_operation_results_and_command_output():
@@ -55,7 +69,9 @@ def test_operation_results_and_command_output():
         assert hasattr(meta, name), f"OperationMeta.{name}"
     util = import_module("pyinfra.connectors.util")
     output = util.CommandOutput([util.OutputLine("stdout", "a"), util.OutputLine("stderr", "b")])
-    assert output.stdout_lines == ["a"] and [line.line for line in output.combined_lines if line.buffer_name == "stderr"] == ["b"]
+    assert output.stdout_lines == ["a"] and [
+        line.line for line in output.combined_lines if line.buffer_name == "stderr"
+    ] == ["b"]
 
 
 def test_operations_keep_their_generator_for_testing_and_planning():

@@ -89,7 +89,8 @@ def test_apt_source_fields_must_be_single_words():
     with pytest.raises(ValueError, match="whitespace"):
         apt_source_line(_apt({"url": "http://m/debian [trusted=yes]"}), "bookworm", False)
     assert apt_source_line(_apt({"url": "http://m/debian", "components": ["main", "contrib"]}), "bookworm", True) == (
-        "deb [signed-by=/etc/apt/keyrings/rdmaprov-mirror.asc] http://m/debian bookworm main contrib\n")
+        "deb [signed-by=/etc/apt/keyrings/rdmaprov-mirror.asc] http://m/debian bookworm main contrib\n"
+    )
 
 
 @pytest.mark.parametrize("render", [mpi_profile, cuda_profile])
@@ -98,7 +99,7 @@ def test_path_profiles_keep_odd_paths_whole(tmp_path, render):
     value = f"/opt/x'; touch {marker}; '"
     profile = tmp_path / "p.sh"
     profile.write_text(render(value))
-    out = _run("bash", f". {sh(profile)}; printf %s \"$PATH\"", tmp_path, env={"PATH": "/usr/bin:/bin"})
+    out = _run("bash", f'. {sh(profile)}; printf %s "$PATH"', tmp_path, env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0 and not marker.exists()
     assert value in out.stdout
 
@@ -131,8 +132,12 @@ def test_boot_scripts_pass_netdev_names_as_single_arguments(tmp_path):
 @pytest.mark.skipif(shutil.which("systemd-escape") is None, reason="systemd-escape not installed")
 @pytest.mark.parametrize("netdev", ["eth0", "eth-1", "ens1f0np0", "eth0.100", "bond_0", ".x"])
 def test_device_units_are_named_as_systemd_names_them(netdev):
-    expected = subprocess.run(["systemd-escape", "--path", "--suffix=device", f"/sys/subsystem/net/devices/{netdev}"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    expected = subprocess.run(
+        ["systemd-escape", "--path", "--suffix=device", f"/sys/subsystem/net/devices/{netdev}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert device_unit(netdev) == expected
     assert f"Wants={expected}\n" in boot_unit("NIC MTU", "/usr/local/sbin/x", [netdev])
 
@@ -146,11 +151,15 @@ def test_systemd_arguments_escape_specifiers_variables_and_quotes():
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
 def test_rendered_units_pass_systemd_analyze_verify(tmp_path):
-    units = {"rdmaprov-exporter.service": exporter_unit("0.0.0.0:9879"),
-             "rdmaprov-mtu.service": boot_unit("NIC MTU", "/bin/true", ["eth-1", "eth0"])}
+    units = {
+        "rdmaprov-exporter.service": exporter_unit("0.0.0.0:9879"),
+        "rdmaprov-mtu.service": boot_unit("NIC MTU", "/bin/true", ["eth-1", "eth0"]),
+    }
     for name, text in units.items():
         (tmp_path / name).write_text(text)
-    out = subprocess.run(["systemd-analyze", "verify", *(str(tmp_path / n) for n in units)], capture_output=True, text=True)
+    out = subprocess.run(
+        ["systemd-analyze", "verify", *(str(tmp_path / n) for n in units)], capture_output=True, text=True
+    )
     assert "Failed" not in out.stderr and "Invalid" not in out.stderr and "bad-setting" not in out.stderr, out.stderr
 
 
@@ -159,7 +168,9 @@ def test_failure_messages_print_data_never_run_it(tmp_path):
     url = f"https://mirror.invalid/$(touch {marker})`touch {marker}`"
     out = _run("sh", f"false || {fail_command(f'cannot download {url}', 'fix builds[0].source')}", tmp_path)
     assert out.returncode == 1 and not marker.exists()
-    assert out.stderr.startswith(f"rdmaprov: cannot download {url} on ") and out.stderr.endswith(": fix builds[0].source\n")
+    assert out.stderr.startswith(f"rdmaprov: cannot download {url} on ") and out.stderr.endswith(
+        ": fix builds[0].source\n"
+    )
 
 
 def test_a_failing_fetch_of_a_hostile_url_runs_nothing(tmp_path):
@@ -178,7 +189,9 @@ def test_build_and_install_scripts_keep_an_odd_prefix_whole(tmp_path):
     tarball = tmp_path / "t.tar"
     subprocess.run(["tar", "-C", str(tmp_path / "src"), "-cf", str(tarball), "t-1"], check=True)
     prefix = tmp_path / "opt x" / f"$(touch {marker})"
-    spec = BuildSpec("t", "1", Source("file", path=str(tarball)), 'mkdir -p "$STAGE" && cp hello "$STAGE/"', str(prefix))
+    spec = BuildSpec(
+        "t", "1", Source("file", path=str(tarball)), 'mkdir -p "$STAGE" && cp hello "$STAGE/"', str(prefix)
+    )
     root = tmp_path / "node"
     work = spec.workdir.replace("/var/cache/rdmaprov", str(root))
     Path(work).mkdir(parents=True)
@@ -206,12 +219,18 @@ def test_commands_quote_every_word(tmp_path):
 
 
 def test_hosts_file_and_known_hosts_lines_hold_only_plain_names():
-    assert hosts_file_lines(["gpu1", "gpu2", "gpu3"], {"gpu1": "10.0.0.1", "gpu2": "gpu2.example.com", "gpu3": "fd00::3"}) == [
-        "10.0.0.1 gpu1", "fd00::3 gpu3"]
-    assert known_hosts_line(["gpu1", "10.0.0.1", "evil,* ssh-rsa", "host name"], "ssh-ed25519 AAAA") == "gpu1,10.0.0.1 ssh-ed25519 AAAA"
+    assert hosts_file_lines(
+        ["gpu1", "gpu2", "gpu3"], {"gpu1": "10.0.0.1", "gpu2": "gpu2.example.com", "gpu3": "fd00::3"}
+    ) == ["10.0.0.1 gpu1", "fd00::3 gpu3"]
+    assert (
+        known_hosts_line(["gpu1", "10.0.0.1", "evil,* ssh-rsa", "host name"], "ssh-ed25519 AAAA")
+        == "gpu1,10.0.0.1 ssh-ed25519 AAAA"
+    )
 
 
 def test_a_node_cannot_smuggle_key_options_into_authorized_keys():
-    identity = parse_ssh_identity('user command="touch /tmp/x" ssh-ed25519 AAAAC3Nza\nhost ssh-ed25519 AAAAC3Nzb host\n')
+    identity = parse_ssh_identity(
+        'user command="touch /tmp/x" ssh-ed25519 AAAAC3Nza\nhost ssh-ed25519 AAAAC3Nzb host\n'
+    )
     assert identity.user_key is None
     assert identity.host_keys == ("ssh-ed25519 AAAAC3Nzb",)

@@ -32,5 +32,7 @@ def test_plain_pyinfra_prints_each_warning_and_owed_reboot_once():
     printer.operation_host_success(state, host, "op1")
     printer.operation_host_error(state, host, "op2")
     printer.show(state, "node2")
-    assert lines == ["node1: warning: mirror key is world-readable",
-                     "node1: reboot required: ib_core netns_mode exclusive takes effect at the next boot"]
+    assert lines == [
+        "node1: warning: mirror key is world-readable",
+        "node1: reboot required: ib_core netns_mode exclusive takes effect at the next boot",
+    ]

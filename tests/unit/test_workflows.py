@@ -27,7 +27,10 @@ from rdmaprov.workflows.rolling import Hooks, batch_size, batches, parse_max_fai
 from tests.support.ops import run_notes
 
 
-@pytest.mark.parametrize(("serial", "total", "size"), [(None, 7, 7), ("1", 3, 1), ("4", 10, 4), ("25%", 10, 3), ("100%", 10, 10), ("1%", 10, 1)])
+@pytest.mark.parametrize(
+    ("serial", "total", "size"),
+    [(None, 7, 7), ("1", 3, 1), ("4", 10, 4), ("25%", 10, 3), ("100%", 10, 10), ("1%", 10, 1)],
+)
 def test_batch_size(serial, total, size):
     assert batch_size(serial, total) == size
 
@@ -63,8 +66,10 @@ class FakeEngine:
 
     def __call__(self, inventory, options, observer=None) -> RunResult:
         self.calls.append(options)
-        hosts = [HostResult(name, inventory.hosts[name].address, status=self.outcome.get(name, "unchanged"))
-                 for name in options.hosts]
+        hosts = [
+            HostResult(name, inventory.hosts[name].address, status=self.outcome.get(name, "unchanged"))
+            for name in options.hosts
+        ]
         started = f"2026-01-01T00:00:0{len(self.calls)}+00:00"
         return RunResult(options.command, str(inventory.path), inventory.name, started, 1.5, hosts)
 
@@ -72,8 +77,9 @@ class FakeEngine:
 def _rolling(tmp_path, monkeypatch, size, max_fail=None, outcome=None, verify_failures=(), hosts=5):
     """rolling_apply over n1..n<hosts>: (merged result, engine, log lines, after_batch calls)."""
     path = tmp_path / "inv.yaml"
-    path.write_text("cluster:\n  name: c\nhosts:\n" + "".join(f"  n{i}: {{address: 10.0.0.{i}}}\n"
-                                                              for i in range(1, hosts + 1)))
+    path.write_text(
+        "cluster:\n  name: c\nhosts:\n" + "".join(f"  n{i}: {{address: 10.0.0.{i}}}\n" for i in range(1, hosts + 1))
+    )
     inventory = load_inventory(path, require_files=False)
     engine, log, after = FakeEngine(outcome), [], []
     monkeypatch.setattr(rolling, "run", engine)
@@ -90,8 +96,10 @@ def _rolling(tmp_path, monkeypatch, size, max_fail=None, outcome=None, verify_fa
 def test_rolling_apply_runs_each_batch_in_order_with_the_same_deploys(tmp_path, monkeypatch):
     merged, engine, log, after = _rolling(tmp_path, monkeypatch, 2)
     assert [call.hosts for call in engine.calls] == [["n1", "n2"], ["n3", "n4"], ["n5"]]
-    assert all(call.command == "apply" and call.deploys == [limits] and call.host_deploys == {"n1": {"limits"}}
-               for call in engine.calls)
+    assert all(
+        call.command == "apply" and call.deploys == [limits] and call.host_deploys == {"n1": {"limits"}}
+        for call in engine.calls
+    )
     assert log == ["batch 1/3: n1, n2", "batch 2/3: n3, n4", "batch 3/3: n5"]
     assert after == [(["n1", "n2"], ["n1", "n2"]), (["n3", "n4"], ["n3", "n4"]), (["n5"], ["n5"])]
     assert [(h.name, h.batch) for h in merged.hosts] == [("n1", 1), ("n2", 1), ("n3", 2), ("n4", 2), ("n5", 3)]
@@ -107,8 +115,13 @@ def test_rolling_apply_merges_every_batch_into_one_result(tmp_path, monkeypatch)
     merged, _, _, _ = _rolling(tmp_path, monkeypatch, 2, verify_failures=("n4",))
     assert merged.started_at == "2026-01-01T00:00:01+00:00"  # the first batch's
     assert merged.duration_s == 4.5
-    assert [(v.name, v.status) for v in merged.verify] == [("n1", "ok"), ("n2", "ok"), ("n3", "ok"), ("n4", "failed"),
-                                                           ("n5", "ok")]
+    assert [(v.name, v.status) for v in merged.verify] == [
+        ("n1", "ok"),
+        ("n2", "ok"),
+        ("n3", "ok"),
+        ("n4", "failed"),
+        ("n5", "ok"),
+    ]
     assert merged.exit_code == 4
 
 
@@ -117,9 +130,17 @@ def test_rolling_apply_stops_after_a_batch_over_max_fail_and_reports_the_rest_sk
     reason = "not run: 1 of 2 hosts in batch 1 failed, over --max-fail 25%"
     assert [call.hosts for call in engine.calls] == [["n1", "n2"]]
     assert [(h.name, h.status, h.batch) for h in merged.hosts] == [
-        ("n1", "unchanged", 1), ("n2", "failed", 1), ("n3", "skipped", 2), ("n4", "skipped", 2), ("n5", "skipped", 3)]
+        ("n1", "unchanged", 1),
+        ("n2", "failed", 1),
+        ("n3", "skipped", 2),
+        ("n4", "skipped", 2),
+        ("n5", "skipped", 3),
+    ]
     assert all(h.error == reason for h in merged.hosts[2:]) and [h.address for h in merged.hosts[2:]] == [
-        "10.0.0.3", "10.0.0.4", "10.0.0.5"]
+        "10.0.0.3",
+        "10.0.0.4",
+        "10.0.0.5",
+    ]
     assert log == ["batch 1/3: n1, n2", reason]
     assert merged.exit_code == 4 and merged.summary()["skipped"] == 3
 
@@ -143,15 +164,17 @@ def test_rolling_apply_without_max_fail_never_stops(tmp_path, monkeypatch):
 
 
 def test_rolling_apply_counts_unreachable_hosts_and_failed_verification(tmp_path, monkeypatch):
-    merged, engine, _, _ = _rolling(tmp_path, monkeypatch, 2, max_fail=0.5, outcome={"n1": "unreachable"},
-                                    verify_failures=("n2",))
+    merged, engine, _, _ = _rolling(
+        tmp_path, monkeypatch, 2, max_fail=0.5, outcome={"n1": "unreachable"}, verify_failures=("n2",)
+    )
     assert len(engine.calls) == 1  # 2 of 2 failed
     assert merged.hosts[-1].error == "not run: 2 of 2 hosts in batch 1 failed, over --max-fail 50%"
 
 
 def test_rolling_apply_counts_a_host_failing_twice_once(tmp_path, monkeypatch):
-    merged, engine, _, _ = _rolling(tmp_path, monkeypatch, 2, max_fail=0.5, outcome={"n1": "failed"},
-                                    verify_failures=("n1",))
+    merged, engine, _, _ = _rolling(
+        tmp_path, monkeypatch, 2, max_fail=0.5, outcome={"n1": "failed"}, verify_failures=("n1",)
+    )
     assert len(engine.calls) == 3  # 1 of 2, not over 50%
 
 
@@ -225,16 +248,30 @@ def test_login_key_authorizes_operator_once():
     upload = next(c for c in cmds if c.startswith("upload /home/ops/.ssh/authorized_keys.rdmaprov-tmp"))
     assert "ssh-rsa AAAAB3 someone" in upload and key in upload
     converged = FileState(True, upload.split(":\n", 1)[1].encode(), "600", "ops", "ops")
-    assert run_notes(login_key, {SshIdentityFact: identity, ManagedFile: converged}, user="ops", public_key=key, marker="rdmaprov operator lab")[0] == []
+    assert (
+        run_notes(
+            login_key,
+            {SshIdentityFact: identity, ManagedFile: converged},
+            user="ops",
+            public_key=key,
+            marker="rdmaprov operator lab",
+        )[0]
+        == []
+    )
 
 
 def _check_result() -> RunResult:
     result = RunResult("check", "lab.yaml", "lab", "2026-11-21T00:00:00+00:00", duration_s=3.25)
-    node1 = HostResult("node1", "10.0.0.1", status="changed", ops=[
-        OpResult("nccl.conf", "would_change", drift="corrective"),
-        OpResult("memlock", "would_change", drift="intentional"),
-        OpResult("packages", "unchanged"),
-    ])
+    node1 = HostResult(
+        "node1",
+        "10.0.0.1",
+        status="changed",
+        ops=[
+            OpResult("nccl.conf", "would_change", drift="corrective"),
+            OpResult("memlock", "would_change", drift="intentional"),
+            OpResult("packages", "unchanged"),
+        ],
+    )
     result.hosts = [node1, HostResult("node2", "10.0.0.2", status="unreachable", error="timeout")]
     finding = Finding("node1", "rxe0/1", "port state", False, "ACTIVE", "DOWN", drift="corrective")
     result.verify = [HostVerification("node1", "10.0.0.1", status="failed", findings=[finding])]

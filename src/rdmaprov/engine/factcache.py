@@ -115,7 +115,12 @@ def parse_batch(lines: Iterable[str], count: int, nonce: str) -> dict[int, tuple
     found: dict[int, tuple[int, list[str]]] = {}
     index: int | None = None
     body: list[str] = []
+    status = f"@@{nonce} rc "
     for line in lines:
+        cut = line.find(status)
+        if cut > 0 and index is not None:  # the fact's last line had no newline: it ends where the status starts
+            body.append(line[:cut])
+            line = line[cut:]
         if line.startswith(f"@@{nonce} "):
             tag = line[len(nonce) + 3 :].strip()
             if tag.startswith("rc "):

@@ -224,8 +224,8 @@ def _name_ops(state: State, host, deploy: str, op_hashes: list[str], plan: _Plan
 
 
 def _reason(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0] if text.strip() else type(exc).__name__
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[0].strip() if lines else type(exc).__name__
 
 
 def _check_ops(state: State, plan: _Plan, results: dict[str, HostResult], observer: Observer) -> None:

@@ -74,7 +74,8 @@ def rolling_apply(
         }
         if max_fail is not None and len(failed) / len(batch) > max_fail and number < len(groups):
             reason = (
-                f"not run: {len(failed)} of {len(batch)} hosts in batch {number} failed, over --max-fail {max_fail:.0%}"
+                f"not run: {len(failed)} of {len(batch)} hosts in batch {number} failed, over --max-fail "
+                f"{max_fail * 100:g}%"
             )
             hooks.log(reason)
             merged.hosts.extend(
