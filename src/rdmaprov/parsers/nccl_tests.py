@@ -1,8 +1,9 @@
 """nccl-tests text output (`all_reduce_perf` and friends): result rows and the summary lines.
 
 Works on the table whether or not its line breaks survived (the eRDMA field sweep was flattened
-into one line) and on both column layouts (older nccl-tests have no `root` column and print
-`error` instead of `#wrong`; the root column is recognised by its values, header or not).
+into one line) and on every column layout: the header says whether there are `redop` and `root`
+columns (older nccl-tests have neither, or only one, and print `error` instead of `#wrong`);
+with no header, both are told by their values.
 
 A run is complete only when nccl-tests printed its summary (`# Out of bounds values`): a process
 that dies mid-sweep leaves rows that look fine, followed by `Test NCCL failure …` or mpirun's
@@ -58,12 +59,21 @@ def _wrong(value: str | None) -> int | None:
     return int(float(value))
 
 
+def _columns(flat: str) -> tuple[str, str]:
+    """Patterns for the redop (a group) and root columns: as the header says, or, with no
+    header, optional (old tables print large times as integers, so values alone can mislead)."""
+    header = re.search(r"\bsize\s+count\s+type\s+((?:(?:redop|root)\s+)*)time\b", flat)
+    if header is None:
+        return rf"(?:({_OPS})\s+)?", r"(?:-?\d+\s+)?"
+    named = header.group(1).split()
+    return (rf"({_OPS})\s+" if "redop" in named else "()"), (r"-?\d+\s+" if "root" in named else "")
+
+
 def parse_nccl_tests(text: str) -> CollectiveRun:
     flat = " ".join(text.split())
-    # Times always print with decimals, so an integer after the op can only be the root column.
-    root = r"(?:-?\d+\s+)?"
+    redop, root = _columns(flat)
     row = re.compile(
-        rf"(?<![\w.:\[/-])(\d+)\s+(\d+)\s+({_TYPES})\s+({_OPS})\s+{root}({_NUM})\s+({_NUM})\s+({_NUM})\s+({_WRONG})"
+        rf"(?<![\w.:\[/-])(\d+)\s+(\d+)\s+({_TYPES})\s+{redop}{root}({_NUM})\s+({_NUM})\s+({_NUM})\s+({_WRONG})"
         rf"(?:\s+({_NUM})\s+({_NUM})\s+({_NUM})\s+({_WRONG}))?(?=\s|$)"
     )
     rows = []
@@ -73,7 +83,7 @@ def parse_nccl_tests(text: str) -> CollectiveRun:
                 size=int(m.group(1)),
                 count=int(m.group(2)),
                 dtype=m.group(3),
-                redop=m.group(4),
+                redop=m.group(4) or "",
                 time_us=float(m.group(5)),
                 algbw=float(m.group(6)),
                 busbw=float(m.group(7)),
