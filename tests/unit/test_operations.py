@@ -141,6 +141,8 @@ KEY2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHnode2"
 HOSTKEY1 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHhost1"
 HOSTKEY2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHhost2"
 MARKER = "rdmaprov cluster lab"
+# The SSH-trust operations' arguments for a two-node cluster.
+TRUST = {"user": "root", "key_type": "ed25519", "cluster": ["node1", "node2"], "marker": MARKER}
 
 
 def _ident(key: str | None, hostkey: str, hostname: str) -> SshIdentity:
@@ -170,10 +172,7 @@ def test_authorized_keys_block_trusts_every_node_keeps_other_keys_and_revokes_re
         trusted_keys,
         facts,
         cluster_facts=cluster,
-        user="root",
-        key_type="ed25519",
-        cluster=["node1", "node2"],
-        marker=MARKER,
+        **TRUST,
     )
     assert _uploaded(out) == (
         f"{admin}\n# BEGIN {MARKER} (managed by rdmaprov)\n{KEY1} rdmaprov:node1\n{KEY2} rdmaprov:node2\n# END "
@@ -185,10 +184,7 @@ def test_authorized_keys_block_trusts_every_node_keeps_other_keys_and_revokes_re
             trusted_keys,
             {ManagedFile: converged},
             cluster_facts=cluster,
-            user="root",
-            key_type="ed25519",
-            cluster=["node1", "node2"],
-            marker=MARKER,
+            **TRUST,
         )
         == []
     )
@@ -202,10 +198,7 @@ def test_unreached_node_keeps_its_entries_with_a_warning():
         trusted_keys,
         facts,
         cluster_facts=cluster,
-        user="root",
-        key_type="ed25519",
-        cluster=["node1", "node2"],
-        marker=MARKER,
+        **TRUST,
     )
     assert out == []
     assert notes.warnings == {"node1": ["SSH trust: node2 was not reached this run; kept its current entries"]}

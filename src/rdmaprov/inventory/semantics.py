@@ -55,22 +55,13 @@ def _nccl_issues(node: NodeConfig) -> list[NodeIssue]:
     nccl = node.nccl
     kind = nccl.source_kind
     issues = []
-    if kind == "file" and not nccl.source.get("path"):
-        issues.append(
-            NodeIssue(
-                ("nccl", "source", "kind"),
-                "NCCL source kind `file` needs nccl.source.path",
-                "give the local NCCL source tarball as nccl.source.path",
-            )
-        )
-    if kind == "tarball" and not nccl.source.get("url"):
-        issues.append(
-            NodeIssue(
-                ("nccl", "source", "kind"),
-                "NCCL source kind `tarball` needs nccl.source.url",
-                "give the tarball's URL (e.g. an internal mirror) as nccl.source.url",
-            )
-        )
+    needs = {
+        "file": ("path", "give the local NCCL source tarball as nccl.source.path"),
+        "tarball": ("url", "give the tarball's URL (e.g. an internal mirror) as nccl.source.url"),
+    }
+    if kind in needs and not nccl.source.get(needs[kind][0]):
+        key, fix = needs[kind]
+        issues.append(NodeIssue(("nccl", "source", "kind"), f"NCCL source kind `{kind}` needs nccl.source.{key}", fix))
     if node.gpu is not None and kind != "packages" and not nccl.version:
         issues.append(
             NodeIssue(
