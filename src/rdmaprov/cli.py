@@ -435,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
         "diagnose",
         help="find the nodes that make the cluster slow: pair tests in two rounds, then the node gate",
         description="Exit codes: 0 every node cleared, 4 suspects, or nodes no test could clear.",
-        parents=[_selection_options(), _json_option("print the diagnosis as JSON")],
+        parents=[_selection_options(), _json_option("print the diagnosis as JSON"), _verbose_option()],
     )
     diagnose.set_defaults(handler=_cmd_diagnose)
 

@@ -95,6 +95,12 @@ OPTIONS = {
         (("--json",), None, False, None),
         (("--verbose", "-v"), None, False, None),
     ],
+    "diagnose": [
+        INVENTORY,
+        (("--limit", "-l"), None, None, "PATTERN"),
+        (("--json",), "print the diagnosis as JSON", False, None),
+        (("--verbose", "-v"), None, False, None),
+    ],
     "exporter": [
         (("--listen",), "ADDR:PORT (default 0.0.0.0:9879)", "0.0.0.0:9879", None),
         (("--sysfs",), argparse.SUPPRESS, "/sys/class/infiniband", None),
@@ -363,6 +369,14 @@ def test_read_facts_reports_an_unreachable_host(unreachable_inventory):
     assert list(facts.unreachable) == ["a"]
     assert facts.exit_code == 4
     assert list(facts.to_json()["a"]) == ["unreachable"]
+
+
+@pytest.mark.parametrize("command", ["check", "verify", "facts", "diagnose"])
+def test_online_commands_report_an_unreachable_host_as_json_with_exit_4(command, unreachable_inventory, capsys):
+    """Each command that goes online, from the command line to its JSON, with a host that refuses."""
+    assert cli.main([command, str(unreachable_inventory.path), "--json"]) == 4
+    doc = json.loads(capsys.readouterr().out)
+    assert "Could not connect" in json.dumps(doc)
 
 
 def test_verify_workflow_result(unreachable_inventory):
