@@ -19,7 +19,9 @@ from rdmaprov.parsers.system import parse_os_release
 
 # The apt install command exactly as a Debian/Ubuntu node gets it, up to the package names.
 APT_INSTALL = (
-    "for _ in $(seq 60); do DEBIAN_FRONTEND=noninteractive dpkg --configure -a && break; sleep 5; done; "
+    "for try in $(seq 60); do out=$(DEBIAN_FRONTEND=noninteractive dpkg --configure -a 2>&1) && break; "
+    'case "$out" in *"locked by another process"*) echo "waiting for the dpkg lock ($try/60): $out" >&2; '
+    '[ "$try" = 60 ] && exit 1; sleep 5;; *) printf "%s\\n" "$out" >&2; exit 1;; esac; done; '
     "apt-get -o DPkg::Lock::Timeout=300 update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 "
     "install -y -q --no-install-recommends "
 )

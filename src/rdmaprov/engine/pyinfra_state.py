@@ -12,9 +12,10 @@ from pyinfra.api.connect import connect_all
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import BaseStateCallback, StateStage
 
+from rdmaprov.engine.connection import watch
 from rdmaprov.engine.run_context import context_of, start_run
 from rdmaprov.errors import UserError
-from rdmaprov.inventory.model import HostSpec, Inventory
+from rdmaprov.inventory.model import HostSpec, Inventory, SSHSettings
 
 
 def connector_data(spec: HostSpec) -> dict[str, Any]:
@@ -28,6 +29,7 @@ def connector_data(spec: HostSpec) -> dict[str, Any]:
         "ssh_allow_agent": False,
         "ssh_look_for_keys": ssh.key is None,
         "ssh_connect_retries": 0,
+        "_timeout": ssh.command_timeout,  # every command's deadline (pyinfra reads globals from host data)
     }
     if ssh.key:
         data["ssh_key"] = ssh.key
@@ -69,7 +71,7 @@ def build_state(inventory: Inventory, selected: list[str]) -> State:
     )
     # Operations decide lazily at execution time; `check` iterates each generator itself once.
     state = State(pyinfra_inventory, config, check_for_changes=False)
-    start_run(state)
+    start_run(state).ssh = {name: inventory.hosts[name].ssh for name in selected}
     return state
 
 
@@ -85,20 +87,6 @@ def quiet_pyinfra(verbose: bool) -> None:
         log.setLevel(logging.INFO)
     else:
         log.addHandler(logging.NullHandler())
-
-
-def _count_round_trips(state: State, host) -> None:
-    """Count every command and file transfer on this host's connection (benchmarks report it)."""
-    counter = context_of(state).round_trips
-    connector = host.connector
-    for method in ("run_shell_command", "put_file", "get_file"):
-        original = getattr(connector, method)
-
-        def counted(*args, _original=original, **kwargs):
-            counter[host.name] += 1
-            return _original(*args, **kwargs)
-
-        setattr(connector, method, counted)
 
 
 class _ConnectErrors(BaseStateCallback):
@@ -118,8 +106,9 @@ def connect(state: State) -> dict[str, str]:
         connect_all(state)
     except PyinfraError:
         pass  # every host failed: each one's reason is in the callback
+    ssh = context_of(state).ssh
     for host in state.active_hosts:
-        _count_round_trips(state, host)
+        watch(state, host, ssh.get(host.name) or SSHSettings())
     return {
         host.name: callback.errors.get(host.name, "could not connect")
         for host in state.inventory

@@ -12,11 +12,12 @@ from typing import Any, Literal
 SCHEMA_VERSION = 1
 
 OpStatus = Literal["changed", "unchanged", "would_change", "failed", "skipped"]
-HostStatus = Literal["changed", "unchanged", "failed", "unreachable", "skipped"]
+HostStatus = Literal["changed", "unchanged", "failed", "unreachable", "skipped", "interrupted"]
 
 EXIT_OK = 0
 EXIT_CHANGES = 2
 EXIT_FAILURES = 4
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it: Ctrl-C stopped the run
 
 
 @dataclass
@@ -63,7 +64,7 @@ class HostResult:
 
     def settle(self) -> None:
         """Derive the host status from its operations (unreachable/failed set by the engine win)."""
-        if self.status in ("failed", "unreachable", "skipped"):
+        if self.status in ("failed", "unreachable", "skipped", "interrupted"):
             return
         if self.failed:
             self.status = "failed"
@@ -83,6 +84,7 @@ class RunResult:
     hosts: list[HostResult] = field(default_factory=list)
     verify: list[Any] | None = None  # HostVerification after apply, or for `verify`
     gates: list[Any] | None = None  # GateResult
+    interrupted: bool = False  # Ctrl-C stopped the run: hosts say where (status "interrupted")
 
     @property
     def health_failed(self) -> bool:
@@ -91,7 +93,10 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        """Puppet-style: 0 nothing to do, 2 changes (made or pending), 4 failures, 6 both."""
+        """Puppet-style: 0 nothing to do, 2 changes (made or pending), 4 failures, 6 both; 130
+        when interrupted, whatever was done before."""
+        if self.interrupted:
+            return EXIT_INTERRUPTED
         code = EXIT_OK
         if any(h.changed for h in self.hosts):
             code |= EXIT_CHANGES
@@ -128,6 +133,7 @@ class RunResult:
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 3),
             "exit_code": self.exit_code,
+            "interrupted": self.interrupted,
             "summary": self.summary(),
             "hosts": hosts,
             **extra,

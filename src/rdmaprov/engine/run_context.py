@@ -20,7 +20,9 @@ from gevent.lock import Semaphore
 from pyinfra.api import State
 
 if TYPE_CHECKING:
+    from rdmaprov.engine.connection import CommandEnd
     from rdmaprov.engine.factcache import FactCache
+    from rdmaprov.inventory.model import SSHSettings
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,10 @@ class RunContext:
     build_keys: dict[str, dict[str, str]] = field(default_factory=dict)
     recipes: dict[str, Any] = field(default_factory=dict)  # by name: operations/builds.py's Recipe
     round_trips: Counter[str] = field(default_factory=Counter)
+    ssh: dict[str, SSHSettings] = field(default_factory=dict)  # each host's, for its connection
+    # How each host's last failed command ended (engine/connection.py), for the reason shown.
+    command_ends: dict[str, CommandEnd] = field(default_factory=dict)
+    busy: set[str] = field(default_factory=set)  # hosts running a command right now
 
 
 _CONTEXTS: WeakKeyDictionary[State, RunContext] = WeakKeyDictionary()

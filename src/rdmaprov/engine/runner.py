@@ -24,8 +24,10 @@ from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.applied import RECORD_PATH, AppliedRecord, AppliedRecordFact, classify, merged_record, write_record
+from rdmaprov.engine.connection import answered_again, explain
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.factcache import FactCache, prefetch, read_fact
+from rdmaprov.engine.interrupt import Interrupt
 from rdmaprov.engine.pyinfra_state import build_state, connect
 from rdmaprov.engine.results import HostResult, OpResult, OpStatus, RunResult
 from rdmaprov.engine.run_context import context_of
@@ -54,6 +56,7 @@ class Observer(Protocol):
     def phase(self, name: str, total: int) -> None: ...
     def host_done(self, host: str, phase: str, ok: bool, detail: str = "") -> None: ...
     def op_done(self, host: str, op: str, status: str) -> None: ...
+    def note(self, text: str) -> None: ...  # a message for the operator while the run goes on
 
 
 class NullObserver:
@@ -64,6 +67,9 @@ class NullObserver:
         pass
 
     def op_done(self, host: str, op: str, status: str) -> None:
+        pass
+
+    def note(self, text: str) -> None:
         pass
 
 
@@ -300,6 +306,7 @@ def _record_applied(state: State, inventory: Inventory, plan: _Plan, results: di
 
 
 def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) -> None:
+    ends = context_of(state).command_ends
     for host in state.inventory:
         result = results.get(host.name)
         if result is None or result.status == "unreachable":
@@ -317,19 +324,23 @@ def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) 
                 # failed before the operation could record a result).
                 if host_failed and not blamed and result.failed == 0:
                     blamed = True
+                    end = ends.get(host.name)
+                    cause = end.cause if end and end.cause else ""
                     result.ops.append(
                         OpResult(
                             name=name,
                             status="failed",
                             stderr=[
-                                "a fact or command failed while preparing this operation (rerun with -v for pyinfra's "
-                                "log)"
+                                "a fact or command failed while preparing this operation"
+                                + (f": {cause}" if cause else " (rerun with -v for pyinfra's log)")
                             ],
                             deploy=_deploy_of(plan, host.name, op_hash),
                         )
                     )
                     if result.error is None:
-                        result.error = f"{name} failed while reading the node's state"
+                        result.error = (
+                            f"{name} failed: {cause}" if cause else f"{name} failed while reading the node's state"
+                        )
                     continue
                 result.ops.append(OpResult(name=name, status="skipped", deploy=_deploy_of(plan, host.name, op_hash)))
                 continue
@@ -347,8 +358,38 @@ def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) 
             )
             result.ops.append(op)
             if status == "failed" and result.error is None:
-                last = next((line for line in reversed(op.stderr) if line.strip()), "")
-                result.error = f"{name} failed" + (f": {last}" if last else "")
+                why = explain(ends.get(host.name), op.stdout + op.stderr)
+                result.error = f"{name} failed" + (f": {why}" if why else "")
+
+
+def _mark_interrupted(running: set, results: dict[str, HostResult]) -> None:
+    """Hosts that Ctrl-C caught with work left: interrupted, naming the operation it stopped at."""
+    for host in running:
+        result = results[host.name]
+        if result.error and "interrupted:" in result.error:  # its running command was stopped
+            result.status = "interrupted"
+            continue
+        left = next((op for op in result.ops if op.status == "skipped"), None)
+        if left is not None and not result.failed:
+            result.status = "interrupted"
+            result.error = f"interrupted before {left.name}"
+
+
+def _settle_lost(state: State, results: dict[str, HostResult], run_seconds: float) -> None:
+    """A host whose connection was lost mid-run: say whether it came back (and rebooted); one
+    that did not is unreachable, not merely failed."""
+    context = context_of(state)
+
+    def settle(host) -> None:
+        result = results[host.name]
+        end = context.command_ends.get(host.name)
+        if result.status == "unreachable" or end is None or not end.lost:
+            return
+        back, what = answered_again(host, context.ssh[host.name], run_seconds)
+        result.error = f"{result.error or host.name}; {what}"
+        result.status = "failed" if back else "unreachable"
+
+    _each_host(state, list(state.inventory), settle)
 
 
 def run(inventory: Inventory, options: RunOptions, observer: Observer | None = None) -> RunResult:
@@ -393,12 +434,18 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
             else:
                 state.set_stage(StateStage.Execute)
                 observer.phase("apply", len(state.active_hosts))
-                try:
-                    run_ops(state)
-                except PyinfraError:
-                    pass  # the last active host failed; each failure is collected below
+                with Interrupt(state, observer.note) as interrupt:
+                    try:
+                        run_ops(state)
+                    except PyinfraError:
+                        pass  # the last active host failed; each failure is collected below
                 _collect_applied(state, plan, results)
                 _record_applied(state, inventory, plan, results)
+                if interrupt.requested:
+                    run_result.interrupted = True
+                    _mark_interrupted(interrupt.running, results)
+                else:
+                    _settle_lost(state, results, time.monotonic() - started)
     finally:
         try:
             state.set_stage(StateStage.Disconnect)

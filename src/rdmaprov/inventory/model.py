@@ -28,6 +28,7 @@ class SSHSettings:
     password_env: str | None = None
     sudo_password_env: str | None = None
     connect_timeout: int = 10
+    command_timeout: int = 3600
     password: str | None = field(default=None, repr=False)  # typed at a prompt (--ask-pass), never from YAML
 
 

@@ -48,6 +48,9 @@ class Recipe:
     uses_gpus: bool = False
 
 
+BUILD_DEADLINES = 4  # a build's deadline, in ssh.command_timeout
+
+
 def declare(recipe: Recipe, slot: str, settings: Settings | None, wanted: bool = True) -> None:
     """Tell the run (while planning) which recipe `slot` uses, and, when `wanted`, that the current
     host wants that build with these settings. Operations receive the recipe's name, which
@@ -158,7 +161,10 @@ def artifact_built(recipe: str, slot: str, settings: Settings | None):
     work = shlex.quote(spec.workdir)
     yield StringCommand(f"rm -rf {work}/src && mkdir -p {work}/src")
     yield from _source_uploads(spec)
-    yield StringCommand(build_script(spec))
+    # A build may rightly run for long (NCCL for every GPU architecture): four command deadlines.
+    ssh = context_of(ctx_state.get()).ssh.get(host.name)
+    script = build_script(spec)
+    yield StringCommand(script, _timeout=ssh.command_timeout * BUILD_DEADLINES) if ssh else StringCommand(script)
 
 
 def _commit(state, host, archive: str) -> bool:

@@ -17,9 +17,15 @@ from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
 from rdmaprov.parsers.system import OsInfo
 
 # An apply killed during an install leaves dpkg half-configured ("dpkg was interrupted") and
-# perhaps a dpkg still holding the lock: finish that first (retrying while locked), then wait
-# for apt's lock instead of failing on it.
-DPKG_RECOVER = "for _ in $(seq 60); do DEBIAN_FRONTEND=noninteractive dpkg --configure -a && break; sleep 5; done"
+# perhaps a dpkg still holding the lock: finish that first, retrying only while another process
+# holds the lock (and saying so), for up to 60 × 5 s; any other error (a full disk…) fails at once
+# with dpkg's own words instead of being retried and then installed over.
+DPKG_RECOVER = (
+    "for try in $(seq 60); do out=$(DEBIAN_FRONTEND=noninteractive dpkg --configure -a 2>&1) && break; "
+    'case "$out" in *"locked by another process"*) '
+    'echo "waiting for the dpkg lock ($try/60): $out" >&2; [ "$try" = 60 ] && exit 1; sleep 5;; '
+    '*) printf "%s\\n" "$out" >&2; exit 1;; esac; done'
+)
 APT = "apt-get -o DPkg::Lock::Timeout=300"
 
 

@@ -43,6 +43,9 @@ class RichObserver:
         if not ok:
             self.console.print(f"[red]{host}[/]: {phase} failed: {detail}")
 
+    def note(self, text: str) -> None:
+        self.console.print(f"[yellow]{text}[/]")
+
     def op_done(self, host: str, op: str, status: str) -> None:
         self.ops += 1
         if self.task is not None:

@@ -7,7 +7,14 @@ from rich.table import Table
 
 from rdmaprov.engine.results import RunResult
 
-_STYLE = {"changed": "yellow", "unchanged": "green", "failed": "red", "unreachable": "red", "skipped": "red"}
+_STYLE = {
+    "changed": "yellow",
+    "unchanged": "green",
+    "failed": "red",
+    "unreachable": "red",
+    "skipped": "red",
+    "interrupted": "red",
+}
 
 
 def print_run(result: RunResult, console: Console, show_diff: bool = True) -> None:

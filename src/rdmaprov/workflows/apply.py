@@ -58,7 +58,7 @@ def converge(
         return [
             h.name
             for h in result.hosts
-            if h.status not in ("failed", "unreachable") and (scope is None or h.name in scope)
+            if h.status not in ("failed", "unreachable", "interrupted") and (scope is None or h.name in scope)
         ]
 
     def after_batch(result: RunResult, batch: list[str]) -> None:
@@ -70,6 +70,8 @@ def converge(
             result.verify, _ = post_deploy(inventory, verify, gates=False)
 
     result = rolling_apply(inventory, options, size, settings.max_fail, Hooks(after_batch, log), observer)
+    if result.interrupted:
+        return result  # no verify and no gates: the operator asked to stop
     applied = [
         name
         for name in inventory.host_names()

@@ -67,8 +67,16 @@ def rolling_apply(
         result = run(inventory, RunOptions(options.command, batch, options.deploys, options.host_deploys), observer)
         for host in result.hosts:
             host.batch = number
-        hooks.after_batch(result, batch)
+        if not result.interrupted:
+            hooks.after_batch(result, batch)
         merged = result if merged is None else _merge(merged, result)
+        if result.interrupted:
+            merged.hosts.extend(
+                HostResult(name, inventory.hosts[name].address, status="skipped", error="not run: interrupted", batch=n)
+                for n, group in enumerate(groups[number:], number + 1)
+                for name in group
+            )
+            break
         failed = {h.name for h in result.hosts if h.status in ("failed", "unreachable")} | {
             v.name for v in result.verify or [] if v.status != "ok"
         }
@@ -91,6 +99,7 @@ def rolling_apply(
 def _merge(into: RunResult, more: RunResult) -> RunResult:
     into.hosts.extend(more.hosts)
     into.duration_s += more.duration_s
+    into.interrupted = into.interrupted or more.interrupted
     if more.verify is not None:
         into.verify = (into.verify or []) + more.verify
     return into

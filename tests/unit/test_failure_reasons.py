@@ -1,0 +1,133 @@
+"""The reason a failed host shows: the line that says why, from real apt/dpkg outputs with the
+noise around them; how the connection ended when that, not the command, ended it; and the dpkg
+recovery loop, run for real against dpkg with a private admin directory."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from rdmaprov.engine.connection import CommandEnd, explain, parse_uptime
+from rdmaprov.operations.packages import DPKG_RECOVER
+from rdmaprov.parsers.failure import failure_reason, is_noise
+from tests.conftest import FIXTURES
+
+CAPTURED = FIXTURES / "failures"
+NOISE = [
+    "WARNING: apt does not have a stable CLI interface. Use with caution in scripts.",
+    "debconf: delaying package configuration, since apt-utils is not installed",
+    "perl: warning: Setting locale failed.",
+    "perl: warning: Please check that your locale settings:",
+    "\tLANGUAGE = (unset),",
+    '\tLC_ALL = "en_US.UTF-8",',
+    "    are supported and installed on your system.",
+    "locale: Cannot set LC_ALL to default locale: No such file or directory",
+]
+
+
+def _lines(name: str) -> list[str]:
+    return (CAPTURED / name).read_text().splitlines()
+
+
+def test_apt_error_line_is_the_reason_not_the_warnings_around_it():
+    lines = NOISE[:2] + _lines("apt-unable-to-locate.txt") + NOISE[1:2]
+    assert failure_reason(lines) == "E: Unable to locate package no-such-package-rdmaprov"
+
+
+def test_a_full_disk_is_named_as_such_with_dpkgs_words():
+    lines = NOISE + _lines("dpkg-no-space.txt") + ["E: Sub-process /usr/bin/dpkg returned an error code (1)"]
+    reason = failure_reason(lines)
+    assert reason.startswith("disk full: cannot copy extracted data for './usr/include/infiniband/verbs.h'")
+    assert reason.endswith("failed to write (No space left on device)")
+
+
+def test_dpkg_error_block_beats_apts_generic_sub_process_line():
+    lines = [
+        "dpkg: error processing package rdma-core (--configure):",
+        " installed rdma-core package post-installation script subprocess returned error exit status 1",
+        "Errors were encountered while processing:",
+        " rdma-core",
+        "E: Sub-process /usr/bin/dpkg returned an error code (1)",
+    ]
+    assert failure_reason(lines) == (
+        "dpkg: error processing package rdma-core (--configure): installed rdma-core package post-installation "
+        "script subprocess returned error exit status 1"
+    )
+
+
+def test_dpkg_lock_error_and_plain_output():
+    assert failure_reason(_lines("dpkg-locked.txt")).startswith("dpkg: error: dpkg frontend lock was locked by")
+    assert failure_reason(["building", "make: *** [all] Error 2", "cleaning up"]) == "make: *** [all] Error 2"
+    assert failure_reason(["only this"]) == "only this"
+    assert failure_reason(NOISE) == "" and failure_reason([]) == ""
+
+
+def test_noise_is_recognised_and_real_errors_are_not():
+    assert all(is_noise(line) for line in NOISE)
+    assert not any(is_noise(line) for line in _lines("apt-unable-to-locate.txt") if line.startswith("E:"))
+
+
+def test_the_reason_is_one_bounded_line():
+    reason = failure_reason(["E: " + "x" * 1000])
+    assert len(reason) == 300 and reason.endswith("…") and "\n" not in reason
+
+
+@pytest.mark.parametrize(
+    ("end", "output", "expected"),
+    [
+        (CommandEnd(100), ["E: Unable to locate package x"], "E: Unable to locate package x (exit status 100)"),
+        (CommandEnd(None, "connection lost"), ["debconf: delaying package configuration"], "connection lost"),
+        (
+            CommandEnd(None, "timed out after 10 s (ssh.command_timeout)"),
+            ["Unpacking rdma-core (44.0-2) ..."],
+            "timed out after 10 s (ssh.command_timeout); its last words: Unpacking rdma-core (44.0-2) ...",
+        ),
+        (CommandEnd(2), [], "exit status 2"),
+        (None, ["E: Unable to locate package x"], "E: Unable to locate package x"),
+        (None, [], ""),
+    ],
+)
+def test_explain_puts_how_the_command_ended_first(end, output, expected):
+    assert explain(end, output) == expected
+
+
+def test_uptime_parsing():
+    assert parse_uptime("354.12 700.30\n") == 354.12
+    assert parse_uptime("") is None and parse_uptime("garbage") is None
+
+
+def _private_dpkg(tmp_path) -> dict[str, str]:
+    admin = tmp_path / "var" / "lib" / "dpkg"
+    (admin / "info").mkdir(parents=True)
+    (admin / "updates").mkdir()
+    (admin / "status").touch()
+    return dict(os.environ, DPKG_ROOT=str(tmp_path), DPKG_ADMINDIR=str(admin))
+
+
+def test_dpkg_recovery_waits_while_the_lock_is_held_and_says_so(tmp_path):
+    env = _private_dpkg(tmp_path)
+    lock = os.open(tmp_path / "var/lib/dpkg/lock-frontend", os.O_RDWR | os.O_CREAT)
+    fcntl.lockf(lock, fcntl.LOCK_EX)
+    threading.Timer(3, lambda: os.close(lock)).start()  # closing the descriptor releases the lock
+    started = time.monotonic()
+    proc = subprocess.run(["sh", "-c", DPKG_RECOVER], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "waiting for the dpkg lock (1/60): dpkg: error: dpkg frontend lock was locked by" in proc.stderr
+    assert 3 <= time.monotonic() - started < 30
+
+
+def test_dpkg_recovery_fails_at_once_on_any_other_error(tmp_path):
+    env = _private_dpkg(tmp_path)
+    (tmp_path / "var/lib/dpkg/status").write_text("this is not a dpkg status file\n")
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["sh", "-c", DPKG_RECOVER + "; echo installed anyway"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and "installed anyway" not in proc.stdout
+    assert "dpkg: error" in proc.stderr and "waiting" not in proc.stderr
+    assert time.monotonic() - started < 4  # no 5 s retry
