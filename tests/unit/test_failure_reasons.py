@@ -60,6 +60,15 @@ def test_dpkg_error_block_beats_apts_generic_sub_process_line():
     )
 
 
+def test_rdmaprovs_own_message_beats_the_tool_lines_before_it():
+    lines = [
+        "greet-1.1-c83aea4f584e.tar.gz: FAILED",
+        "sha256sum: WARNING: 1 computed checksum did NOT match",
+        "rdmaprov: greet-1.1-c83aea4f584e.tar.gz does not match its sha256 on node3: rerun the apply",
+    ]
+    assert failure_reason(lines) == lines[2]
+
+
 def test_dpkg_lock_error_and_plain_output():
     assert failure_reason(_lines("dpkg-locked.txt")).startswith("dpkg: error: dpkg frontend lock was locked by")
     assert failure_reason(["building", "make: *** [all] Error 2", "cleaning up"]) == "make: *** [all] Error 2"

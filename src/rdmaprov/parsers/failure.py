@@ -4,7 +4,8 @@ Why not the first (or last) line of stderr: package tools print warnings on ever
 "delaying package configuration", apt's "no stable CLI interface", perl's locale complaints), so
 the first line of stderr is usually noise and an operator chases the wrong thing. The error is
 in apt's `E:` lines, dpkg's `error processing` blocks, dnf's `Error:` lines, or failing those in
-the last line that is not noise. A full disk is named as such wherever it shows.
+the last line that is not noise. rdmaprov's own scripts' `rdmaprov: …` lines come first (they
+name the fix); a full disk is named as such wherever it shows.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ _NOISE = re.compile(
     r"|(Reading package lists|Building dependency tree|Reading state information)\.\.\."
     r"|W: |N: )"
 )
+# rdmaprov's own scripts say what failed and how to fix it (quoting.fail_command): that first.
+_OURS = re.compile(r"^rdmaprov: ")
 _DISK_FULL = re.compile(r"No space left on device|ENOSPC|Disk quota exceeded", re.IGNORECASE)
 # The most specific error lines of each tool, most specific first within a tool.
 _DPKG_ERROR = re.compile(r"^dpkg(-deb)?: error")
@@ -57,6 +60,9 @@ def failure_reason(lines: list[str]) -> str:
     meaningful = [line.rstrip() for line in lines if not is_noise(line)]
     if not meaningful:
         return ""
+    ours = next((line for line in meaningful if _OURS.match(line)), None)
+    if ours is not None:
+        return _clip(ours)
     full = next((line for line in meaningful if _DISK_FULL.search(line)), None)
     if full is not None:
         return _clip(f"disk full: {full.strip()}")
