@@ -43,9 +43,9 @@ class CommandEnd:
 def explain(end: CommandEnd | None, output: list[str]) -> str:
     """The one-line reason a failed command shows: how it ended when the connection or a deadline
     ended it, else what its output says (parsers/failure.py) and its exit status; "" if nothing."""
-    said = failure_reason(output)
     if end is not None and end.lost:
         return end.cause
+    said = failure_reason(output)
     if end is not None and end.cause:
         return end.cause + (f"; its last words: {said}" if said else "")
     status = f"exit status {end.exit_status}" if end is not None and end.exit_status is not None else ""
@@ -113,9 +113,9 @@ def watch(state: State, host, settings: SSHSettings) -> None:
     context = context_of(state)
     connector = host.connector
     client = getattr(connector, "client", None)
+    channels: list = []  # the channel of the command running now (its exit status, to close it)
     if client is not None:
         _keep_alive(client.get_transport(), settings)
-        channels: list = []
         exec_command = client.exec_command
 
         def remembered(*args, **kwargs):
@@ -124,8 +124,6 @@ def watch(state: State, host, settings: SSHSettings) -> None:
             return stdin, stdout, stderr
 
         client.exec_command = remembered
-    else:
-        channels = []
 
     def ended(kwargs: dict, exc: BaseException | None) -> CommandEnd:
         channel = channels[0] if channels else None

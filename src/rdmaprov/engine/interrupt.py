@@ -11,7 +11,6 @@ reports each host as done, or interrupted before the operation it had not finish
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +30,7 @@ class Interrupt:
         self.state = state
         self.say = say
         self.grace_s = grace_s
-        self.requested_at: float | None = None
+        self.requested = False
         self.running: set = set()  # the hosts that were active when Ctrl-C came
         self._watcher: Any = None  # gevent's signal watcher while inside the `with`
         self._timer: Any = None  # the greenlet that ends the grace
@@ -46,13 +45,9 @@ class Interrupt:
         if self._timer is not None:
             self._timer.kill(block=False)
 
-    @property
-    def requested(self) -> bool:
-        return self.requested_at is not None
-
     def _on_sigint(self) -> None:
-        if self.requested_at is None:
-            self.requested_at = time.monotonic()
+        if not self.requested:
+            self.requested = True
             self.running = set(self.state.active_hosts)
             self.state.active_hosts.clear()  # pyinfra starts the next operation on no host
             self.say(

@@ -362,11 +362,13 @@ def _collect_applied(state: State, plan: _Plan, results: dict[str, HostResult]) 
                 result.error = f"{name} failed" + (f": {why}" if why else "")
 
 
-def _mark_interrupted(running: set, results: dict[str, HostResult]) -> None:
+def _mark_interrupted(state: State, running: set, results: dict[str, HostResult]) -> None:
     """Hosts that Ctrl-C caught with work left: interrupted, naming the operation it stopped at."""
+    ends = context_of(state).command_ends
     for host in running:
         result = results[host.name]
-        if result.error and "interrupted:" in result.error:  # its running command was stopped
+        end = ends.get(host.name)
+        if end is not None and end.interrupted:  # its running command was stopped
             result.status = "interrupted"
             continue
         left = next((op for op in result.ops if op.status == "skipped"), None)
@@ -443,7 +445,7 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
                 _record_applied(state, inventory, plan, results)
                 if interrupt.requested:
                     run_result.interrupted = True
-                    _mark_interrupted(interrupt.running, results)
+                    _mark_interrupted(state, interrupt.running, results)
                 else:
                     _settle_lost(state, results, time.monotonic() - started)
     finally:
