@@ -115,7 +115,8 @@ def _private_dpkg(tmp_path) -> dict[str, str]:
     (admin / "info").mkdir(parents=True)
     (admin / "updates").mkdir()
     (admin / "status").touch()
-    return dict(os.environ, DPKG_ROOT=str(tmp_path), DPKG_ADMINDIR=str(admin))
+    # DPKG_FORCE=not-root: the unit tests run without root (README); dpkg then works on this tree alone.
+    return dict(os.environ, DPKG_ROOT=str(tmp_path), DPKG_ADMINDIR=str(admin), DPKG_FORCE="not-root")
 
 
 def test_dpkg_recovery_waits_while_the_lock_is_held_and_says_so(tmp_path):
