@@ -416,7 +416,10 @@ def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab):
         ["node1", "node2", "node3"],
         1,
     ), healthy
-    throttle = vm_lab.ssh("node3", "tc qdisc replace dev eth0 root tbf rate 200kbit burst 8kbit latency 100ms")
+    # The bucket must hold a whole frame (32 kbit = 4000 B > the 1500 B MTU): tbf drops every packet
+    # bigger than its burst, and with `burst 8kbit` node3 could send no full frame, so SSH never reached
+    # it again and the throttle could not be removed (seen in a full run; tried by hand on a lab VM).
+    throttle = vm_lab.ssh("node3", "tc qdisc replace dev eth0 root tbf rate 200kbit burst 32kbit latency 400ms")
     assert throttle.returncode == 0, throttle.stderr
     try:
         code, slow = rdmaprov_json("diagnose", full, timeout=900)
@@ -430,8 +433,8 @@ def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab):
 
 
 def _unthrottle(vm_lab, node: str) -> None:
-    """Remove the throttle over the throttled link itself: SSH may crawl while traffic the run left
-    in flight drains through 200 kbit/s, so keep trying (a full CI run once needed over 120 s)."""
+    """Remove the throttle over the throttled link itself: SSH crawls while traffic the run left in
+    flight drains through 200 kbit/s, so keep trying."""
     for _ in range(5):
         try:
             if vm_lab.ssh(node, "tc qdisc del dev eth0 root", timeout=180).returncode == 0:
