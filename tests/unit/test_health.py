@@ -22,6 +22,7 @@ from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.verify import HostVerification
 from rdmaprov.inventory.model import HostSpec, SSHSettings
 from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
+from rdmaprov.parsers.limits import pam_memlock, parse_setting_lines, systemd_memlock
 from rdmaprov.parsers.nccl_debug import parse_nccl_transport
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import Gpu, parse_node_report, split_sections
@@ -400,3 +401,71 @@ def test_diagnosis_names_the_slow_node_in_two_rounds():
     assert healthy.rounds == 1 and healthy.cleared == names and healthy.exit_code == 0
     hopeless = localize(["a", "b"], _pair_test({"a"}, []))
     assert set(hopeless.undecided) == {"a", "b"} and hopeless.exit_code == 4
+
+
+def _memlock_report(login: str, services: str, lines: str) -> str:
+    """The lab's node report with other memlock values and the files' lines that set them."""
+    text = (LAB / "node_report_rxe.txt").read_text()
+    text = text.replace("@@ memlock\nunlimited\ninfinity\n", f"@@ memlock\n{login}\n{services}\n")
+    return text + "@@ memlock_lines\n" + lines
+
+
+def test_memlock_set_by_a_site_file_is_named_with_the_fix_apply_cannot_make():
+    lines = (LAB / "memlock_lines_site_override.txt").read_text()
+    failures = {
+        f.id: f
+        for f in verify_node(_lab_host(), parse_node_report(_memlock_report("65536", "67108864", lines)))
+        if not f.ok
+    }
+    login, services = failures["limits.memlock_login"], failures["limits.memlock_services"]
+    assert (login.expected, login.found, services.expected, services.found) == (
+        "unlimited",
+        "65536",
+        "infinity",
+        "67108864",
+    )
+    assert "/etc/security/limits.d/95-site.conf:3 `root hard memlock 65536`" in login.hint
+    assert "/etc/security/limits.d/95-site.conf:4 `root soft memlock 65536`" in login.hint  # comment dropped
+    assert "90-rdmaprov-memlock.conf:" not in login.hint.split(": ", 1)[1]  # rdmaprov's own lines are not blamed
+    assert "rdmaprov apply" not in login.hint and "log in again" in login.hint
+    assert services.hint.startswith("set to something else outside rdmaprov's /etc/systemd/system.conf.d/")
+    assert "99-site.conf:2 `DefaultLimitMEMLOCK=64M`" in services.hint and "daemon-reexec" in services.hint
+    assert "#DefaultLimitMEMLOCK" not in services.hint  # a commented default is not a setting
+
+
+def test_memlock_with_only_rdmaprovs_lines_points_at_apply_and_numbers_are_held_to_the_inventory():
+    ours = "\n".join(
+        line for line in (LAB / "memlock_lines_site_override.txt").read_text().splitlines() if "-site" not in line
+    )
+    [login] = [
+        f for f in verify_node(_lab_host(), parse_node_report(_memlock_report("64", "infinity", ours))) if not f.ok
+    ]
+    assert login.id == "limits.memlock_login" and "run `rdmaprov apply`" in login.hint
+    sized = _lab_host(limits={"memlock": 1048576})
+    report = parse_node_report(_memlock_report("1048576", str(1048576 * 1024), ""))
+    assert [f for f in verify_node(sized, report) if not f.ok] == []
+    assert [f.id for f in verify_node(_lab_host(), report) if not f.ok] == [
+        "limits.memlock_login",
+        "limits.memlock_services",
+    ]
+
+
+def test_memlock_setting_lines_and_their_values():
+    lines = parse_setting_lines(
+        [
+            "/etc/security/limits.conf:37:#        - memlock - max locked-in-memory address space (KB)",
+            "/etc/security/limits.d/95-site.conf:4:root soft memlock 65536   # keep it low",
+            "/etc/security/limits.d/96.conf:1:@rdma - memlock -1",
+            "/etc/security/limits.d/97.conf:1:* hard nofile 1024 memlock",
+            "/etc/systemd/system.conf.d/99-site.conf:2:DefaultLimitMEMLOCK=64M",
+            "not grep output",
+        ]
+    )
+    assert [(line.path.rsplit("/", 1)[1], line.number) for line in lines] == [
+        ("95-site.conf", 4),
+        ("96.conf", 1),
+        ("97.conf", 1),
+        ("99-site.conf", 2),
+    ]
+    assert [pam_memlock(line) for line in lines] == ["65536", "unlimited", None, None]
+    assert [systemd_memlock(line) for line in lines] == [None, None, None, "64M"]

@@ -10,6 +10,10 @@ from rdmaprov.operations.files import managed_file
 # systemd only rereads system.conf.d on re-exec; skipped where systemd is not PID 1.
 _REEXEC = "if [ -d /run/systemd/system ]; then systemctl daemon-reexec; fi"
 
+# rdmaprov's own files: verify names any other file that sets memlock, as apply leaves those alone.
+LOGIN_LIMITS = "/etc/security/limits.d/90-rdmaprov-memlock.conf"
+SERVICE_LIMITS = "/etc/systemd/system.conf.d/90-rdmaprov-memlock.conf"
+
 
 def memlock_value(memlock: str | int) -> tuple[str, str]:
     """(limits.conf value, systemd value) for the node's memlock setting (KiB in limits.conf, bytes for systemd)."""
@@ -35,12 +39,12 @@ def limits(ctx: NodeContext) -> None:
     pam_value, systemd_value = memlock_value(ctx.node.memlock)
     managed_file(
         name="memlock for logins",
-        path="/etc/security/limits.d/90-rdmaprov-memlock.conf",
+        path=LOGIN_LIMITS,
         content=render_limits_conf(pam_value),
     )
     managed_file(
         name="memlock for services",
-        path="/etc/systemd/system.conf.d/90-rdmaprov-memlock.conf",
+        path=SERVICE_LIMITS,
         content=render_systemd_conf(systemd_value),
         after_change=_REEXEC,
     )

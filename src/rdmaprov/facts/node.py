@@ -29,6 +29,16 @@ _NCCL_DIRS = (
     "/usr/local/lib/aiacc*",
 )
 
+# Every file that can set memlock for logins (pam_limits) or services (systemd's manager).
+_LIMIT_FILES = (
+    "/etc/security/limits.conf",
+    "/etc/security/limits.d/*.conf",
+    "/etc/systemd/system.conf",
+    "/etc/systemd/system.conf.d/*.conf",
+    "/run/systemd/system.conf.d/*.conf",
+    "/usr/lib/systemd/system.conf.d/*.conf",
+)
+
 
 class NodeFacts(FactBase):
     def command(self) -> str:
@@ -38,6 +48,7 @@ class NodeFacts(FactBase):
             "rdma_system": "rdma system show 2>/dev/null",
             "mtu": 'for d in /sys/class/net/*; do echo "${d##*/} $(cat $d/mtu)"; done',
             "memlock": "ulimit -l; systemctl show -p DefaultLimitMEMLOCK --value 2>/dev/null",
+            "memlock_lines": "grep -Hn -e memlock -e DefaultLimitMEMLOCK " + " ".join(_LIMIT_FILES) + " 2>/dev/null",
             "nccl_conf": "cat /etc/nccl.conf 2>/dev/null || echo MISSING",
             "gpus": "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null",
             "nccl": "ls -d " + " ".join(f"{d}/libnccl*" for d in _NCCL_DIRS) + " 2>/dev/null",

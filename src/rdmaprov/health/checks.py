@@ -6,11 +6,14 @@ found, and a hint at the fix.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from rdmaprov.deploys.limits import LOGIN_LIMITS, SERVICE_LIMITS, memlock_value
 from rdmaprov.inventory.config import ETHERNET_FABRICS, NodeConfig, hca_specs, spec_matches
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.nvidia import driver_matches
+from rdmaprov.parsers.limits import SettingLine, pam_memlock, systemd_memlock
 from rdmaprov.parsers.node import NodeReport, SysfsPort
 
 # IB MTUs a RoCE port can run, and the RoCE headers the kernel subtracts from the netdev MTU.
@@ -276,24 +279,49 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
 
     _check_nccl_hca(c, node, report)
     _check_gpus(c, node, report)
+    _check_memlock(c, node, report)
+    return c.findings
+
+
+def _check_memlock(c: _Checker, node: NodeConfig, report: NodeReport) -> None:
+    """The limit a login and a service get, and where it comes from when it is not what the node
+    needs: a line in a file that is not rdmaprov's is the operator's to change, not apply's."""
+    login, services = memlock_value(node.memlock)
     c.check(
         "memlock",
         "limits.memlock_login",
-        report.memlock_login == "unlimited",
-        "unlimited",
+        report.memlock_login == login,
+        login,
         report.memlock_login or "unknown",
-        "RDMA pins memory: run `rdmaprov apply` (limits deploy), then log in again",
+        _memlock_hint(report, LOGIN_LIMITS, pam_memlock, login, "log in again")
+        or "RDMA pins memory: run `rdmaprov apply` (limits deploy), then log in again",
     )
     if report.memlock_services:
         c.check(
             "memlock",
             "limits.memlock_services",
-            report.memlock_services == "infinity",
-            "infinity",
+            report.memlock_services == services,
+            services,
             report.memlock_services,
-            "run `rdmaprov apply` (limits deploy); systemd applies it to services started afterwards",
+            _memlock_hint(
+                report, SERVICE_LIMITS, systemd_memlock, services, "run `systemctl daemon-reexec` and restart services"
+            )
+            or "run `rdmaprov apply` (limits deploy); systemd applies it to services started afterwards",
         )
-    return c.findings
+
+
+def _memlock_hint(
+    report: NodeReport, ours: str, value: Callable[[SettingLine], str | None], wanted: str, then: str
+) -> str | None:
+    """The operator's fix when other files set memlock to something else, None when none does."""
+    others = [line for line in report.memlock_lines if line.path != ours and value(line) not in (None, wanted)]
+    if not others:
+        return None
+    return (
+        f"set to something else outside rdmaprov's {ours}: {'; '.join(map(str, others))}. "
+        f"Remove or change {'that line' if len(others) == 1 else 'those lines'} to {wanted} "
+        f"(apply leaves files it did not write alone), then {then}"
+    )
 
 
 def _check_gpus(c: _Checker, node: NodeConfig, report: NodeReport) -> None:

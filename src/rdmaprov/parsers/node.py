@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
+from rdmaprov.parsers.limits import SettingLine, parse_setting_lines
 from rdmaprov.parsers.rdma import parse_rdma_system
 
 SECTION = "@@ "
@@ -55,6 +56,7 @@ class NodeReport:
     mtus: dict[str, int] = field(default_factory=dict)
     memlock_login: str = ""
     memlock_services: str = ""
+    memlock_lines: list[SettingLine] = field(default_factory=list)  # the files' lines that set it
     nccl_conf: dict[str, str] | None = None
     gpus: list[Gpu] = field(default_factory=list)
     nccl_libraries: list[str] = field(default_factory=list)
@@ -158,6 +160,7 @@ def parse_node_report(text: str) -> NodeReport:
         mtus={p[0]: int(p[1]) for p in (line.split() for line in s.get("mtu", [])) if len(p) == 2 and p[1].isdigit()},
         memlock_login=memlock[0] if memlock else "",
         memlock_services=memlock[1] if len(memlock) > 1 else "",
+        memlock_lines=parse_setting_lines(s.get("memlock_lines", [])),
         nccl_conf=parse_key_values(nccl_conf) if nccl_conf is not None and nccl_conf != ["MISSING"] else None,
         gpus=parse_gpus(s.get("gpus", [])),
         nccl_libraries=sorted({line.strip() for line in s.get("nccl", []) if "libnccl.so" in line}),
