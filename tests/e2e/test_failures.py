@@ -172,3 +172,21 @@ def test_ctrl_c_mid_apply_stops_new_work_and_reports_where_each_host_stood(ssh_f
         assert "verify" not in doc or doc.get("verify") is None
     code, again = rdmaprov_json("apply", inv, *TAGS)
     assert code == 2 and all(h["status"] == "changed" for h in again["hosts"]), again
+
+
+def test_a_command_past_its_gate_deadline_is_stopped_and_says_so(ssh_farm, tmp_path):
+    from rdmaprov.engine.session import Session
+    from rdmaprov.inventory import load_inventory
+
+    inventory = load_inventory(_inventory(ssh_farm, tmp_path))
+    host = ssh_farm.hosts[0].name
+    with Session(inventory, [host]) as session:
+        started = time.monotonic()
+        stuck = session.run(host, "echo started; sleep 60", 3)
+        elapsed = time.monotonic() - started
+        failed = session.run(host, "echo no >&2; exit 3", 3)
+        left = session.run(host, "pgrep -f '^sleep 60$' || true").stdout.strip()
+    assert stuck.timed_out and not stuck.ok and elapsed < 15, (stuck, elapsed)
+    assert stuck.stdout == "started" and stuck.stderr.endswith("rdmaprov: stopped at its deadline of 3 s")
+    assert not failed.ok and not failed.timed_out and failed.stderr == "no"
+    assert left == ""  # stopped on the node, not only given up on

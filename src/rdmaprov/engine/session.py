@@ -20,12 +20,20 @@ from pyinfra.context import ctx_host, ctx_state
 from rdmaprov.engine.pyinfra_state import build_state, connect, privileges
 from rdmaprov.inventory.model import Inventory
 
+# Printed to stderr when coreutils' timeout stopped the command: 124 when TERM ended it, 137 when
+# KILL was needed (told from a KILL by anything else, e.g. the OOM killer, by the time it ran).
+DEADLINE_MARK = "rdmaprov: stopped at its deadline of"
+
 
 @dataclass(frozen=True)
 class CommandResult:
     ok: bool
     stdout: str
     stderr: str
+
+    @property
+    def timed_out(self) -> bool:
+        return DEADLINE_MARK in self.stderr
 
 
 class Session:
@@ -80,10 +88,16 @@ class Session:
         return self.each(self.connected, read)
 
     def run(self, name: str, command: str, timeout_s: int | None = None) -> CommandResult:
-        """Run a shell command on one host; `timeout_s` kills it there (coreutils timeout)."""
+        """Run a shell command on one host; `timeout_s` stops it there (coreutils timeout), and
+        the result says so."""
         host = self._host(name)
         if timeout_s:
-            command = f"timeout -k 5 {int(timeout_s)} sh -c {shlex.quote(command)}"
+            seconds = int(timeout_s)
+            command = (
+                f"start=$(date +%s); timeout -k 5 {seconds} sh -c {shlex.quote(command)}; rc=$?; "
+                f"if [ $rc = 124 ] || {{ [ $rc = 137 ] && [ $(( $(date +%s) - start )) -ge {seconds} ]; }}; "
+                f"then echo '{DEADLINE_MARK} {seconds} s' >&2; fi; exit $rc"
+            )
         with ctx_state.use(self.state), ctx_host.use(host):
             ok, output = host.run_shell_command(StringCommand(command), _success_exit_codes=[0], **privileges(host))
         return CommandResult(

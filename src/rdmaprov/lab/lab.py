@@ -170,6 +170,7 @@ def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_add
         "    all_reduce:",
         "      min_busbw_gbs: 0.0001",
         "      max_bytes: 4M",
+        "      timeout_s: 300",
         f"      launcher_ifname: {netdev}",
         "defaults:",
         f"  fabric: {'softroce' if softroce else 'roce'}",

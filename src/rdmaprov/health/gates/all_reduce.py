@@ -27,6 +27,7 @@ from rdmaprov.health.gates.bandwidth import (
     judge,
     parse_size,
 )
+from rdmaprov.health.gates.deadline import ITERATIONS, bytes_per_rank, slowest_link, sweep_deadline
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import AllReduceGate, NodeConfig
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
@@ -169,7 +170,11 @@ def transport_verdict(transport: NcclTransport, storage: set[str], verdict: Verd
     return verdict
 
 
-def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeReport]) -> GateResult:
+def run_all_reduce(
+    session: Session, hosts: list[str], reports: dict[str, NodeReport], pairs: list[GateResult]
+) -> GateResult:
+    """The gate over `hosts`, its deadline scaled to the slowest of the ib_write_bw `pairs` just
+    measured. A run stopped at its deadline is not retried: the fabric, not chance, stopped it."""
     settings = session.inventory.gates.all_reduce
     hosts = [h for h in (settings.hosts or hosts) if h in session.inventory.hosts]
     subject = ",".join(hosts)
@@ -188,14 +193,21 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
     command, ranks = mpirun_command(hosts, session, per_node, use_gpus)
     write = f"printf %s {shlex.quote(hostfile(hosts, session, per_node))} > {HOSTFILE}"
     nic = nic_bandwidth(session.inventory.hosts[launcher].node, reports[launcher])
+    kind = "nccl-tests" if use_gpus else "cpu-probe"
+    low, high = parse_size(settings.min_bytes), parse_size(settings.max_bytes)
+    deadline = sweep_deadline(
+        settings.timeout_s,
+        bytes_per_rank(low, high, ranks, ITERATIONS[kind]),
+        slowest_link(pairs, hosts),
+        all_reduce_bounds(settings).threshold(nic),
+    )
     verdict, attempt = failed("not run", "GB/s"), 0
     for attempt in range(1, settings.retries + 2):
-        result = session.run(launcher, f"{write} && {command}", settings.timeout_s)
-        run = (
-            parse_nccl_tests(result.stdout)
-            if use_gpus
-            else parse_probe_output(result.stdout, parse_size(settings.max_bytes))
-        )
+        result = session.run(launcher, f"{write} && {command}", deadline.seconds)
+        if result.timed_out:
+            verdict = failed(f"mpirun on {launcher} did not finish within its deadline of {deadline}", "GB/s")
+            break
+        run = parse_nccl_tests(result.stdout) if use_gpus else parse_probe_output(result.stdout, high)
         tail = [line for line in (result.stderr + "\n" + result.stdout).splitlines() if line.strip()][-3:]
         if not run.rows:
             verdict = failed(f"mpirun on {launcher} gave no results: {' | '.join(tail) or 'no output'}", "GB/s")
@@ -212,8 +224,9 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
             storage = {d for h in hosts for d in session.inventory.hosts[h].node.rdma.storage_hcas}
             verdict = transport_verdict(transport, storage, verdict)
         details = {
-            "kind": "nccl-tests" if use_gpus else "cpu-probe",
+            "kind": kind,
             "ranks": ranks,
+            "deadline_s": deadline.seconds,
             "command": command,
             "transport": {host: sorted(nets) for host, nets in transport.networks.items()} if transport else None,
             "rows": [
@@ -229,4 +242,4 @@ def run_all_reduce(session: Session, hosts: list[str], reports: dict[str, NodeRe
         }
         if verdict.passed:
             return GateResult.of("all_reduce", subject, verdict, attempt, details)
-    return GateResult.of("all_reduce", subject, verdict, attempt, {"command": command})
+    return GateResult.of("all_reduce", subject, verdict, attempt, {"command": command, "deadline_s": deadline.seconds})

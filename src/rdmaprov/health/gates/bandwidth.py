@@ -54,6 +54,12 @@ class Bounds:
     minimum: float | None = None
     minimum_source: str = "the inventory's minimum"  # what the minimum is, as the verdict names it
 
+    def threshold(self, reference: Reference | None) -> float | None:
+        """The figure a pass needs, as judge holds it: the absolute minimum, else fraction × reference."""
+        if self.minimum is not None:
+            return self.minimum
+        return self.fraction * reference.value if reference is not None else None
+
 
 @dataclass(frozen=True)
 class Verdict:

@@ -18,8 +18,8 @@ def run_gates(
     results: list[GateResult] = []
     if gates.node.enabled:
         results.extend(run_node_gate(session, hosts, readable))
-    if gates.ib_write_bw.enabled:
-        results.extend(run_ib_write_bw(session, hosts, readable, newcomers))
+    pairs = run_ib_write_bw(session, hosts, readable, newcomers) if gates.ib_write_bw.enabled else []
+    results.extend(pairs)
     if gates.all_reduce.enabled:
-        results.append(run_all_reduce(session, hosts, readable))
+        results.append(run_all_reduce(session, hosts, readable, pairs))
     return results
