@@ -49,6 +49,11 @@ def sh_export(name: str, value: object) -> str:
     return f"export {name}={sh_single(config_value(str(value), name))}"
 
 
+# A line a node-side script prints while it works, for the operator to see at once (the run shows
+# it live, engine/connection.py) and never as a failure's reason.
+NOTE_PREFIX = "rdmaprov note: "
+
+
 def fail_command(what: str, fix: str) -> str:
     """A shell block that reports `rdmaprov: WHAT on HOSTNAME: FIX` on stderr and exits 1.
 

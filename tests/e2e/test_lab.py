@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
+import time
 
 import pytest
 import yaml
 
-from tests.conftest import rdmaprov, rdmaprov_json
+from tests.conftest import REPO, rdmaprov, rdmaprov_json
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
@@ -470,3 +473,82 @@ def test_netns_mode_needing_a_reboot_is_reported_and_rebooted_only_when_allowed(
 
     code, result = rdmaprov_json("apply", vm_lab.inventory, "--skip-gates", "--allow-reboot", timeout=900)
     assert code in (0, 2) and all(v["status"] == "ok" for v in result["verify"]), result
+
+
+# In the stack's RDMA package set, and nothing else depends on it: removing it makes apply install it.
+PACKAGE = "rdmacm-utils"
+# Keeps apt inside its install (holding dpkg's frontend lock) for a while before dpkg runs.
+SLOW_APT = "/etc/apt/apt.conf.d/99rdmaprov-test-slow"
+
+
+def _slow_apt(seconds: int) -> str:
+    return f"echo 'DPkg::Pre-Invoke {{\"sleep {seconds}\";}};' > {SLOW_APT}"
+
+
+def _apply_in_background(inventory: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rdmaprov", "apply", inventory, "--limit", "node2", "--skip-gates", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=dict(os.environ, COLUMNS="200"),
+    )
+
+
+def test_a_held_dpkg_lock_a_full_disk_and_a_reboot_mid_install_are_each_named(vm_lab, tmp_path):
+    # Long enough for node2 to come back from a reboot under emulation before it is called lost.
+    patient = tmp_path / "patient.yaml"
+    patient.write_text(open(vm_lab.inventory).read().replace("connect_timeout: 30", "connect_timeout: 150"))
+
+    # Another apt holds dpkg's lock: apply waits, says so while it waits, then converges.
+    holder = f"apt-get install -y -q {PACKAGE} > /root/holder.log 2>&1"
+    prepared = vm_lab.ssh("node2", f"apt-get remove -y -q {PACKAGE} && {_slow_apt(40)} && ({holder} &) && sleep 2")
+    assert prepared.returncode == 0, prepared.stderr
+    apply = _apply_in_background(str(patient))
+    assert apply.stderr is not None
+    waited = ""
+    for line in apply.stderr:
+        if "waiting for the dpkg lock" in line:
+            waited = line
+            break
+    # shown while the other apt still holds the lock, not when the command ends
+    assert waited.startswith("node2: waiting for the dpkg lock (1/60, 5 s each): dpkg: error: dpkg frontend lock")
+    assert vm_lab.ssh("node2", "pgrep -f '^sleep 40$'").returncode == 0
+    out, _ = apply.communicate(timeout=600)
+    assert apply.returncode in (0, 2), out
+    assert vm_lab.ssh("node2", f"dpkg -s {PACKAGE} | grep -q 'Status: install ok installed'").returncode == 0
+
+    # A full root filesystem: named as such, at once (dpkg's error is not retried).
+    fill = (
+        f"rm -f {SLOW_APT} && apt-get remove -y -q {PACKAGE} && "
+        "fallocate -l $(( $(stat -f -c '%f * %S' /) - 4194304 )) /fill && "
+        "i=0; while fallocate -l 64K /fill.$i 2>/dev/null; do i=$((i+1)); done; df -h / | tail -1"
+    )
+    assert vm_lab.ssh("node2", fill, timeout=300).returncode == 0
+    try:
+        code, full = rdmaprov_json("apply", vm_lab.inventory, "--limit", "node2", "--skip-gates", timeout=600)
+    finally:
+        assert vm_lab.ssh("node2", "rm -f /fill /fill.*").returncode == 0
+    [node2] = full["hosts"]
+    assert code == 4 and node2["status"] == "failed", node2
+    assert "disk full" in node2["error"] and "No space left on device" in node2["error"], node2["error"]
+    assert full["duration_s"] < 120, full["duration_s"]
+
+    # A reboot while apply installs on node2: the connection was lost and the host rebooted.
+    assert vm_lab.ssh("node2", _slow_apt(60)).returncode == 0
+    apply = _apply_in_background(str(patient))
+    deadline = time.monotonic() + 300
+    while vm_lab.ssh("node2", "pgrep -f '^sleep 60$'").returncode != 0:
+        assert time.monotonic() < deadline and apply.poll() is None, "apply never reached the install"
+        time.sleep(2)
+    vm_lab.ssh("node2", "systemctl reboot")
+    out, _ = apply.communicate(timeout=900)
+    [node2] = json.loads(out)["hosts"]
+    assert apply.returncode == 4 and node2["status"] == "failed", node2
+    assert "connection lost" in node2["error"] and "it rebooted during the run" in node2["error"], node2["error"]
+    assert "debconf" not in node2["error"]
+
+    assert vm_lab.ssh("node2", f"rm -f {SLOW_APT}").returncode == 0
+    code, again = rdmaprov_json("apply", vm_lab.inventory, "--limit", "node2", "--skip-gates", timeout=900)
+    assert code in (0, 2) and [v["status"] for v in again["verify"]] == ["ok"], again

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from rdmaprov.engine.connection import CommandEnd, explain, parse_uptime
+from rdmaprov.engine.connection import CommandEnd, explain, parse_uptime, relay_notes
 from rdmaprov.operations.packages import DPKG_RECOVER
 from rdmaprov.parsers.failure import failure_reason, is_noise
 from tests.conftest import FIXTURES
@@ -127,7 +127,10 @@ def test_dpkg_recovery_waits_while_the_lock_is_held_and_says_so(tmp_path):
     started = time.monotonic()
     proc = subprocess.run(["sh", "-c", DPKG_RECOVER], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert "waiting for the dpkg lock (1/60): dpkg: error: dpkg frontend lock was locked by" in proc.stderr
+    assert (
+        "rdmaprov note: waiting for the dpkg lock (1/60, 5 s each): dpkg: error: dpkg frontend lock was locked by"
+        in proc.stderr
+    )
     assert 3 <= time.monotonic() - started < 30
 
 
@@ -141,3 +144,16 @@ def test_dpkg_recovery_fails_at_once_on_any_other_error(tmp_path):
     assert proc.returncode == 1 and "installed anyway" not in proc.stdout
     assert "dpkg: error" in proc.stderr and "waiting" not in proc.stderr
     assert time.monotonic() - started < 4  # no 5 s retry
+
+
+def test_notes_are_passed_on_as_they_arrive_and_every_line_still_reaches_pyinfra():
+    seen: list[str] = []
+    lines = [
+        "debconf: delaying package configuration\n",
+        b"rdmaprov note: waiting for the dpkg lock (1/60)\n",
+        "E: x\n",
+    ]
+    relayed = relay_notes(iter(lines), seen.append)
+    assert next(relayed) == lines[0] and seen == []
+    assert next(relayed) == lines[1] and seen == ["waiting for the dpkg lock (1/60)"]  # before the rest is read
+    assert list(relayed) == ["E: x\n"] and seen == ["waiting for the dpkg lock (1/60)"]

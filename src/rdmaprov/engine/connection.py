@@ -5,14 +5,15 @@ and pyinfra runs each operation on all hosts before the next, so one silent host
 host. pyinfra also keeps only a failed command's output and logs its cause (timeout, dropped
 connection) to its logger, so the reason users saw was whatever stderr said first. Here every
 connection gets keepalives with a TCP deadline (a host silent for `ssh.connect_timeout` is
-lost), every command gets a deadline (`ssh.command_timeout`), and the way each failed command
-ended is kept for the run's results.
+lost), every command gets a deadline (`ssh.command_timeout`), the way each failed command ended is kept
+for the run's results, and the notes node-side scripts print while they wait are shown live.
 """
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import gevent
@@ -22,6 +23,7 @@ from pyinfra.api import State, StringCommand
 from rdmaprov.engine.run_context import context_of
 from rdmaprov.inventory.model import SSHSettings
 from rdmaprov.parsers.failure import failure_reason
+from rdmaprov.quoting import NOTE_PREFIX
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,16 @@ def transport_active(host) -> bool:
     return bool(transport and transport.is_active())
 
 
+def relay_notes(lines: Iterable, notify: Callable[[str], None]) -> Iterator:
+    """A command's stderr, line by line as pyinfra reads it, passing on each rdmaprov note as it
+    arrives (a wait for a lock would otherwise show only once the command ends)."""
+    for line in lines:
+        text = line if isinstance(line, str) else line.decode("utf-8", "replace")
+        if text.startswith(NOTE_PREFIX):
+            notify(text[len(NOTE_PREFIX) :].rstrip())
+        yield line
+
+
 def watch(state: State, host, settings: SSHSettings) -> None:
     """Harden a connected host's SSH connection and record every command on it: the round trip
     count (benchmarks report it) and, for a command that fails, how it ended."""
@@ -121,7 +133,7 @@ def watch(state: State, host, settings: SSHSettings) -> None:
         def remembered(*args, **kwargs):
             stdin, stdout, stderr = exec_command(*args, **kwargs)
             channels[:] = [stdout.channel]
-            return stdin, stdout, stderr
+            return stdin, stdout, relay_notes(stderr, lambda note: context.notify(f"{host.name}: {note}"))
 
         client.exec_command = remembered
 
@@ -132,6 +144,13 @@ def watch(state: State, host, settings: SSHSettings) -> None:
             if channel is not None:
                 channel.close()  # ends the command on the node (its pipes close) instead of leaving it
             return CommandEnd(status, f"timed out after {kwargs.get('_timeout')} s (ssh.command_timeout)")
+        if exc is None and status is None:
+            # A host going down (a reboot) closes the command's channel a moment before the
+            # connection itself: give the connection 2 s to show it is gone.
+            for _ in range(20):
+                if not transport_active(host):
+                    break
+                gevent.sleep(0.1)
         if exc is not None or not transport_active(host):
             detail = f": {exc}" if exc is not None and str(exc) else ""
             return CommandEnd(status, f"connection lost{detail}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
@@ -71,6 +72,8 @@ class RunContext:
     # How each host's last failed command ended (engine/connection.py), for the reason shown.
     command_ends: dict[str, CommandEnd] = field(default_factory=dict)
     busy: set[str] = field(default_factory=set)  # hosts running a command right now
+    # Where notes that node-side scripts print while they work go (the run's observer).
+    notify: Callable[[str], None] = field(default=lambda text: None)
 
 
 _CONTEXTS: WeakKeyDictionary[State, RunContext] = WeakKeyDictionary()

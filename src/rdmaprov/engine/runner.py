@@ -411,6 +411,7 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
     results = {name: HostResult(name=name, address=inventory.hosts[name].address) for name in options.hosts}
     state = build_state(inventory, options.hosts)
     context = context_of(state)
+    context.notify = observer.note
     notes = context.notes
     if context.settings.fact_batching:
         context.facts = FactCache()

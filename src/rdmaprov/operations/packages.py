@@ -15,15 +15,17 @@ from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
 from rdmaprov.parsers.system import OsInfo
+from rdmaprov.quoting import NOTE_PREFIX
 
 # An apply killed during an install leaves dpkg half-configured ("dpkg was interrupted") and
 # perhaps a dpkg still holding the lock: finish that first, retrying only while another process
-# holds the lock (and saying so), for up to 60 × 5 s; any other error (a full disk…) fails at once
-# with dpkg's own words instead of being retried and then installed over.
+# holds the lock (a note each try, shown live), for up to 60 × 5 s; any other error (a full disk…)
+# fails at once with dpkg's own words instead of being retried and then installed over.
 DPKG_RECOVER = (
     "for try in $(seq 60); do out=$(DEBIAN_FRONTEND=noninteractive dpkg --configure -a 2>&1) && break; "
-    'case "$out" in *"locked by another process"*) '
-    'echo "waiting for the dpkg lock ($try/60): $out" >&2; [ "$try" = 60 ] && exit 1; sleep 5;; '
+    'case "$out" in *"locked by another process"*) [ "$try" = 60 ] && '
+    '{ echo "rdmaprov: gave up after 5 min waiting for the dpkg lock: $out" >&2; exit 1; }; '
+    f'echo "{NOTE_PREFIX}waiting for the dpkg lock ($try/60, 5 s each): $(echo "$out" | head -n 1)" >&2; sleep 5;; '
     '*) printf "%s\\n" "$out" >&2; exit 1;; esac; done'
 )
 APT = "apt-get -o DPkg::Lock::Timeout=300"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-# Printed by working runs too: never the reason.
+# Printed by working runs too (rdmaprov's own notes among them: quoting.NOTE_PREFIX): never the reason.
 _NOISE = re.compile(
     r"^(debconf: (delaying package configuration|unable to initialize frontend|\(|falling back to frontend)"
     r"|WARNING: apt does not have a stable CLI interface"
@@ -20,7 +20,7 @@ _NOISE = re.compile(
     r"|locale: Cannot set LC_|.*: warning: setlocale: "
     r"|dpkg-preconfigure: unable to re-open stdin"
     r"|(Reading package lists|Building dependency tree|Reading state information)\.\.\."
-    r"|W: |N: )"
+    r"|W: |N: |rdmaprov note: )"
 )
 # rdmaprov's own scripts say what failed and how to fix it (quoting.fail_command): that first.
 _OURS = re.compile(r"^rdmaprov: ")
