@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from rdmaprov.facts.node import LINKED_NCCL
 from rdmaprov.health.checks import roce_active_mtu, verify_node
 from rdmaprov.health.diagnose import localize, neighbour_pairs
 from rdmaprov.health.gates.all_reduce import (
@@ -267,9 +269,9 @@ def test_verify_gpu_nodes_count_driver_and_nccl():
         "535",
         "525.147.05",
     ) and "--allow-reboot" in failed["driver version"].hint
-    assert failed["library present"].found == "none found"
+    assert failed["library programs load"].found == "not in the dynamic linker's cache (ldconfig -p)"
     report.gpus = [Gpu("NVIDIA A100-SXM4-80GB", "8.0", "535.129.03")] * 8
-    report.nccl_libraries = ["/opt/nccl/current/lib/libnccl.so.2"]
+    report.nccl_linked = [("/opt/nccl/current/lib/libnccl.so.2", "/opt/nccl/2.18.3-1-0a1b2c/lib/libnccl.so.2.18.3")]
     assert [f for f in verify_node(host, report) if not f.ok and f.subject in ("gpus", "nccl")] == []
     assert not [f for f in verify_node(_lab_host(), report) if f.subject == "gpus"]  # no GPUs declared: not checked
 
@@ -469,3 +471,29 @@ def test_memlock_setting_lines_and_their_values():
     ]
     assert [pam_memlock(line) for line in lines] == ["65536", "unlimited", None, None]
     assert [systemd_memlock(line) for line in lines] == [None, None, None, "64M"]
+
+
+def test_the_nccl_programs_load_is_the_linkers_first_and_must_be_the_declared_one(tmp_path):
+    """What the H100 showed: NCCL 2.28.9 installed under /opt/nccl, and the image's own 2.28.3 in
+    /usr/lib, which a bare 'a libnccl exists' check took for the declared version."""
+    # The linker cache line as NVIDIA's deb leaves it (public), through the fact's own pipeline.
+    distro = tmp_path / "lib" / "libnccl.so.2.28.3"
+    distro.parent.mkdir()
+    distro.touch()
+    (tmp_path / "lib" / "libnccl.so.2").symlink_to(distro.name)
+    cache = (FIXTURES / "public" / "ldconfig_p_libnccl_ubuntu2404_deb.txt").read_text()
+    cache = "574 libs found in cache `/etc/ld.so.cache'\n\tlibz.so.1 (libc6,x86-64) => /lib/libz.so.1\n\t" + cache
+    cache = cache.replace("/lib/x86_64-linux-gnu/", f"{tmp_path}/lib/")
+    section = subprocess.run(["sh", "-c", LINKED_NCCL], input=cache, capture_output=True, text=True).stdout
+    assert section == f"{tmp_path}/lib/libnccl.so.2 {distro}\n"
+    report = parse_node_report((LAB / "node_report_rxe.txt").read_text() + "@@ nccl_linker\n" + section)
+    host = _lab_host(gpu={"count": 1}, nccl={"version": "2.28.9-1"})
+    [library] = [f for f in verify_node(host, report) if f.id == "nccl.library"]
+    assert not library.ok and library.expected == "libnccl.so.2 2.28.9 under /opt/nccl"
+    assert library.found == f"{tmp_path}/lib/libnccl.so.2 → {distro}"
+    assert "another NCCL still comes first" in library.hint
+    # the right version from somewhere else than the declared prefix is not rdmaprov's build either
+    report.nccl_linked = [("/usr/lib/x86_64-linux-gnu/libnccl.so.2", "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.9")]
+    assert not next(f for f in verify_node(host, report) if f.id == "nccl.library").ok
+    packaged = _lab_host(gpu={"count": 1}, nccl={"version": "2.28.9-1", "source": {"kind": "packages"}})
+    assert next(f for f in verify_node(packaged, report) if f.id == "nccl.library").ok

@@ -29,6 +29,10 @@ _NCCL_DIRS = (
     "/usr/local/lib/aiacc*",
 )
 
+# From `ldconfig -p`: the libnccl.so.2 a program without its own RUNPATH gets (the first entry)
+# and the others, each with the file it resolves to ("PATH REALPATH").
+LINKED_NCCL = 'awk \'$1 == "libnccl.so.2" {print $NF}\' | while read -r f; do echo "$f $(readlink -f "$f")"; done'
+
 # Every file that can set memlock for logins (pam_limits) or services (systemd's manager).
 _LIMIT_FILES = (
     "/etc/security/limits.conf",
@@ -52,6 +56,7 @@ class NodeFacts(FactBase):
             "nccl_conf": "cat /etc/nccl.conf 2>/dev/null || echo MISSING",
             "gpus": "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null",
             "nccl": "ls -d " + " ".join(f"{d}/libnccl*" for d in _NCCL_DIRS) + " 2>/dev/null",
+            "nccl_linker": f"ldconfig -p 2>/dev/null | {LINKED_NCCL}",
         }
         return "; ".join(f"echo '{SECTION}{name}'; {{ {cmd}\n}}" for name, cmd in sections.items()) + "; true"
 

@@ -14,7 +14,7 @@ from rdmaprov.inventory.config import ETHERNET_FABRICS, NodeConfig, hca_specs, s
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.nvidia import driver_matches
 from rdmaprov.parsers.limits import SettingLine, pam_memlock, systemd_memlock
-from rdmaprov.parsers.node import NodeReport, SysfsPort
+from rdmaprov.parsers.node import NodeReport, SysfsPort, nccl_library_version
 
 # IB MTUs a RoCE port can run, and the RoCE headers the kernel subtracts from the netdev MTU.
 _IB_MTUS = (4096, 2048, 1024, 512, 256)
@@ -50,7 +50,7 @@ CHECKS = {
         Check("nccl.conf_present", "present", "nccl_env"),
         Check("nccl.hca_matches", "NCCL_IB_HCA matches devices", "nccl_env"),
         Check("nccl.hca_excludes_storage", "NCCL_IB_HCA excludes storage HCAs", "nccl_env"),
-        Check("nccl.library", "library present", "nccl"),
+        Check("nccl.library", "library programs load", "nccl"),
         Check("gpu.count", "count"),
         Check("gpu.driver_version", "driver version", "gpu_driver"),
         Check("limits.memlock_login", "login limit", "limits"),
@@ -350,14 +350,33 @@ def _check_gpus(c: _Checker, node: NodeConfig, report: NodeReport) -> None:
             "run `rdmaprov apply --allow-reboot` (a new driver loads at the next boot)",
         )
     if node.nccl.version:
-        c.check(
-            "nccl",
-            "nccl.library",
-            bool(report.nccl_libraries),
-            "libnccl",
-            "none found",
-            "run `rdmaprov apply` (the nccl deploy builds and installs it)",
-        )
+        _check_nccl_library(c, node, report)
+
+
+def _check_nccl_library(c: _Checker, node: NodeConfig, report: NodeReport) -> None:
+    """The libnccl.so.2 the dynamic linker gives programs is the declared version and, for a
+    build, rdmaprov's own: another NCCL first in the linker's cache (a distro or image copy)
+    is what training jobs would load."""
+    nccl = node.nccl
+    wanted = nccl.version.split("-")[0] if nccl.version else ""
+    prefix = None if nccl.source_kind == "packages" else nccl.prefix.rstrip("/")
+    if not report.nccl_linked:
+        found, ok = "not in the dynamic linker's cache (ldconfig -p)", False
+    else:
+        path, real = report.nccl_linked[0]
+        version = nccl_library_version(real)
+        found = f"{path} → {real}" if real != path else path
+        ok = version == wanted and (prefix is None or real.startswith(prefix + "/"))
+    c.check(
+        "nccl",
+        "nccl.library",
+        ok,
+        f"libnccl.so.2 {wanted}" + (f" under {prefix}" if prefix else ""),
+        found,
+        "run `rdmaprov apply` (the nccl deploy installs it, registers it in "
+        "/etc/ld.so.conf.d/rdmaprov-nccl.conf and runs ldconfig); if another NCCL still comes first, remove it or "
+        "its ld.so.conf.d entry",
+    )
 
 
 def _check_nccl_hca(c: _Checker, node: NodeConfig, report: NodeReport) -> None:

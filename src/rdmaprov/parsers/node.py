@@ -61,6 +61,9 @@ class NodeReport:
     gpus: list[Gpu] = field(default_factory=list)
     nccl_libraries: list[str] = field(default_factory=list)
     nccl_plugins: list[str] = field(default_factory=list)
+    # libnccl.so.2 as the dynamic linker's cache lists it, first (the one programs get) first:
+    # (the path in the cache, the file it resolves to)
+    nccl_linked: list[tuple[str, str]] = field(default_factory=list)
 
     def port(self, device: str, number: int) -> SysfsPort | None:
         return next((p for p in self.ports if p.device == device and p.port == number), None)
@@ -68,12 +71,14 @@ class NodeReport:
     @property
     def nccl_version(self) -> str | None:
         """Highest libnccl.so.X.Y.Z version found."""
-        versions = []
-        for path in self.nccl_libraries:
-            match = re.search(r"libnccl\.so\.(\d+\.\d+\.\d+)$", path)
-            if match:
-                versions.append(tuple(int(x) for x in match.group(1).split(".")))
-        return ".".join(map(str, max(versions))) if versions else None
+        versions = [v for v in map(nccl_library_version, self.nccl_libraries) if v]
+        return max(versions, key=lambda v: tuple(map(int, v.split(".")))) if versions else None
+
+
+def nccl_library_version(path: str) -> str | None:
+    """The version NCCL's file name carries: …/libnccl.so.2.28.9 → 2.28.9."""
+    match = re.search(r"/libnccl\.so\.(\d+\.\d+\.\d+)$", path)
+    return match.group(1) if match else None
 
 
 def split_sections(text: str) -> dict[str, list[str]]:
@@ -165,4 +170,5 @@ def parse_node_report(text: str) -> NodeReport:
         gpus=parse_gpus(s.get("gpus", [])),
         nccl_libraries=sorted({line.strip() for line in s.get("nccl", []) if "libnccl.so" in line}),
         nccl_plugins=sorted({line.strip() for line in s.get("nccl", []) if "libnccl-net" in line}),
+        nccl_linked=[(p[0], p[1]) for p in (line.split() for line in s.get("nccl_linker", [])) if len(p) == 2],
     )
