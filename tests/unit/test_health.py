@@ -28,6 +28,7 @@ from rdmaprov.parsers.limits import pam_memlock, parse_setting_lines, systemd_me
 from rdmaprov.parsers.nccl_debug import parse_nccl_transport
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import Gpu, parse_node_report, split_sections
+from rdmaprov.parsers.nvidia_smi import GpuHealth, parse_nvidia_smi_q
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
 from rdmaprov.report.junit import junit_xml
@@ -497,3 +498,41 @@ def test_the_nccl_programs_load_is_the_linkers_first_and_must_be_the_declared_on
     assert not next(f for f in verify_node(host, report) if f.id == "nccl.library").ok
     packaged = _lab_host(gpu={"count": 1}, nccl={"version": "2.28.9-1", "source": {"kind": "packages"}})
     assert next(f for f in verify_node(packaged, report) if f.id == "nccl.library").ok
+
+
+def test_gpu_health_of_a_healthy_h100_from_its_own_nvidia_smi_q():
+    text = (FIXTURES / "gpu-h100" / "nvidia-smi_q.txt").read_text()
+    [h100] = parse_nvidia_smi_q(text)
+    assert h100 == GpuHealth(
+        bus_id="00000000:00:06.0",
+        name="NVIDIA H100 80GB HBM3",
+        persistence="Enabled",
+        ecc_mode="Enabled",
+        volatile_uncorrectable=0,
+        aggregate_uncorrectable=0,
+        remap_pending=False,
+        remap_failed=False,
+        retirement_pending=False,  # Hopper remaps rows; its Retired Pages read N/A
+        hw_slowdown=(),
+        link_width=("16x", "16x"),
+        link_generation=("5", "5"),
+    )
+    report = parse_node_report((LAB / "node_report_rxe.txt").read_text() + "@@ nvidia_smi_q\n" + text)
+    host = _lab_host(gpu={"count": 1})
+    health = [f for f in verify_node(host, report) if f.subject == "gpu0 00000000:00:06.0"]
+    assert {f.id for f in health} == {
+        "gpu.ecc_mode",
+        "gpu.ecc_uncorrectable",
+        "gpu.row_remap",
+        "gpu.hw_slowdown",
+        "gpu.pcie_width",
+        "gpu.persistence",
+    } and all(f.ok for f in health)
+    # the same GPU with its link trained at x8 and a hardware slowdown: what the checks say
+    sick = text.replace(
+        "                Current                                : 16x", "                Current   : 8x"
+    )
+    sick = sick.replace("HW Thermal Slowdown                        : Not Active", "HW Thermal Slowdown : Active")
+    failed = {f.id: f for f in verify_node(host, parse_node_report("@@ nvidia_smi_q\n" + sick)) if not f.ok}
+    assert failed["gpu.pcie_width"].found == "8x (generation 5 of 5)" and "reseat" in failed["gpu.pcie_width"].hint
+    assert failed["gpu.hw_slowdown"].found == "HW Thermal Slowdown" and "cooling" in failed["gpu.hw_slowdown"].hint

@@ -55,6 +55,7 @@ class NodeFacts(FactBase):
             "memlock_lines": "grep -Hn -e memlock -e DefaultLimitMEMLOCK " + " ".join(_LIMIT_FILES) + " 2>/dev/null",
             "nccl_conf": "cat /etc/nccl.conf 2>/dev/null || echo MISSING",
             "gpus": "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null",
+            "nvidia_smi_q": "nvidia-smi -q 2>/dev/null",
             "nccl": "ls -d " + " ".join(f"{d}/libnccl*" for d in _NCCL_DIRS) + " 2>/dev/null",
             "nccl_linker": f"ldconfig -p 2>/dev/null | {LINKED_NCCL}",
         }

@@ -15,6 +15,7 @@ from rdmaprov.inventory.model import HostSpec
 from rdmaprov.nvidia import driver_matches
 from rdmaprov.parsers.limits import SettingLine, pam_memlock, systemd_memlock
 from rdmaprov.parsers.node import NodeReport, SysfsPort, nccl_library_version
+from rdmaprov.parsers.nvidia_smi import GpuHealth
 
 # IB MTUs a RoCE port can run, and the RoCE headers the kernel subtracts from the netdev MTU.
 _IB_MTUS = (4096, 2048, 1024, 512, 256)
@@ -53,6 +54,12 @@ CHECKS = {
         Check("nccl.library", "library programs load", "nccl"),
         Check("gpu.count", "count"),
         Check("gpu.driver_version", "driver version", "gpu_driver"),
+        Check("gpu.ecc_mode", "ECC mode"),
+        Check("gpu.ecc_uncorrectable", "uncorrectable ECC errors"),
+        Check("gpu.row_remap", "memory row remapping"),
+        Check("gpu.hw_slowdown", "hardware slowdown"),
+        Check("gpu.pcie_width", "PCIe link width"),
+        Check("gpu.persistence", "persistence mode"),
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
         Check("exporter.answers", "exporter answers", "exporter"),
@@ -349,8 +356,73 @@ def _check_gpus(c: _Checker, node: NodeConfig, report: NodeReport) -> None:
             loaded,
             "run `rdmaprov apply --allow-reboot` (a new driver loads at the next boot)",
         )
+    for index, health in enumerate(report.gpu_health):
+        _check_gpu_health(c, f"gpu{index} {health.bus_id}", health)
     if node.nccl.version:
         _check_nccl_library(c, node, report)
+
+
+def _check_gpu_health(c: _Checker, subject: str, gpu: GpuHealth) -> None:
+    """What takes a training job down while the GPU still answers: the field's health checks
+    (DCGM, AzNHC, NVSentinel) on one GPU's `nvidia-smi -q`, each with what to do about it."""
+    if gpu.ecc_mode != "N/A":
+        c.check(
+            subject,
+            "gpu.ecc_mode",
+            gpu.ecc_mode == "Enabled",
+            "Enabled",
+            gpu.ecc_mode,
+            "without ECC, memory errors corrupt results silently: `nvidia-smi -e 1`, then reset the GPU or reboot",
+        )
+    if gpu.volatile_uncorrectable is not None:
+        c.check(
+            subject,
+            "gpu.ecc_uncorrectable",
+            gpu.volatile_uncorrectable == 0,
+            "0 since the driver loaded",
+            f"{gpu.volatile_uncorrectable} (lifetime {gpu.aggregate_uncorrectable})",
+            "drain the node: jobs on this GPU crash or compute wrong results; a GPU reset or reboot remaps the "
+            "rows, and if errors come back, RMA the GPU",
+        )
+    pending = gpu.remap_pending or gpu.retirement_pending
+    c.check(
+        subject,
+        "gpu.row_remap",
+        not pending and not gpu.remap_failed,
+        "nothing pending, no failure",
+        "remapping failed" if gpu.remap_failed else "a remap is pending" if pending else "nothing pending",
+        "remapping failed: the GPU is out of spare rows, RMA it"
+        if gpu.remap_failed
+        else "reset the GPU (`nvidia-smi -r`) or reboot to apply the pending remap; until then drain the node",
+    )
+    c.check(
+        subject,
+        "gpu.hw_slowdown",
+        not gpu.hw_slowdown,
+        "none active",
+        ", ".join(gpu.hw_slowdown) or "none active",
+        "the GPU throttles itself in hardware: check its cooling and power (fans, inlet temperature, PSU, power "
+        "brake signal)",
+    )
+    current, widest = gpu.link_width
+    if "N/A" not in (current, widest):
+        c.check(
+            subject,
+            "gpu.pcie_width",
+            current == widest,
+            widest,
+            f"{current} (generation {gpu.link_generation[0]} of {gpu.link_generation[1]})",
+            "the PCIe link trained narrower than the GPU supports: reseat the GPU or its riser and check the slot",
+        )
+    c.check(
+        subject,
+        "gpu.persistence",
+        gpu.persistence == "Enabled",
+        "Enabled",
+        gpu.persistence,
+        "enable nvidia-persistenced (or `nvidia-smi -pm 1`): without it the driver tears the GPU down between jobs "
+        "and the next start is slow",
+    )
 
 
 def _check_nccl_library(c: _Checker, node: NodeConfig, report: NodeReport) -> None:

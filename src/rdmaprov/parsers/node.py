@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
 from rdmaprov.parsers.limits import SettingLine, parse_setting_lines
+from rdmaprov.parsers.nvidia_smi import GpuHealth, parse_nvidia_smi_q
 from rdmaprov.parsers.rdma import parse_rdma_system
 
 SECTION = "@@ "
@@ -59,6 +60,7 @@ class NodeReport:
     memlock_lines: list[SettingLine] = field(default_factory=list)  # the files' lines that set it
     nccl_conf: dict[str, str] | None = None
     gpus: list[Gpu] = field(default_factory=list)
+    gpu_health: list[GpuHealth] = field(default_factory=list)
     nccl_libraries: list[str] = field(default_factory=list)
     nccl_plugins: list[str] = field(default_factory=list)
     # libnccl.so.2 as the dynamic linker's cache lists it, first (the one programs get) first:
@@ -168,6 +170,7 @@ def parse_node_report(text: str) -> NodeReport:
         memlock_lines=parse_setting_lines(s.get("memlock_lines", [])),
         nccl_conf=parse_key_values(nccl_conf) if nccl_conf is not None and nccl_conf != ["MISSING"] else None,
         gpus=parse_gpus(s.get("gpus", [])),
+        gpu_health=parse_nvidia_smi_q("\n".join(s.get("nvidia_smi_q", []))),
         nccl_libraries=sorted({line.strip() for line in s.get("nccl", []) if "libnccl.so" in line}),
         nccl_plugins=sorted({line.strip() for line in s.get("nccl", []) if "libnccl-net" in line}),
         nccl_linked=[(p[0], p[1]) for p in (line.split() for line in s.get("nccl_linker", [])) if len(p) == 2],
