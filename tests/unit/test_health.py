@@ -536,3 +536,36 @@ def test_gpu_health_of_a_healthy_h100_from_its_own_nvidia_smi_q():
     failed = {f.id: f for f in verify_node(host, parse_node_report("@@ nvidia_smi_q\n" + sick)) if not f.ok}
     assert failed["gpu.pcie_width"].found == "8x (generation 5 of 5)" and "reseat" in failed["gpu.pcie_width"].hint
     assert failed["gpu.hw_slowdown"].found == "HW Thermal Slowdown" and "cooling" in failed["gpu.hw_slowdown"].hint
+
+
+def test_fleet_consistency_names_the_node_that_differs_and_what_most_have():
+    from rdmaprov.health.fleet import fleet_findings
+
+    cx6 = (FIXTURES / "public" / "ibv_devinfo-v_mlx5_CX6Dx_rocep61s0f1_udev_name.txt").read_text()
+    hosts = {name: _lab_host() for name in ("node1", "node2", "node3")}
+    reports = {}
+    for name, driver, nccl, firmware, kernel in (
+        ("node1", "550.54.15", "2.21.5", "22.36.1010", "6.1.0-50-amd64"),
+        ("node2", "550.54.15", "2.21.5", "22.36.1010", "6.1.0-50-amd64"),
+        # the odd node: older driver and HCA firmware, and it missed the reboot into the new kernel
+        ("node3", "535.129.03", "2.21.5", "22.31.1014", "6.1.0-41-amd64"),
+    ):
+        # `versions` as a lab VM answers it: uname -r, then rdma-core's package version
+        versions = f"@@ versions\n{kernel}\n44.0-2\n"
+        report = parse_node_report(versions + "@@ ibv_devinfo\n" + cx6.replace("22.36.1010", firmware))
+        report.gpus = [Gpu("NVIDIA H100 80GB HBM3", "9.0", driver)]
+        report.nccl_linked = [("/opt/nccl/current/lib/libnccl.so.2", f"/opt/nccl/x/lib/libnccl.so.{nccl}")]
+        reports[name] = report
+    found = fleet_findings(hosts, reports)
+    assert all(f.ok for f in found["node1"] + found["node2"]) and len(found["node1"]) == 5
+    failed = {f.id: f for f in found["node3"] if not f.ok}
+    assert set(failed) == {"fleet.gpu_driver", "fleet.hca_firmware", "fleet.kernel"}
+    assert reports["node3"].rdma_core == "44.0-2" and failed["fleet.kernel"].found == "6.1.0-41-amd64"
+    assert (failed["fleet.gpu_driver"].expected, failed["fleet.gpu_driver"].found) == (
+        "550.54.15 (as on 2 of 3 nodes)",
+        "535.129.03",
+    )
+    assert failed["fleet.hca_firmware"].subject == "HCA firmware (part 4125)"
+    assert failed["fleet.gpu_driver"].deploy == "gpu_driver" and failed["fleet.hca_firmware"].deploy is None
+    # one host alone has nothing to be compared with
+    assert fleet_findings(hosts, {"node1": reports["node1"]}) == {"node1": []}

@@ -56,6 +56,8 @@ class NodeFacts(FactBase):
             "nccl_conf": "cat /etc/nccl.conf 2>/dev/null || echo MISSING",
             "gpus": "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null",
             "nvidia_smi_q": "nvidia-smi -q 2>/dev/null",
+            "versions": "uname -r; dpkg-query -W -f '${Version}\\n' rdma-core 2>/dev/null "
+            "|| rpm -q --qf '%{VERSION}-%{RELEASE}\\n' rdma-core 2>/dev/null || echo",
             "nccl": "ls -d " + " ".join(f"{d}/libnccl*" for d in _NCCL_DIRS) + " 2>/dev/null",
             "nccl_linker": f"ldconfig -p 2>/dev/null | {LINKED_NCCL}",
         }

@@ -63,6 +63,11 @@ CHECKS = {
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
         Check("exporter.answers", "exporter answers", "exporter"),
+        Check("fleet.kernel", "same as the fleet"),
+        Check("fleet.rdma_core", "same as the fleet", "rdma_userspace"),
+        Check("fleet.gpu_driver", "same as the fleet", "gpu_driver"),
+        Check("fleet.nccl_version", "same as the fleet", "nccl"),
+        Check("fleet.hca_firmware", "same as the fleet"),
     )
 }
 _SOFTROCE_LINK_CHECKS = {

@@ -12,6 +12,7 @@ import requests
 from rdmaprov.engine.session import Session
 from rdmaprov.facts.node import NodeFacts
 from rdmaprov.health.checks import Finding, finding, verify_node
+from rdmaprov.health.fleet import fleet_findings
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.runner import run_gates
 from rdmaprov.inventory.model import HostSpec, Inventory
@@ -93,6 +94,9 @@ def verify_hosts(
     readable = [name for name in hosts if name not in session.unreachable and isinstance(reports.get(name), NodeReport)]
     exporters = session.each(readable, lambda name: exporter_findings(inventory.hosts[name]))
     results = []
+    fleet = fleet_findings(
+        inventory.hosts, {n: r for n, r in reports.items() if n in readable and isinstance(r, NodeReport)}
+    )
     for name in hosts:
         result = HostVerification(name, inventory.hosts[name].address)
         report = reports.get(name)
@@ -104,7 +108,7 @@ def verify_hosts(
             exporter = exporters[name]
             if isinstance(exporter, Exception):
                 raise exporter
-            result.findings = verify_node(inventory.hosts[name], report) + exporter
+            result.findings = verify_node(inventory.hosts[name], report) + exporter + fleet[name]
             if result.failures:
                 result.status = "failed"
         results.append(result)

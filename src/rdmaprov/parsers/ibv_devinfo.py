@@ -32,6 +32,7 @@ class Device:
     transport: str = ""
     fw_ver: str = ""
     node_guid: str = ""
+    vendor_part_id: str = ""  # the HCA model (4125: ConnectX-6 Dx): firmware is compared within one
     ports: list[Port] = field(default_factory=list)
 
 
@@ -75,7 +76,7 @@ def parse_ibv_devinfo(text: str) -> list[Device]:
             port = Port(number=int(value))
             device.ports.append(port)
         elif port is None:
-            if key in ("transport", "fw_ver", "node_guid"):
+            if key in ("transport", "fw_ver", "node_guid", "vendor_part_id"):
                 setattr(device, key, value)
         elif key in ("state", "phys_state"):
             setattr(port, key, _first_word(value))

@@ -61,6 +61,8 @@ class NodeReport:
     nccl_conf: dict[str, str] | None = None
     gpus: list[Gpu] = field(default_factory=list)
     gpu_health: list[GpuHealth] = field(default_factory=list)
+    kernel: str = ""  # uname -r
+    rdma_core: str = ""  # the rdma-core package's version
     nccl_libraries: list[str] = field(default_factory=list)
     nccl_plugins: list[str] = field(default_factory=list)
     # libnccl.so.2 as the dynamic linker's cache lists it, first (the one programs get) first:
@@ -160,6 +162,7 @@ def parse_node_report(text: str) -> NodeReport:
     s = split_sections(text)
     nccl_conf = s.get("nccl_conf")
     memlock = [line.strip() for line in s.get("memlock", [])]
+    versions = [line.strip() for line in s.get("versions", [])] + ["", ""]
     return NodeReport(
         ports=parse_sysfs_ports(s.get("ports", [])),
         devices=parse_ibv_devinfo("\n".join(s.get("ibv_devinfo", []))),
@@ -171,6 +174,8 @@ def parse_node_report(text: str) -> NodeReport:
         nccl_conf=parse_key_values(nccl_conf) if nccl_conf is not None and nccl_conf != ["MISSING"] else None,
         gpus=parse_gpus(s.get("gpus", [])),
         gpu_health=parse_nvidia_smi_q("\n".join(s.get("nvidia_smi_q", []))),
+        kernel=versions[0],
+        rdma_core=versions[1],
         nccl_libraries=sorted({line.strip() for line in s.get("nccl", []) if "libnccl.so" in line}),
         nccl_plugins=sorted({line.strip() for line in s.get("nccl", []) if "libnccl-net" in line}),
         nccl_linked=[(p[0], p[1]) for p in (line.split() for line in s.get("nccl_linker", [])) if len(p) == 2],
