@@ -75,23 +75,45 @@ def _keep_alive(transport, settings: SSHSettings) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, interval)
 
 
+# A host that answers on its old boot must keep answering this long before it counts as not
+# rebooting: a shutdown closes SSH sessions some seconds before sshd itself stops.
+STEADY_S = 15
+
+
+def _uptime_now(host) -> float | None:
+    """Seconds since the host booted, over a fresh connection; None if it does not answer."""
+    try:
+        host.connector.connect()
+        ok, output = host.connector.run_shell_command(StringCommand("cat /proc/uptime"))
+    except Exception:  # ConnectError, or paramiko's own on a half-up or going-down host
+        return None
+    finally:
+        client = getattr(host.connector, "client", None)
+        if client is not None:
+            client.close()  # pyinfra's disconnect() leaves the client open
+    return parse_uptime(output.stdout) if ok else None
+
+
 def answered_again(host, settings: SSHSettings, run_seconds: float) -> tuple[bool, str]:
     """After a host's connection was lost: whether it answers again (tried for connect_timeout
-    seconds), and what that tells: it rebooted (up for less than the run has taken) or not."""
+    seconds), and what that tells: it rebooted (up for less than the run has taken) or, once it
+    has answered on its old boot for STEADY_S, that it did not."""
     deadline = time.monotonic() + settings.connect_timeout
+    steady_since: float | None = None
     while True:
-        try:
-            host.connector.connect()
-            break
-        except Exception:  # ConnectError, or paramiko's own on a half-up host
-            if time.monotonic() >= deadline:
+        uptime = _uptime_now(host)
+        now = time.monotonic()
+        if uptime is not None and uptime < run_seconds:
+            return True, f"it answered again, up {uptime:.0f} s: it rebooted during the run"
+        if uptime is None:
+            steady_since = None
+            if now >= deadline:
                 return False, f"it has not answered since (tried for {settings.connect_timeout} s)"
-            gevent.sleep(1)
-    ok, output = host.connector.run_shell_command(StringCommand("cat /proc/uptime"))
-    uptime = parse_uptime(output.stdout) if ok else None
-    if uptime is not None and uptime < run_seconds:
-        return True, f"it answered again, up {uptime:.0f} s: it rebooted during the run"
-    return True, "it answered again without a reboot (the network or sshd dropped the connection)"
+        else:
+            steady_since = steady_since if steady_since is not None else now
+            if now - steady_since >= STEADY_S:
+                return True, "it answered again without a reboot (the network or sshd dropped the connection)"
+        gevent.sleep(3 if uptime is not None else 1)
 
 
 def parse_uptime(text: str) -> float | None:
