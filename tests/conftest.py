@@ -31,6 +31,14 @@ def rdmaprov_json(*args: str, timeout: int = 600) -> tuple[int, dict]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def counter_state(tmp_path_factory) -> Path:
+    """Counter baselines (health/counters.py) of this test session's own, not the user's."""
+    path = tmp_path_factory.mktemp("state")
+    os.environ["RDMAPROV_STATE"] = str(path)
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
 def artifact_store(tmp_path_factory) -> Path:
     """A control-machine artifact cache of this test session's own: builds start from nothing."""
     path = tmp_path_factory.mktemp("artifacts")

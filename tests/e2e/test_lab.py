@@ -552,3 +552,26 @@ def test_a_held_dpkg_lock_a_full_disk_and_a_reboot_mid_install_are_each_named(vm
     assert vm_lab.ssh("node2", f"rm -f {SLOW_APT}").returncode == 0
     code, again = rdmaprov_json("apply", vm_lab.inventory, "--limit", "node2", "--skip-gates", timeout=900)
     assert code in (0, 2) and [v["status"] for v in again["verify"]] == ["ok"], again
+
+
+def test_port_error_counters_are_judged_by_their_growth_between_checks(vm_lab, tmp_path, monkeypatch):
+    monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path))  # this test's own baselines
+
+    def rxe0() -> dict:
+        code, result = rdmaprov_json("verify", vm_lab.inventory, "--limit", "node2", timeout=300)
+        [found] = [f for f in result["verify"][0]["findings"] if f["id"] == "rdma.port_errors"]
+        return {"code": code, **found}
+
+    first = rxe0()
+    assert first["code"] == 0 and first["ok"] and first["found"].startswith("baseline recorded"), first
+    assert first["subject"] == "rxe0/1" and first["expected"] == "link_downed +0"
+    quiet = rxe0()
+    assert quiet["ok"] and quiet["found"].startswith("none grew past its limit"), quiet
+    # node2's link goes down for a moment: SoftRoCE counts it in link_downed
+    blip = "nohup sh -c 'ip link set eth0 down; sleep 2; ip link set eth0 up' >/dev/null 2>&1 &"
+    assert vm_lab.ssh("node2", blip).returncode == 0
+    time.sleep(10)
+    flapped = rxe0()
+    assert flapped["code"] == 4 and not flapped["ok"] and flapped["found"].startswith("link_downed +1 in"), flapped
+    assert "cable" in flapped["hint"]
+    assert rxe0()["ok"]  # judged once: the next check starts from the new totals

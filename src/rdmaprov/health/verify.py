@@ -12,6 +12,7 @@ import requests
 from rdmaprov.engine.session import Session
 from rdmaprov.facts.node import NodeFacts
 from rdmaprov.health.checks import Finding, finding, verify_node
+from rdmaprov.health.counters import counter_findings, load_reads, save_reads, state_file
 from rdmaprov.health.fleet import fleet_findings
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.runner import run_gates
@@ -80,6 +81,25 @@ def exporter_findings(spec: HostSpec) -> list[Finding]:
     ]
 
 
+def _counter_findings(
+    inventory: Inventory, reports: dict[str, NodeReport | Exception], readable: list[str]
+) -> dict[str, list[Finding]]:
+    """Each readable host's port error counters against its previous read, which this read replaces."""
+    path = state_file(inventory.name)
+    reads, now = load_reads(path), time.time()
+    found: dict[str, list[Finding]] = {name: [] for name in inventory.hosts}
+    for name in readable:
+        report = reports[name]
+        if isinstance(report, NodeReport) and report.counters:
+            found[name] = counter_findings(
+                name, inventory.hosts[name].node.fabric, now, report.counters, reads.get(name)
+            )
+            reads[name] = {"at": now, "ports": report.counters}
+    if any(found.values()):
+        save_reads(path, reads)
+    return found
+
+
 def read_reports(session: Session) -> dict[str, NodeReport | Exception]:
     return session.fact(NodeFacts)
 
@@ -94,6 +114,7 @@ def verify_hosts(
     readable = [name for name in hosts if name not in session.unreachable and isinstance(reports.get(name), NodeReport)]
     exporters = session.each(readable, lambda name: exporter_findings(inventory.hosts[name]))
     results = []
+    counters = _counter_findings(inventory, reports, readable)
     fleet = fleet_findings(
         inventory.hosts, {n: r for n, r in reports.items() if n in readable and isinstance(r, NodeReport)}
     )
@@ -108,7 +129,7 @@ def verify_hosts(
             exporter = exporters[name]
             if isinstance(exporter, Exception):
                 raise exporter
-            result.findings = verify_node(inventory.hosts[name], report) + exporter + fleet[name]
+            result.findings = verify_node(inventory.hosts[name], report) + exporter + counters[name] + fleet[name]
             if result.failures:
                 result.status = "failed"
         results.append(result)
