@@ -31,6 +31,7 @@ from rdmaprov.parsers.node import Gpu, parse_node_report, split_sections
 from rdmaprov.parsers.nvidia_smi import GpuHealth, parse_nvidia_smi_q
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
+from rdmaprov.parsers.xid import parse_xids
 from rdmaprov.report.junit import junit_xml
 from tests.conftest import FIXTURES
 from tests.support.inventories import gates_config, node_config
@@ -569,3 +570,84 @@ def test_fleet_consistency_names_the_node_that_differs_and_what_most_have():
     assert failed["fleet.gpu_driver"].deploy == "gpu_driver" and failed["fleet.hca_firmware"].deploy is None
     # one host alone has nothing to be compared with
     assert fleet_findings(hosts, {"node1": reports["node1"]}) == {"node1": []}
+
+
+def test_port_error_counters_are_judged_by_growth_since_the_previous_read(tmp_path):
+    from rdmaprov.health.counters import LIMITS, counter_findings, load_reads, save_reads, state_file
+    from rdmaprov.parsers.counters import ERROR_COUNTERS, parse_port_counters
+
+    assert tuple(LIMITS) == ERROR_COUNTERS
+    ports = parse_port_counters((LAB / "rxe_error_counters.txt").read_text().splitlines())
+    assert ports == {"rxe0/1": {"link_downed": 0}}  # SoftRoCE keeps only link_downed, in hw_counters/
+    [first] = counter_findings("node1", "softroce", 1000.0, ports, None)
+    assert first.ok and first.id == "rdma.port_errors" and first.found.startswith("baseline recorded")
+    assert first.expected == "link_downed +0"
+    before = {"at": 1000.0, "ports": ports}
+    [quiet] = counter_findings("node1", "softroce", 1600.0, ports, before)
+    assert quiet.ok and quiet.found == "none grew past its limit in 10 min"
+    flapped = {"rxe0/1": {"link_downed": 2}}
+    [down] = counter_findings("node1", "softroce", 1600.0, flapped, before)
+    assert not down.ok and down.found == "link_downed +2 in 10 min" and "cable" in down.hint
+    # rates: 120 symbol errors an hour is the field's limit, so 100 in 30 min fails and 50 passes
+    ib = {"mlx5_0/1": {"symbol_error": 1000, "port_xmit_discards": 7}}
+    later = {"mlx5_0/1": {"symbol_error": 1100, "port_xmit_discards": 7}}
+    [rate] = counter_findings("n", "ib", 1800.0, later, {"at": 0.0, "ports": ib})
+    assert not rate.ok and rate.found == "symbol_error +100 in 30 min"
+    later["mlx5_0/1"]["symbol_error"] = 1050
+    assert counter_findings("n", "ib", 1800.0, later, {"at": 0.0, "ports": ib})[0].ok
+    # a counter that went down: the port was reset, a new baseline rather than a verdict
+    [reset] = counter_findings("n", "ib", 1800.0, {"mlx5_0/1": {"symbol_error": 3}}, {"at": 0.0, "ports": ib})
+    assert reset.ok and "reset" in reset.found
+    # kept per cluster on the control machine, written whole or not at all
+    path = state_file("lab/one")
+    assert path.parts[-2] == "lab_one"
+    save_reads(path, {"node1": before})
+    assert load_reads(path) == {"node1": before} and load_reads(tmp_path / "none.json") == {}
+
+
+PUBLIC = FIXTURES / "public"
+
+
+def _gpu_failures(text: str, xid_lines: str = "") -> dict[tuple[str, str], object]:
+    report = parse_node_report("@@ nvidia_smi_q\n" + text + "\n@@ xid\n" + xid_lines)
+    return {(f.subject, f.id): f for f in verify_node(_lab_host(gpu={"count": 1}), report) if not f.ok}
+
+
+def test_gpu_health_failures_from_public_outputs_name_the_gpu_and_the_fix():
+    a100 = _gpu_failures((PUBLIC / "nvidia-smi_q_A100x4_555_remapped_rows_pending_correctable_353.txt").read_text())
+    remap = a100[("gpu1 00000000:9E:00.0", "gpu.row_remap")]
+    assert remap.found == "a remap is pending" and "nvidia-smi -r" in remap.hint  # 353 correctable: not a failure
+    assert {key[0] for key in a100 if key[0].startswith("gpu") and key[0] != "gpus"} == {"gpu1 00000000:9E:00.0"}
+    l4 = _gpu_failures((PUBLIC / "nvidia-smi_q_L4_550_link_width_8x_of_max_16x_gen1.txt").read_text())
+    assert l4[("gpu0 00000000:01:00.0", "gpu.pcie_width")].found == "8x (generation 1 of 4)"
+    rtx = _gpu_failures((PUBLIC / "nvidia-smi_q_2xRTX4060Ti_550_link_width_4x_of_max_8x.txt").read_text())
+    assert ("gpu0 00000000:03:00.0", "gpu.pcie_width") in rtx and ("gpu1 00000000:09:00.0", "gpu.pcie_width") not in rtx
+    assert ("gpu0 00000000:03:00.0", "gpu.ecc_mode") not in rtx  # GeForce: no ECC (N/A), nothing to judge
+    gh200 = _gpu_failures(
+        (PUBLIC / "nvidia-smi_q_GH200_550_aggregate_dram_uncorrectable_1_row_remapped.txt").read_text()
+    )
+    assert not [key for key in gh200 if key[1] == "gpu.ecc_uncorrectable"]  # 1 over its life, 0 since load: remapped
+    [gh] = parse_nvidia_smi_q(
+        (PUBLIC / "nvidia-smi_q_GH200_550_aggregate_dram_uncorrectable_1_row_remapped.txt").read_text()
+    )
+    assert (gh.volatile_uncorrectable, gh.aggregate_uncorrectable, gh.link_width) == (0, 1, ("1x", "1x"))
+    # one GPU's ECC section as published (its GPU line is not in the excerpt)
+    ecc = (PUBLIC / "nvidia-smi_q_ecc_errors_section_sram_uncorrectable_volatile_1_aggregate_5.txt").read_text()
+    failed = _gpu_failures("GPU 00000000:10:1C.0\n" + ecc)
+    sram = failed[("gpu0 00000000:10:1C.0", "gpu.ecc_uncorrectable")]
+    assert sram.found == "1 (lifetime 5)" and sram.hint.startswith("drain the node")
+
+
+def test_xid_errors_from_the_kernel_log():
+    k80 = (PUBLIC / "journal_xid_79_fallen_off_bus_2xK80_same_board_kernel_ts.txt").read_text()
+    assert [(x.bus_id, x.code) for x in parse_xids(k80.splitlines())] == [("0000:05:00", 79), ("0000:06:00", 79)]
+    fallen = _gpu_failures("", k80)[("kernel log", "gpu.xid")]
+    assert fallen.found == "Xid 79 on 0000:05:00, Xid 79 on 0000:06:00" and "fell off the bus" in fallen.hint
+    quiet = (PUBLIC / "dmesg_fallen_off_bus_multiline_no_xid_probe_failed_570_open.txt").read_text()
+    assert [(x.bus_id, x.code) for x in parse_xids(quiet.splitlines())] == [("0000:b3:00.0", 79)]
+    remap = (PUBLIC / "syslog_xid_63_row_remapper_A100_no_timestamp.txt").read_text()
+    both = _gpu_failures("", remap + k80)[("kernel log", "gpu.xid")]
+    assert both.hint.startswith("Xid 79:")  # the most severe decides the advice
+    assert ("kernel log", "gpu.xid") not in _gpu_failures(
+        "", "NVRM: Xid (PCI:0000:05:00): 13, pid=9, Graphics Exception\n"
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pyinfra.api import FactBase
 
+from rdmaprov.parsers.counters import COUNTER_FILES
 from rdmaprov.parsers.node import SECTION, NodeReport, parse_node_report
 
 # One grep per attribute directory: a per-GID loop forks 1000+ times on rxe (gid_tbl_len 1024).
@@ -56,6 +57,8 @@ class NodeFacts(FactBase):
             "nccl_conf": "cat /etc/nccl.conf 2>/dev/null || echo MISSING",
             "gpus": "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null",
             "nvidia_smi_q": "nvidia-smi -q 2>/dev/null",
+            "xid": "dmesg 2>/dev/null | grep -a 'NVRM: ' | tail -n 300",
+            "counters": f"grep -H . {COUNTER_FILES} 2>/dev/null",
             "versions": "uname -r; dpkg-query -W -f '${Version}\\n' rdma-core 2>/dev/null "
             "|| rpm -q --qf '%{VERSION}-%{RELEASE}\\n' rdma-core 2>/dev/null || echo",
             "nccl": "ls -d " + " ".join(f"{d}/libnccl*" for d in _NCCL_DIRS) + " 2>/dev/null",

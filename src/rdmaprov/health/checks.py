@@ -45,6 +45,7 @@ CHECKS = {
         Check("rdma.link_layer", "link layer"),
         Check("rdma.rate", "rate"),
         Check("rdma.gid", "GID index"),
+        Check("rdma.port_errors", "error counters"),
         Check("rdma.active_mtu", "active MTU", "mtu"),
         Check("mtu.netdev", "MTU", "mtu"),
         Check("netns.mode", "netns mode", "netns_mode"),
@@ -60,6 +61,7 @@ CHECKS = {
         Check("gpu.hw_slowdown", "hardware slowdown"),
         Check("gpu.pcie_width", "PCIe link width"),
         Check("gpu.persistence", "persistence mode"),
+        Check("gpu.xid", "Xid errors since boot"),
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
         Check("exporter.answers", "exporter answers", "exporter"),
@@ -363,8 +365,40 @@ def _check_gpus(c: _Checker, node: NodeConfig, report: NodeReport) -> None:
         )
     for index, health in enumerate(report.gpu_health):
         _check_gpu_health(c, f"gpu{index} {health.bus_id}", health)
+    _check_xids(c, report)
     if node.nccl.version:
         _check_nccl_library(c, node, report)
+
+
+# Xids that mean the hardware, not the program, failed (NVIDIA's Xid catalog), most severe first,
+# and what to do. Application faults (13, 31, 43, 45…) are the job's, not the node's.
+HARDWARE_XIDS = {
+    79: "the GPU fell off the bus: drain the node, check its power and PCIe seating, RMA if it recurs",
+    64: "row remapping failed: RMA the GPU",
+    95: "uncontained ECC error: drain the node and reset the GPU",
+    48: "double-bit ECC error: drain the node, reset the GPU, RMA if it recurs",
+    74: "NVLink error: reset the GPU, check the NVLink bridge/baseboard if it recurs",
+    94: "contained ECC error (the job was killed): reset the GPU",
+    63: "a row was marked for remapping: reset the GPU to apply it",
+    92: "high single-bit ECC error rate: watch it, RMA if it persists",
+    119: "GSP timeout: reset the GPU or reboot; update the driver if it recurs",
+    120: "GSP error: reset the GPU or reboot; update the driver if it recurs",
+}
+
+
+def _check_xids(c: _Checker, report: NodeReport) -> None:
+    """Hardware Xids in the kernel log since boot, each GPU's latest of each kind named."""
+    hardware = [x for x in report.xids if x.code in HARDWARE_XIDS]
+    seen = list(dict.fromkeys((x.code, x.bus_id) for x in hardware))
+    worst = min((x.code for x in hardware), key=list(HARDWARE_XIDS).index, default=None)
+    c.check(
+        "kernel log",
+        "gpu.xid",
+        not hardware,
+        "no hardware Xid",
+        ", ".join(f"Xid {code} on {bus}" for code, bus in seen) or "none",
+        f"Xid {worst}: {HARDWARE_XIDS[worst]}" if worst is not None else "",
+    )
 
 
 def _check_gpu_health(c: _Checker, subject: str, gpu: GpuHealth) -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from rdmaprov.parsers.counters import parse_port_counters
 from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
 from rdmaprov.parsers.limits import SettingLine, parse_setting_lines
 from rdmaprov.parsers.nvidia_smi import GpuHealth, parse_nvidia_smi_q
 from rdmaprov.parsers.rdma import parse_rdma_system
+from rdmaprov.parsers.xid import Xid, parse_xids
 
 SECTION = "@@ "
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
@@ -61,6 +63,8 @@ class NodeReport:
     nccl_conf: dict[str, str] | None = None
     gpus: list[Gpu] = field(default_factory=list)
     gpu_health: list[GpuHealth] = field(default_factory=list)
+    xids: list[Xid] = field(default_factory=list)  # since boot, as far as the kernel log goes back
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)  # port → error counter → total
     kernel: str = ""  # uname -r
     rdma_core: str = ""  # the rdma-core package's version
     nccl_libraries: list[str] = field(default_factory=list)
@@ -174,6 +178,8 @@ def parse_node_report(text: str) -> NodeReport:
         nccl_conf=parse_key_values(nccl_conf) if nccl_conf is not None and nccl_conf != ["MISSING"] else None,
         gpus=parse_gpus(s.get("gpus", [])),
         gpu_health=parse_nvidia_smi_q("\n".join(s.get("nvidia_smi_q", []))),
+        counters=parse_port_counters(s.get("counters", [])),
+        xids=parse_xids(s.get("xid", [])),
         kernel=versions[0],
         rdma_core=versions[1],
         nccl_libraries=sorted({line.strip() for line in s.get("nccl", []) if "libnccl.so" in line}),
