@@ -273,8 +273,11 @@ def _check_result() -> RunResult:
         ],
     )
     result.hosts = [node1, HostResult("node2", "10.0.0.2", status="unreachable", error="timeout")]
-    finding = Finding("node1", "rxe0/1", "port state", False, "ACTIVE", "DOWN", drift="corrective")
-    result.verify = [HostVerification("node1", "10.0.0.1", status="failed", findings=[finding])]
+    finding = Finding(
+        "node1", "rxe0/1", "port state", False, "ACTIVE", "DOWN", drift="corrective", id="rdma.port_state"
+    )
+    fine = Finding("node1", "gpu0", "Xid errors since boot", True, "no hardware Xid", "none", id="gpu.xid")
+    result.verify = [HostVerification("node1", "10.0.0.1", status="failed", findings=[finding, fine])]
     return result
 
 
@@ -287,6 +290,8 @@ def test_metrics_text_counts_drift_per_host_and_kind():
     assert 'rdmaprov_host_reachable{cluster="lab",host="node2"} 0' in text
     assert 'rdmaprov_host_failed{cluster="lab",host="node1"} 1' in text
     assert 'rdmaprov_check_exit_code{cluster="lab"} 6' in text
+    assert 'rdmaprov_check_failures{cluster="lab",host="node1",check="rdma.port_state"} 1' in text
+    assert 'rdmaprov_check_failures{cluster="lab",host="node1",check="gpu.xid"} 0' in text
     assert 'rdmaprov_check_last_run_timestamp_seconds{cluster="lab"} 1790000000' in text
 
 
@@ -296,5 +301,10 @@ def test_metrics_parse_as_prometheus_text(tmp_path):
     path = tmp_path / "textfile" / "rdmaprov.prom"
     write_textfile(str(path), render_metrics(_check_result()))
     families = {f.name: f for f in text_string_to_metric_families(path.read_text())}
-    assert {"rdmaprov_drift_operations", "rdmaprov_drift_facts", "rdmaprov_check_exit_code"} <= set(families)
+    assert {
+        "rdmaprov_drift_operations",
+        "rdmaprov_drift_facts",
+        "rdmaprov_check_failures",
+        "rdmaprov_check_exit_code",
+    } <= set(families)
     assert [p.name for p in path.parent.iterdir()] == ["rdmaprov.prom"]  # no temp file left

@@ -48,6 +48,16 @@ def render_metrics(result: RunResult, now: float | None = None) -> str:
                 f'rdmaprov_drift_facts{{cluster="{cluster}",host="{_label(name)}",drift="{kind}"}} {kinds[kind]}'
             )
     lines += [
+        "# HELP rdmaprov_check_failures Findings of each verify check that failed on the host (0: it passed).",
+        "# TYPE rdmaprov_check_failures gauge",
+    ]
+    for name, verification in verified.items():
+        failed = Counter(f.id for f in verification.failures)
+        for check in sorted({f.id for f in verification.findings if f.id}):
+            lines.append(
+                f'rdmaprov_check_failures{{cluster="{cluster}",host="{_label(name)}",check="{check}"}} {failed[check]}'
+            )
+    lines += [
         "# HELP rdmaprov_host_reachable Whether the check could reach and plan the host.",
         "# TYPE rdmaprov_host_reachable gauge",
     ]
