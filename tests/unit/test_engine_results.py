@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from rdmaprov.engine.results import HostResult, OpResult, RunResult
-from rdmaprov.health.checks import Finding
+from rdmaprov.health.findings import Finding
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.verify import HostVerification
 from rdmaprov.schemas import load_schema

@@ -14,7 +14,7 @@ from rdmaprov.engine.results import HostResult, OpResult, RunResult
 from rdmaprov.errors import UserError
 from rdmaprov.facts.files import FileState, ManagedFile
 from rdmaprov.facts.ssh import SshIdentityFact
-from rdmaprov.health.checks import Finding, check_deploy
+from rdmaprov.health.findings import Finding, check_deploy
 from rdmaprov.health.gates.ib_write_bw import newcomer_pairs
 from rdmaprov.health.verify import HostVerification
 from rdmaprov.inventory import load_inventory
@@ -216,7 +216,7 @@ def test_fact_drift_classified_by_the_deploy_behind_the_check():
 
 def test_every_check_verify_makes_has_an_id_and_the_deploy_behind_it():
     from rdmaprov.deploys import STACK
-    from rdmaprov.health.checks import CHECKS
+    from rdmaprov.health.findings import CHECKS
 
     assert {c.deploy for c in CHECKS.values()} - {None} <= set(STACK)
     assert all(c.id.count(".") == 1 for c in CHECKS.values())

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rdmaprov.health.checks import Finding, finding
+from rdmaprov.health.findings import Finding, finding
 
 
 @dataclass(frozen=True)

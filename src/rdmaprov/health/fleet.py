@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from rdmaprov.health.checks import Finding, finding
+from rdmaprov.health.findings import Finding, finding
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.parsers.node import NodeReport, nccl_library_version
 

@@ -11,8 +11,9 @@ import requests
 
 from rdmaprov.engine.session import Session
 from rdmaprov.facts.node import NodeFacts
-from rdmaprov.health.checks import Finding, finding, verify_node
+from rdmaprov.health.checks import verify_node
 from rdmaprov.health.counters import counter_findings, load_reads, save_reads, state_file
+from rdmaprov.health.findings import Finding, finding
 from rdmaprov.health.fleet import fleet_findings
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.runner import run_gates

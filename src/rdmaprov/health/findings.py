@@ -1,0 +1,128 @@
+"""What every check produces: a finding (host, subject, expected, found, hint), the registry of
+check ids with the deploy that establishes each, and the Checker that collects findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Check:
+    """One kind of check: a stable id (JSON, JUnit, drift), the label tables show, and the deploy
+    that establishes what it looks at (None: the hardware's own state, which no deploy changes)."""
+
+    id: str
+    label: str
+    deploy: str | None = None
+
+
+# Every check verify makes, by id. SoftRoCE links are rdmaprov's own (softroce deploy), so the
+# device and port checks point back to that deploy on a softroce node only.
+CHECKS = {
+    c.id: c
+    for c in (
+        Check("rdma.device_present", "device present"),
+        Check("rdma.devices", "devices"),
+        Check("rdma.port_present", "port present"),
+        Check("rdma.port_state", "port state"),
+        Check("rdma.physical_state", "physical state"),
+        Check("rdma.link_layer", "link layer"),
+        Check("rdma.rate", "rate"),
+        Check("rdma.gid", "GID index"),
+        Check("rdma.port_errors", "error counters"),
+        Check("rdma.active_mtu", "active MTU", "mtu"),
+        Check("mtu.netdev", "MTU", "mtu"),
+        Check("netns.mode", "netns mode", "netns_mode"),
+        Check("nccl.conf_present", "present", "nccl_env"),
+        Check("nccl.hca_matches", "NCCL_IB_HCA matches devices", "nccl_env"),
+        Check("nccl.hca_excludes_storage", "NCCL_IB_HCA excludes storage HCAs", "nccl_env"),
+        Check("nccl.library", "library programs load", "nccl"),
+        Check("gpu.count", "count"),
+        Check("gpu.driver_version", "driver version", "gpu_driver"),
+        Check("gpu.ecc_mode", "ECC mode"),
+        Check("gpu.ecc_uncorrectable", "uncorrectable ECC errors"),
+        Check("gpu.row_remap", "memory row remapping"),
+        Check("gpu.hw_slowdown", "hardware slowdown"),
+        Check("gpu.pcie_width", "PCIe link width"),
+        Check("gpu.persistence", "persistence mode"),
+        Check("gpu.xid", "Xid errors since boot"),
+        Check("limits.memlock_login", "login limit", "limits"),
+        Check("limits.memlock_services", "service limit", "limits"),
+        Check("exporter.answers", "exporter answers", "exporter"),
+        Check("fleet.kernel", "same as the fleet"),
+        Check("fleet.rdma_core", "same as the fleet", "rdma_userspace"),
+        Check("fleet.gpu_driver", "same as the fleet", "gpu_driver"),
+        Check("fleet.nccl_version", "same as the fleet", "nccl"),
+        Check("fleet.hca_firmware", "same as the fleet"),
+    )
+}
+_SOFTROCE_LINK_CHECKS = {
+    "rdma.device_present",
+    "rdma.devices",
+    "rdma.port_present",
+    "rdma.port_state",
+    "rdma.physical_state",
+    "rdma.link_layer",
+    "rdma.rate",
+}
+
+
+def check_deploy(check_id: str, fabric: str | None) -> str | None:
+    """The deploy a failed check points back to on a node of this fabric."""
+    if check_id in _SOFTROCE_LINK_CHECKS:
+        return "softroce" if fabric == "softroce" else None
+    return CHECKS[check_id].deploy
+
+
+@dataclass(frozen=True)
+class Finding:
+    host: str
+    subject: str
+    check: str  # the label tables show (e.g. "GID index 3"); `id` is what to match on
+    ok: bool
+    expected: str
+    found: str
+    hint: str = ""
+    drift: str | None = None  # check only, for a failure: corrective, intentional or new
+    id: str = ""
+    deploy: str | None = None
+
+
+def finding(
+    host: str,
+    fabric: str | None,
+    check_id: str,
+    subject: str,
+    ok: bool,
+    expected: str,
+    found: str,
+    hint: str = "",
+    label: str | None = None,
+) -> Finding:
+    """A finding of the check `check_id`; the hint is kept only for a failure."""
+    return Finding(
+        host,
+        subject,
+        label or CHECKS[check_id].label,
+        ok,
+        expected,
+        found,
+        "" if ok else hint,
+        id=check_id,
+        deploy=check_deploy(check_id, fabric),
+    )
+
+
+class Checker:
+    """Collects one host's findings; `check` records one and says whether it passed."""
+
+    def __init__(self, host: str, fabric: str | None) -> None:
+        self.host = host
+        self.fabric = fabric
+        self.findings: list[Finding] = []
+
+    def check(
+        self, subject: str, check_id: str, ok: bool, expected: str, found: str, hint: str = "", label: str | None = None
+    ) -> bool:
+        self.findings.append(finding(self.host, self.fabric, check_id, subject, ok, expected, found, hint, label))
+        return ok

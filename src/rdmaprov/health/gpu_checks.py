@@ -1,0 +1,162 @@
+"""The checks of a GPU node: every GPU visible on the declared driver, each GPU's health,
+hardware Xids since boot, and the NCCL that programs load."""
+
+from __future__ import annotations
+
+from rdmaprov.health.findings import Checker
+from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.nvidia import driver_matches
+from rdmaprov.parsers.node import NodeReport, nccl_library_version
+from rdmaprov.parsers.nvidia_smi import GpuHealth
+
+
+def check_gpus(c: Checker, node: NodeConfig, report: NodeReport) -> None:
+    """GPU nodes: every declared GPU visible, on the declared driver, with an NCCL to use them."""
+    gpu = node.gpu
+    if gpu is None:
+        return
+    c.check(
+        "gpus",
+        "gpu.count",
+        len(report.gpus) == gpu.count,
+        str(gpu.count),
+        str(len(report.gpus)),
+        "nvidia-smi sees fewer GPUs: check the driver is loaded (a reboot may be owed after a driver change) and "
+        "`nvidia-smi -q` for fallen-off GPUs",
+    )
+    wanted = gpu.driver_version
+    if wanted and report.gpus:
+        loaded = report.gpus[0].driver_version
+        c.check(
+            "gpus",
+            "gpu.driver_version",
+            driver_matches(wanted, loaded),
+            wanted,
+            loaded,
+            "run `rdmaprov apply --allow-reboot` (a new driver loads at the next boot)",
+        )
+    for index, health in enumerate(report.gpu_health):
+        _check_gpu_health(c, f"gpu{index} {health.bus_id}", health)
+    _check_xids(c, report)
+    if node.nccl.version:
+        _check_nccl_library(c, node, report)
+
+
+# Xids that mean the hardware, not the program, failed (NVIDIA's Xid catalog), most severe first,
+# and what to do. Application faults (13, 31, 43, 45…) are the job's, not the node's.
+HARDWARE_XIDS = {
+    79: "the GPU fell off the bus: drain the node, check its power and PCIe seating, RMA if it recurs",
+    64: "row remapping failed: RMA the GPU",
+    95: "uncontained ECC error: drain the node and reset the GPU",
+    48: "double-bit ECC error: drain the node, reset the GPU, RMA if it recurs",
+    74: "NVLink error: reset the GPU, check the NVLink bridge/baseboard if it recurs",
+    94: "contained ECC error (the job was killed): reset the GPU",
+    63: "a row was marked for remapping: reset the GPU to apply it",
+    92: "high single-bit ECC error rate: watch it, RMA if it persists",
+    119: "GSP timeout: reset the GPU or reboot; update the driver if it recurs",
+    120: "GSP error: reset the GPU or reboot; update the driver if it recurs",
+}
+
+
+def _check_xids(c: Checker, report: NodeReport) -> None:
+    """Hardware Xids in the kernel log since boot, each GPU's latest of each kind named."""
+    hardware = [x for x in report.xids if x.code in HARDWARE_XIDS]
+    seen = list(dict.fromkeys((x.code, x.bus_id) for x in hardware))
+    worst = min((x.code for x in hardware), key=list(HARDWARE_XIDS).index, default=None)
+    c.check(
+        "kernel log",
+        "gpu.xid",
+        not hardware,
+        "no hardware Xid",
+        ", ".join(f"Xid {code} on {bus}" for code, bus in seen) or "none",
+        f"Xid {worst}: {HARDWARE_XIDS[worst]}" if worst is not None else "",
+    )
+
+
+def _check_gpu_health(c: Checker, subject: str, gpu: GpuHealth) -> None:
+    """What takes a training job down while the GPU still answers: the field's health checks
+    (DCGM, AzNHC, NVSentinel) on one GPU's `nvidia-smi -q`, each with what to do about it."""
+    if gpu.ecc_mode != "N/A":
+        c.check(
+            subject,
+            "gpu.ecc_mode",
+            gpu.ecc_mode == "Enabled",
+            "Enabled",
+            gpu.ecc_mode,
+            "without ECC, memory errors corrupt results silently: `nvidia-smi -e 1`, then reset the GPU or reboot",
+        )
+    if gpu.volatile_uncorrectable is not None:
+        c.check(
+            subject,
+            "gpu.ecc_uncorrectable",
+            gpu.volatile_uncorrectable == 0,
+            "0 since the driver loaded",
+            f"{gpu.volatile_uncorrectable} (lifetime {gpu.aggregate_uncorrectable})",
+            "drain the node: jobs on this GPU crash or compute wrong results; a GPU reset or reboot remaps the "
+            "rows, and if errors come back, RMA the GPU",
+        )
+    pending = gpu.remap_pending or gpu.retirement_pending
+    c.check(
+        subject,
+        "gpu.row_remap",
+        not pending and not gpu.remap_failed,
+        "nothing pending, no failure",
+        "remapping failed" if gpu.remap_failed else "a remap is pending" if pending else "nothing pending",
+        "remapping failed: the GPU is out of spare rows, RMA it"
+        if gpu.remap_failed
+        else "reset the GPU (`nvidia-smi -r`) or reboot to apply the pending remap; until then drain the node",
+    )
+    c.check(
+        subject,
+        "gpu.hw_slowdown",
+        not gpu.hw_slowdown,
+        "none active",
+        ", ".join(gpu.hw_slowdown) or "none active",
+        "the GPU throttles itself in hardware: check its cooling and power (fans, inlet temperature, PSU, power "
+        "brake signal)",
+    )
+    current, widest = gpu.link_width
+    if "N/A" not in (current, widest):
+        c.check(
+            subject,
+            "gpu.pcie_width",
+            current == widest,
+            widest,
+            f"{current} (generation {gpu.link_generation[0]} of {gpu.link_generation[1]})",
+            "the PCIe link trained narrower than the GPU supports: reseat the GPU or its riser and check the slot",
+        )
+    c.check(
+        subject,
+        "gpu.persistence",
+        gpu.persistence == "Enabled",
+        "Enabled",
+        gpu.persistence,
+        "enable nvidia-persistenced (or `nvidia-smi -pm 1`): without it the driver tears the GPU down between jobs "
+        "and the next start is slow",
+    )
+
+
+def _check_nccl_library(c: Checker, node: NodeConfig, report: NodeReport) -> None:
+    """The libnccl.so.2 the dynamic linker gives programs is the declared version and, for a
+    build, rdmaprov's own: another NCCL first in the linker's cache (a distro or image copy)
+    is what training jobs would load."""
+    nccl = node.nccl
+    wanted = nccl.version.split("-")[0] if nccl.version else ""
+    prefix = None if nccl.source_kind == "packages" else nccl.prefix.rstrip("/")
+    if not report.nccl_linked:
+        found, ok = "not in the dynamic linker's cache (ldconfig -p)", False
+    else:
+        path, real = report.nccl_linked[0]
+        version = nccl_library_version(real)
+        found = f"{path} → {real}" if real != path else path
+        ok = version == wanted and (prefix is None or real.startswith(prefix + "/"))
+    c.check(
+        "nccl",
+        "nccl.library",
+        ok,
+        f"libnccl.so.2 {wanted}" + (f" under {prefix}" if prefix else ""),
+        found,
+        "run `rdmaprov apply` (the nccl deploy installs it, registers it in "
+        "/etc/ld.so.conf.d/rdmaprov-nccl.conf and runs ldconfig); if another NCCL still comes first, remove it or "
+        "its ld.so.conf.d entry",
+    )
