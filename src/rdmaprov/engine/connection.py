@@ -94,16 +94,16 @@ def _uptime_now(host) -> float | None:
     return parse_uptime(output.stdout) if ok else None
 
 
-def answered_again(host, settings: SSHSettings, run_seconds: float) -> tuple[bool, str]:
+def answered_again(host, settings: SSHSettings, run_started: float) -> tuple[bool, str]:
     """After a host's connection was lost: whether it answers again (tried for connect_timeout
-    seconds), and what that tells: it rebooted (up for less than the run has taken) or, once it
-    has answered on its old boot for STEADY_S, that it did not."""
+    seconds), and what that tells: it rebooted (booted after the run started, `run_started`
+    being time.monotonic() then) or, once it has answered on its old boot for STEADY_S, not."""
     deadline = time.monotonic() + settings.connect_timeout
     steady_since: float | None = None
     while True:
         uptime = _uptime_now(host)
         now = time.monotonic()
-        if uptime is not None and uptime < run_seconds:
+        if uptime is not None and uptime < now - run_started:
             return True, f"it answered again, up {uptime:.0f} s: it rebooted during the run"
         if uptime is None:
             steady_since = None

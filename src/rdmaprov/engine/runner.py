@@ -377,7 +377,7 @@ def _mark_interrupted(state: State, running: set, results: dict[str, HostResult]
             result.error = f"interrupted before {left.name}"
 
 
-def _settle_lost(state: State, results: dict[str, HostResult], run_seconds: float) -> None:
+def _settle_lost(state: State, results: dict[str, HostResult], run_started: float) -> None:
     """A host whose connection was lost mid-run: say whether it came back (and rebooted); one
     that did not is unreachable, not merely failed."""
     context = context_of(state)
@@ -387,7 +387,7 @@ def _settle_lost(state: State, results: dict[str, HostResult], run_seconds: floa
         end = context.command_ends.get(host.name)
         if result.status == "unreachable" or end is None or not end.lost:
             return
-        back, what = answered_again(host, context.ssh[host.name], run_seconds)
+        back, what = answered_again(host, context.ssh[host.name], run_started)
         result.error = f"{result.error or host.name}; {what}"
         result.status = "failed" if back else "unreachable"
 
@@ -448,7 +448,7 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
                     run_result.interrupted = True
                     _mark_interrupted(state, interrupt.running, results)
                 else:
-                    _settle_lost(state, results, time.monotonic() - started)
+                    _settle_lost(state, results, started)
     finally:
         try:
             state.set_stage(StateStage.Disconnect)
