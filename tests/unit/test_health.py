@@ -508,6 +508,7 @@ def test_gpu_health_of_a_healthy_h100_from_its_own_nvidia_smi_q():
         bus_id="00000000:00:06.0",
         name="NVIDIA H100 80GB HBM3",
         persistence="Enabled",
+        mig_mode="Disabled",
         ecc_mode="Enabled",
         volatile_uncorrectable=0,
         aggregate_uncorrectable=0,
@@ -528,7 +529,8 @@ def test_gpu_health_of_a_healthy_h100_from_its_own_nvidia_smi_q():
         "gpu.hw_slowdown",
         "gpu.pcie_width",
         "gpu.persistence",
-    } and all(f.ok for f in health)
+        "gpu.mig_mode",
+    } and all(f.ok and not f.unknown for f in health)
     # the same GPU with its link trained at x8 and a hardware slowdown: what the checks say
     sick = text.replace(
         "                Current                                : 16x", "                Current   : 8x"

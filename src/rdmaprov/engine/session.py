@@ -77,12 +77,14 @@ class Session:
             gevent.joinall([gevent.spawn(one, name) for name in names])
         return results
 
-    def fact(self, cls: type[FactBase], **kwargs: Any) -> dict[str, Any]:
-        """The fact from every connected host: {name: value or the exception that stopped it}."""
+    def fact(self, cls: type[FactBase], arguments: Callable[[str], dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The fact from every connected host, with `arguments(name)` as that host's fact
+        arguments: {name: value or the exception that stopped it}."""
 
         def read(name: str) -> Any:
             host = self._host(name)
             with ctx_host.use(host):
+                kwargs = arguments(name) if arguments else {}
                 return get_fact(self.state, host, cls, kwargs=kwargs, apply_failed_hosts=False)
 
         return self.each(self.connected, read)

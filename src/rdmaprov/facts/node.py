@@ -5,10 +5,14 @@ A missing tool or device leaves its section empty; the fact never fails the host
 
 from __future__ import annotations
 
+import shlex
+
 from pyinfra.api import FactBase
 
 from rdmaprov.parsers.counters import COUNTER_FILES
+from rdmaprov.parsers.ldd import HEADER
 from rdmaprov.parsers.node import SECTION, NodeReport, parse_node_report
+from rdmaprov.parsers.pcie import PCI_LINK_FILES
 
 # One grep per attribute directory: a per-GID loop forks 1000+ times on rxe (gid_tbl_len 1024).
 # Unset GIDs read as zeros and their types fail to read (EINVAL), so grep prints only set ones.
@@ -45,8 +49,32 @@ _LIMIT_FILES = (
 )
 
 
+# The distro and release (`debian 12`): read, never sourced (os-release is shell syntax).
+_RELEASE = (
+    'echo "$(sed -n s/^ID=//p /etc/os-release 2>/dev/null) $(sed -n s/^VERSION_ID=//p /etc/os-release 2>/dev/null)"'
+    " | tr -d '\"'"
+)
+
+
+def _linkage(programs: tuple[str, ...]) -> str:
+    """ldd of every NCCL net plugin found and of `programs`: the libnccl they resolve (symlinks
+    followed, so the file name carries the version) and whatever they cannot resolve."""
+    plugins = " ".join(f"{d}/libnccl-net*.so*" for d in _NCCL_DIRS)
+    files = " ".join(shlex.quote(p) for p in programs)
+    resolve = (
+        'while read -r name arrow path rest; do if [ "$path" = not ]; then echo "$name => not found"; '
+        'else echo "$name => $(readlink -f "$path")"; fi; done'
+    )
+    return (
+        f'for f in $(ls -d {plugins} 2>/dev/null) {files}; do echo \'{HEADER}\'"$f"; if [ -e "$f" ]; '
+        f"then ldd \"$f\" 2>/dev/null | grep -e libnccl -e 'not found' | {resolve}; else echo missing; fi; done"
+    )
+
+
 class NodeFacts(FactBase):
-    def command(self) -> str:
+    """`programs`: files whose linkage the checks judge (the nccl-tests binary the gates run)."""
+
+    def command(self, programs: tuple[str, ...] = ()) -> str:
         sections = {
             "ports": _PORTS,
             "ibv_devinfo": "ibv_devinfo -v 2>/dev/null",
@@ -60,9 +88,13 @@ class NodeFacts(FactBase):
             "xid": "dmesg 2>/dev/null | grep -a 'NVRM: ' | tail -n 300",
             "counters": f"grep -H . {COUNTER_FILES} 2>/dev/null",
             "versions": "uname -r; dpkg-query -W -f '${Version}\\n' rdma-core 2>/dev/null "
-            "|| rpm -q --qf '%{VERSION}-%{RELEASE}\\n' rdma-core 2>/dev/null || echo",
+            f"|| rpm -q --qf '%{{VERSION}}-%{{RELEASE}}\\n' rdma-core 2>/dev/null || echo; {_RELEASE}",
             "nccl": "ls -d " + " ".join(f"{d}/libnccl*" for d in _NCCL_DIRS) + " 2>/dev/null",
             "nccl_linker": f"ldconfig -p 2>/dev/null | {LINKED_NCCL}",
+            "linkage": _linkage(programs),
+            "pci_links": f"grep -H . {PCI_LINK_FILES} 2>/dev/null",
+            "nvlink": "nvidia-smi nvlink --status 2>/dev/null",
+            "cuda": "ls -d /usr/local/cuda-[0-9]* 2>/dev/null",
         }
         return "; ".join(f"echo '{SECTION}{name}'; {{ {cmd}\n}}" for name, cmd in sections.items()) + "; true"
 

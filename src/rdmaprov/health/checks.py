@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from rdmaprov.deploys.limits import LOGIN_LIMITS, SERVICE_LIMITS, memlock_value
 from rdmaprov.health.findings import Checker, Finding
-from rdmaprov.health.gpu_checks import check_gpus
+from rdmaprov.health.gpu_checks import check_gpus, check_net_plugin
 from rdmaprov.inventory.config import ETHERNET_FABRICS, NodeConfig, hca_specs, spec_matches
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.parsers.limits import SettingLine, pam_memlock, systemd_memlock
@@ -107,6 +107,32 @@ def _check_port(c: Checker, node: NodeConfig, port: SysfsPort, report: NodeRepor
             )
 
 
+def _check_pci_link(c: Checker, node: NodeConfig, device: str, report: NodeReport) -> None:
+    """The HCA's PCIe link at the speed and width the card supports: a link that trained at a
+    lower generation or fewer lanes caps the port below its line rate while the port looks fine."""
+    link = report.pci_links.get(device)
+    if link is None or not link.known:
+        why = (
+            "a SoftRoCE device has no PCIe link of its own"
+            if node.fabric == "softroce"
+            else "sysfs reports no PCIe link speed and width for it"
+        )
+        c.unknown(
+            device, "rdma.pcie_link", "the card's full speed and width", why + (f" ({link.describe()})" if link else "")
+        )
+        return
+    c.check(
+        device,
+        "rdma.pcie_link",
+        link.full,
+        f"x{link.max_width} at {link.max_speed}",
+        f"x{link.width} at {link.speed}",
+        "the HCA's PCIe link trained below what the card supports, so it cannot reach its line rate: reseat the "
+        "card or riser, check the slot's lanes and generation in the BIOS (bifurcation, Gen setting); `lspci -vv` "
+        "shows LnkSta against LnkCap",
+    )
+
+
 def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
     """Every check for one host; a finding per check, passing or not."""
     node = spec.node
@@ -125,6 +151,7 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
             f"{', '.join(sorted(present)) or 'no RDMA devices'}",
         ):
             continue
+        _check_pci_link(c, node, device, report)
         port = report.port(device, port_number)
         if (
             c.check(
@@ -172,6 +199,7 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
 
     _check_nccl_hca(c, node, report)
     check_gpus(c, node, report)
+    check_net_plugin(c, node, report)
     _check_memlock(c, node, report)
     return c.findings
 

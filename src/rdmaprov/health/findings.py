@@ -30,6 +30,7 @@ CHECKS = {
         Check("rdma.rate", "rate"),
         Check("rdma.gid", "GID index"),
         Check("rdma.port_errors", "error counters"),
+        Check("rdma.pcie_link", "PCIe link"),
         Check("rdma.active_mtu", "active MTU", "mtu"),
         Check("mtu.netdev", "MTU", "mtu"),
         Check("netns.mode", "netns mode", "netns_mode"),
@@ -37,6 +38,8 @@ CHECKS = {
         Check("nccl.hca_matches", "NCCL_IB_HCA matches devices", "nccl_env"),
         Check("nccl.hca_excludes_storage", "NCCL_IB_HCA excludes storage HCAs", "nccl_env"),
         Check("nccl.library", "library programs load", "nccl"),
+        Check("nccl.tests_library", "library nccl-tests load", "nccl"),
+        Check("nccl.net_plugin", "net plugin loads", "erdma"),
         Check("gpu.count", "count"),
         Check("gpu.driver_version", "driver version", "gpu_driver"),
         Check("gpu.ecc_mode", "ECC mode"),
@@ -45,6 +48,8 @@ CHECKS = {
         Check("gpu.hw_slowdown", "hardware slowdown"),
         Check("gpu.pcie_width", "PCIe link width"),
         Check("gpu.persistence", "persistence mode"),
+        Check("gpu.mig_mode", "MIG mode"),
+        Check("gpu.nvlink", "NVLinks active"),
         Check("gpu.xid", "Xid errors since boot"),
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
@@ -52,6 +57,7 @@ CHECKS = {
         Check("fleet.kernel", "same as the fleet"),
         Check("fleet.rdma_core", "same as the fleet", "rdma_userspace"),
         Check("fleet.gpu_driver", "same as the fleet", "gpu_driver"),
+        Check("fleet.cuda", "same as the fleet", "gpu_driver"),
         Check("fleet.nccl_version", "same as the fleet", "nccl"),
         Check("fleet.hca_firmware", "same as the fleet"),
     )
@@ -86,6 +92,8 @@ class Finding:
     drift: str | None = None  # check only, for a failure: corrective, intentional or new
     id: str = ""
     deploy: str | None = None
+    # Could not be judged (the node does not report it): not a failure, never shown as a pass.
+    unknown: bool = False
 
 
 def finding(
@@ -98,6 +106,7 @@ def finding(
     found: str,
     hint: str = "",
     label: str | None = None,
+    unknown: bool = False,
 ) -> Finding:
     """A finding of the check `check_id`; the hint is kept only for a failure."""
     return Finding(
@@ -110,6 +119,7 @@ def finding(
         "" if ok else hint,
         id=check_id,
         deploy=check_deploy(check_id, fabric),
+        unknown=unknown,
     )
 
 
@@ -126,3 +136,10 @@ class Checker:
     ) -> bool:
         self.findings.append(finding(self.host, self.fabric, check_id, subject, ok, expected, found, hint, label))
         return ok
+
+    def unknown(self, subject: str, check_id: str, expected: str, why: str) -> None:
+        """Record that `check_id` could not be judged here, and why: the node does not report
+        what it looks at (a field N/A, a device without the sysfs file)."""
+        self.findings.append(
+            finding(self.host, self.fabric, check_id, subject, True, expected, f"unknown: {why}", unknown=True)
+        )

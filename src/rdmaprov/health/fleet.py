@@ -4,6 +4,10 @@ tools report most: each node passes alone, and jobs across them hang or slow dow
 
 Pure: reads the node reports verify already has, no extra round trip. The majority value is
 the expectation; a tie goes to the value the most hosts share, then the higher version.
+
+What every rank of a job must share (GPU driver, CUDA, NCCL, HCA firmware) is compared across
+all the nodes; what comes with the distro (kernel, rdma-core) only among nodes of the same
+release, so a cluster upgraded one release at a time is not a fleet of odd nodes.
 """
 
 from __future__ import annotations
@@ -33,12 +37,20 @@ def _firmware(report: NodeReport) -> dict[str, str]:
     }
 
 
+def _cuda(report: NodeReport) -> dict[str, str]:
+    return {"CUDA toolkits": ", ".join(report.cuda_toolkits)} if report.gpus and report.cuda_toolkits else {}
+
+
+def _on_release(report: NodeReport, what: str) -> str:
+    return f"{what} on {report.release}" if report.release else what
+
+
 def _kernel(report: NodeReport) -> dict[str, str]:
-    return {"kernel": report.kernel} if report.kernel else {}
+    return {_on_release(report, "kernel"): report.kernel} if report.kernel else {}
 
 
 def _rdma_core(report: NodeReport) -> dict[str, str]:
-    return {"rdma-core": report.rdma_core} if report.rdma_core else {}
+    return {_on_release(report, "rdma-core"): report.rdma_core} if report.rdma_core else {}
 
 
 # check id → what the node reports for it (subject → value)
@@ -46,6 +58,7 @@ _FACTS: dict[str, Callable[[NodeReport], dict[str, str]]] = {
     "fleet.kernel": _kernel,
     "fleet.rdma_core": _rdma_core,
     "fleet.gpu_driver": _driver,
+    "fleet.cuda": _cuda,
     "fleet.nccl_version": _nccl,
     "fleet.hca_firmware": _firmware,
 }
@@ -54,6 +67,8 @@ _HINTS = {
     "fleet.rdma_core": "install one rdma-core version everywhere: pin it in packages.rdma and run `rdmaprov apply`",
     "fleet.gpu_driver": "bring every node to one driver: declare gpu.driver_version and run `rdmaprov apply "
     "--allow-reboot` (or drain the odd node)",
+    "fleet.cuda": "install the same CUDA toolkits everywhere: declare gpu.cuda_version and run `rdmaprov apply`; "
+    "remove toolkits the cluster no longer uses",
     "fleet.nccl_version": "every rank must load the same NCCL: run `rdmaprov apply` on the odd node and check "
     "what else provides libnccl.so.2 there",
     "fleet.hca_firmware": "update the odd HCAs' firmware (mlxfwreset/mstflint, or the vendor's tool) to match "

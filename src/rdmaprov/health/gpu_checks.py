@@ -1,11 +1,12 @@
-"""The checks of a GPU node: every GPU visible on the declared driver, each GPU's health,
-hardware Xids since boot, and the NCCL that programs load."""
+"""The checks of a GPU node: every GPU visible on the declared driver, each GPU's health and
+NVLinks, hardware Xids since boot, and the NCCL that programs, nccl-tests and plugins load."""
 
 from __future__ import annotations
 
 from rdmaprov.health.findings import Checker
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.nvidia import driver_matches
+from rdmaprov.parsers.ldd import Linkage
 from rdmaprov.parsers.node import NodeReport, nccl_library_version
 from rdmaprov.parsers.nvidia_smi import GpuHealth
 
@@ -37,9 +38,79 @@ def check_gpus(c: Checker, node: NodeConfig, report: NodeReport) -> None:
         )
     for index, health in enumerate(report.gpu_health):
         _check_gpu_health(c, f"gpu{index} {health.bus_id}", health)
+    _check_nvlinks(c, report)
     _check_xids(c, report)
     if node.nccl.version:
         _check_nccl_library(c, node, report)
+        if node.nccl.tests_enabled:
+            _check_tests_library(c, node, report)
+
+
+def check_net_plugin(c: Checker, node: NodeConfig, report: NodeReport) -> None:
+    """eRDMA nodes with the AIACC plugin declared: an NCCL net plugin is installed and every
+    library it needs resolves (NCCL silently skips a plugin it cannot load and runs on sockets)."""
+    if node.fabric != "erdma" or not node.erdma.aiacc_plugin:
+        return
+    plugins = {path: linkage for path, linkage in report.linkage.items() if "libnccl-net" in path and linkage.exists}
+    broken = {path: linkage.missing for path, linkage in plugins.items() if linkage.missing}
+    found = (
+        "; ".join(f"{path} needs {', '.join(missing)} (not found)" for path, missing in broken.items())
+        if broken
+        else ", ".join(plugins) or "no libnccl-net*.so"
+    )
+    c.check(
+        "nccl",
+        "nccl.net_plugin",
+        bool(plugins) and not broken,
+        "an NCCL net plugin (AIACC) whose libraries all resolve",
+        found,
+        "run `rdmaprov apply` (the erdma deploy installs the AIACC plugin package); if a library is not found, "
+        "install what provides it or fix its ld.so.conf.d entry",
+    )
+
+
+def _check_tests_library(c: Checker, node: NodeConfig, report: NodeReport) -> None:
+    """The NCCL the gates' all_reduce_perf loads is the one declared: nccl-tests built against
+    another NCCL, or a node whose linker finds another copy first, measures the wrong library."""
+    program = node.nccl.all_reduce_perf
+    linkage = report.linkage.get(program, Linkage(False))
+    resolved = linkage.libraries.get("libnccl.so.2")
+    wanted, prefix = _declared_nccl(node)
+    if not linkage.exists:
+        found, ok = f"{program} is missing", False
+    elif resolved is None:
+        found, ok = f"{program}: libnccl.so.2 not found", False
+    else:
+        found, ok = f"{program} → {resolved}", _is_declared(resolved, wanted, prefix)
+    c.check(
+        "nccl-tests",
+        "nccl.tests_library",
+        ok,
+        f"libnccl.so.2 {wanted}" + (f" under {prefix}" if prefix else ""),
+        found,
+        "run `rdmaprov apply` (the nccl deploy builds nccl-tests against the declared NCCL); if another NCCL is "
+        "found first, remove it or its ld.so.conf.d entry",
+    )
+
+
+def _check_nvlinks(c: Checker, report: NodeReport) -> None:
+    """Each GPU has as many active NVLinks as the best-connected GPU of the node: a link that
+    dropped leaves the GPU working while collectives inside the node slow down. GPUs without
+    NVLink (every GPU reports none active) are not judged."""
+    most = max((len(g.active) for g in report.nvlinks), default=0)
+    if not most:
+        return
+    for gpu in report.nvlinks:
+        c.check(
+            f"gpu{gpu.index}",
+            "gpu.nvlink",
+            len(gpu.active) == most,
+            f"{most} active (as on the node's other GPUs)",
+            f"{len(gpu.active)} active"
+            + (f", inactive: {', '.join(f'link {n}' for n in gpu.inactive)}" if gpu.inactive else ""),
+            "an NVLink is down: reset the GPU (`nvidia-smi -r`) or reboot; if it stays down, check the NVLink "
+            "bridge/baseboard and RMA the GPU",
+        )
 
 
 # Xids that mean the hardware, not the program, failed (NVIDIA's Xid catalog), most severe first,
@@ -75,8 +146,11 @@ def _check_xids(c: Checker, report: NodeReport) -> None:
 
 def _check_gpu_health(c: Checker, subject: str, gpu: GpuHealth) -> None:
     """What takes a training job down while the GPU still answers: the field's health checks
-    (DCGM, AzNHC, NVSentinel) on one GPU's `nvidia-smi -q`, each with what to do about it."""
-    if gpu.ecc_mode != "N/A":
+    (DCGM, AzNHC, NVSentinel) on one GPU's `nvidia-smi -q`, each with what to do about it. A
+    field the GPU does not report is an unknown, never a pass."""
+    if gpu.ecc_mode == "N/A":
+        c.unknown(subject, "gpu.ecc_mode", "Enabled", "the GPU reports no ECC mode (a model without ECC?)")
+    else:
         c.check(
             subject,
             "gpu.ecc_mode",
@@ -85,7 +159,9 @@ def _check_gpu_health(c: Checker, subject: str, gpu: GpuHealth) -> None:
             gpu.ecc_mode,
             "without ECC, memory errors corrupt results silently: `nvidia-smi -e 1`, then reset the GPU or reboot",
         )
-    if gpu.volatile_uncorrectable is not None:
+    if gpu.volatile_uncorrectable is None:
+        c.unknown(subject, "gpu.ecc_uncorrectable", "0 since the driver loaded", "the GPU reports no ECC error counts")
+    else:
         c.check(
             subject,
             "gpu.ecc_uncorrectable",
@@ -116,7 +192,9 @@ def _check_gpu_health(c: Checker, subject: str, gpu: GpuHealth) -> None:
         "brake signal)",
     )
     current, widest = gpu.link_width
-    if "N/A" not in (current, widest):
+    if "N/A" in (current, widest):
+        c.unknown(subject, "gpu.pcie_width", "the GPU's full width", f"nvidia-smi reports width {current} of {widest}")
+    else:
         c.check(
             subject,
             "gpu.pcie_width",
@@ -134,22 +212,29 @@ def _check_gpu_health(c: Checker, subject: str, gpu: GpuHealth) -> None:
         "enable nvidia-persistenced (or `nvidia-smi -pm 1`): without it the driver tears the GPU down between jobs "
         "and the next start is slow",
     )
+    if gpu.mig_mode != "N/A":
+        c.check(
+            subject,
+            "gpu.mig_mode",
+            gpu.mig_mode == "Disabled",
+            "Disabled",
+            gpu.mig_mode,
+            "MIG splits the GPU into instances NCCL cannot use across (NVIDIA/nccl#1716): `nvidia-smi -i N -mig 0`, "
+            "then reset the GPU, on nodes meant for multi-GPU training",
+        )
 
 
 def _check_nccl_library(c: Checker, node: NodeConfig, report: NodeReport) -> None:
     """The libnccl.so.2 the dynamic linker gives programs is the declared version and, for a
     build, rdmaprov's own: another NCCL first in the linker's cache (a distro or image copy)
     is what training jobs would load."""
-    nccl = node.nccl
-    wanted = nccl.version.split("-")[0] if nccl.version else ""
-    prefix = None if nccl.source_kind == "packages" else nccl.prefix.rstrip("/")
+    wanted, prefix = _declared_nccl(node)
     if not report.nccl_linked:
         found, ok = "not in the dynamic linker's cache (ldconfig -p)", False
     else:
         path, real = report.nccl_linked[0]
-        version = nccl_library_version(real)
         found = f"{path} → {real}" if real != path else path
-        ok = version == wanted and (prefix is None or real.startswith(prefix + "/"))
+        ok = _is_declared(real, wanted, prefix)
     c.check(
         "nccl",
         "nccl.library",
@@ -160,3 +245,15 @@ def _check_nccl_library(c: Checker, node: NodeConfig, report: NodeReport) -> Non
         "/etc/ld.so.conf.d/rdmaprov-nccl.conf and runs ldconfig); if another NCCL still comes first, remove it or "
         "its ld.so.conf.d entry",
     )
+
+
+def _declared_nccl(node: NodeConfig) -> tuple[str, str | None]:
+    """The NCCL version declared (2.18.3 of 2.18.3-1) and, for a build, the prefix it lives under."""
+    nccl = node.nccl
+    wanted = nccl.version.split("-")[0] if nccl.version else ""
+    return wanted, None if nccl.source_kind == "packages" else nccl.prefix.rstrip("/")
+
+
+def _is_declared(real: str, wanted: str, prefix: str | None) -> bool:
+    """Whether the library file `real` (symlinks resolved) is the declared NCCL."""
+    return nccl_library_version(real) == wanted and (prefix is None or real.startswith(prefix + "/"))

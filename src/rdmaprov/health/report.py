@@ -94,13 +94,23 @@ def print_verify(results: list[HostVerification], console: Console, verbose: boo
         if host.status == "unreachable" or host.error:
             table.add_row(host.name, "", "[red]" + host.status + "[/]", "", host.error or "", "")
             continue
-        shown = host.findings if verbose else host.failures
+        # Unknowns are shown like failures: a check that could not be judged is not a pass.
+        shown = host.findings if verbose else [f for f in host.findings if not f.ok or f.unknown]
         for f in shown:
-            mark = "[green]ok[/]" if f.ok else "[red]FAIL[/]"
+            mark = "[yellow]unknown[/]" if f.unknown else "[green]ok[/]" if f.ok else "[red]FAIL[/]"
             kind = f" ({f.drift})" if f.drift else ""
             table.add_row(host.name, f.subject, f"{mark} {f.check}{kind}", f.expected, f.found, f.hint)
         if not host.failures:
-            table.add_row(host.name, "", f"[green]all {len(host.findings)} checks pass[/]", "", "", "")
+            unknown = sum(f.unknown for f in host.findings)
+            judged = len(host.findings) - unknown
+            table.add_row(
+                host.name,
+                "",
+                f"[green]all {judged} checks pass[/]" + (f", {unknown} unknown" if unknown else ""),
+                "",
+                "",
+                "",
+            )
     console.print(table)
 
 

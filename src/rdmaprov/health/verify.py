@@ -101,8 +101,17 @@ def _counter_findings(
     return found
 
 
+def report_programs(spec: HostSpec) -> tuple[str, ...]:
+    """Programs whose linkage the node's report includes: the all_reduce_perf the gates run."""
+    node = spec.node
+    if node.gpu and node.nccl.version and node.nccl.tests_enabled:
+        return (node.nccl.all_reduce_perf,)
+    return ()
+
+
 def read_reports(session: Session) -> dict[str, NodeReport | Exception]:
-    return session.fact(NodeFacts)
+    hosts = session.inventory.hosts
+    return session.fact(NodeFacts, lambda name: {"programs": report_programs(hosts[name])})
 
 
 def verify_hosts(

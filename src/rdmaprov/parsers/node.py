@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 
 from rdmaprov.parsers.counters import parse_port_counters
 from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
+from rdmaprov.parsers.ldd import Linkage, parse_ldd
 from rdmaprov.parsers.limits import SettingLine, parse_setting_lines
 from rdmaprov.parsers.nvidia_smi import GpuHealth, parse_nvidia_smi_q
+from rdmaprov.parsers.nvlink import GpuLinks, parse_nvlink_status
+from rdmaprov.parsers.pcie import PciLink, parse_pci_links
 from rdmaprov.parsers.rdma import parse_rdma_system
 from rdmaprov.parsers.xid import Xid, parse_xids
 
@@ -67,6 +70,12 @@ class NodeReport:
     counters: dict[str, dict[str, int]] = field(default_factory=dict)  # port → error counter → total
     kernel: str = ""  # uname -r
     rdma_core: str = ""  # the rdma-core package's version
+    release: str = ""  # distro and release from /etc/os-release, e.g. "debian 12"
+    cuda_toolkits: list[str] = field(default_factory=list)  # versions under /usr/local/cuda-X.Y
+    pci_links: dict[str, PciLink] = field(default_factory=dict)  # RDMA device → its PCIe link
+    nvlinks: list[GpuLinks] = field(default_factory=list)
+    # ldd of the NCCL net plugins found and of the programs asked for: file → what it resolves
+    linkage: dict[str, Linkage] = field(default_factory=dict)
     nccl_libraries: list[str] = field(default_factory=list)
     nccl_plugins: list[str] = field(default_factory=list)
     # libnccl.so.2 as the dynamic linker's cache lists it, first (the one programs get) first:
@@ -166,7 +175,7 @@ def parse_node_report(text: str) -> NodeReport:
     s = split_sections(text)
     nccl_conf = s.get("nccl_conf")
     memlock = [line.strip() for line in s.get("memlock", [])]
-    versions = [line.strip() for line in s.get("versions", [])] + ["", ""]
+    versions = [line.strip() for line in s.get("versions", [])] + ["", "", ""]
     return NodeReport(
         ports=parse_sysfs_ports(s.get("ports", [])),
         devices=parse_ibv_devinfo("\n".join(s.get("ibv_devinfo", []))),
@@ -182,6 +191,11 @@ def parse_node_report(text: str) -> NodeReport:
         xids=parse_xids(s.get("xid", [])),
         kernel=versions[0],
         rdma_core=versions[1],
+        release=versions[2],
+        cuda_toolkits=[line.strip().rsplit("cuda-", 1)[1] for line in s.get("cuda", []) if "/usr/local/cuda-" in line],
+        pci_links=parse_pci_links(s.get("pci_links", [])),
+        nvlinks=parse_nvlink_status("\n".join(s.get("nvlink", []))),
+        linkage=parse_ldd(s.get("linkage", [])),
         nccl_libraries=sorted({line.strip() for line in s.get("nccl", []) if "libnccl.so" in line}),
         nccl_plugins=sorted({line.strip() for line in s.get("nccl", []) if "libnccl-net" in line}),
         nccl_linked=[(p[0], p[1]) for p in (line.split() for line in s.get("nccl_linker", [])) if len(p) == 2],

@@ -24,6 +24,7 @@ class GpuHealth:
     bus_id: str
     name: str
     persistence: str  # Enabled, Disabled
+    mig_mode: str  # Enabled, Disabled, N/A (a GPU without MIG)
     ecc_mode: str  # Enabled, Disabled, N/A
     volatile_uncorrectable: int | None  # since the driver loaded; None where not reported
     aggregate_uncorrectable: int | None  # over the GPU's life
@@ -95,6 +96,7 @@ def gpu_health(bus_id: str, tree: Tree) -> GpuHealth:
         bus_id=bus_id,
         name=_first(tree, ("Product Name",)),
         persistence=_first(tree, ("Persistence Mode",)),
+        mig_mode=_first(tree, ("MIG Mode", "Current")),
         ecc_mode=_first(tree, ("ECC Mode", "Current")),
         volatile_uncorrectable=_uncorrectable(tree, "Volatile"),
         aggregate_uncorrectable=_uncorrectable(tree, "Aggregate"),

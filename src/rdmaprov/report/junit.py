@@ -11,7 +11,7 @@ from rdmaprov.health.verify import HostVerification
 def junit_xml(cluster: str, verifications: list[HostVerification], gates: list[GateResult]) -> str:
     suites = ET.Element("testsuites", name=f"rdmaprov {cluster}")
     verify = ET.SubElement(suites, "testsuite", name="verify")
-    count = failures = 0
+    count = failures = skipped = 0
     for host in verifications:
         if host.error:
             case = ET.SubElement(verify, "testcase", classname=host.name, name="reachable")
@@ -20,11 +20,15 @@ def junit_xml(cluster: str, verifications: list[HostVerification], gates: list[G
         for f in host.findings:
             case = ET.SubElement(verify, "testcase", classname=host.name, name=f"{f.subject}: {f.check}")
             count += 1
-            if not f.ok:
+            if f.unknown:
+                skipped += 1
+                ET.SubElement(case, "skipped", message=f.found)
+            elif not f.ok:
                 failures += 1
                 ET.SubElement(case, "failure", message=f"expected {f.expected}, found {f.found}").text = f.hint
     verify.set("tests", str(count))
     verify.set("failures", str(failures))
+    verify.set("skipped", str(skipped))
     suite = ET.SubElement(
         suites, "testsuite", name="gates", tests=str(len(gates)), failures=str(sum(not g.passed for g in gates))
     )
