@@ -160,3 +160,15 @@ def test_the_release_is_read_from_os_release_without_running_it():
     report = _report_of_this_machine(())
     release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
     assert report.release == f"{release['ID']} {release['VERSION_ID'].strip(chr(34))}"
+
+
+def test_a_wrong_gid_index_names_where_the_ports_roce_v2_gids_are():
+    report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
+    [gid] = [
+        f
+        for f in verify_node(_host(rdma={"netdevs": ["eth0"], "devices": ["rxe0"], "gid_index": 3}), report)
+        if f.id == "rdma.gid"
+    ]
+    assert not gid.ok and gid.check == "GID index 3" and gid.found == "no GID at that index"
+    assert "RoCE v2 GIDs are at 0 (eth0), 1 (eth0)" in gid.hint
+    assert gid.hint.endswith("to 1 (IPv4-mapped, as NCCL usually wants)")

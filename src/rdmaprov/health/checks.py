@@ -88,8 +88,7 @@ def _check_port(c: Checker, node: NodeConfig, port: SysfsPort, report: NodeRepor
                 gid is not None and gid.type == "RoCE v2",
                 "a RoCE v2 GID",
                 found,
-                "the index NCCL will use has no RoCE v2 address: give the netdev an IP address or fix rdma.gid_index "
-                "(`show_gids`)",
+                _gid_hint(port),
                 label=f"GID index {index}",
             )
         netdev = next((g.netdev for g in port.gids.values() if g.netdev), None)
@@ -105,6 +104,21 @@ def _check_port(c: Checker, node: NodeConfig, port: SysfsPort, report: NodeRepor
                 str(ib_port.active_mtu),
                 "the RDMA MTU does not follow the netdev MTU: re-create the link or reload the driver",
             )
+
+
+def _gid_hint(port: SysfsPort) -> str:
+    """Where the port's RoCE v2 GIDs really are (its GID type table), so the fix names an index."""
+    v2 = sorted((g for g in port.gids.values() if g.type == "RoCE v2"), key=lambda g: g.index)
+    ipv4 = [g for g in v2 if g.gid.startswith("0000:0000:0000:0000:0000:ffff:")]
+    if not v2:
+        return "the port has no RoCE v2 GID at all: give its netdev an IP address (`show_gids` lists the table)"
+    best = (ipv4 or v2)[0]
+    listed = ", ".join(f"{g.index} ({g.netdev or 'no netdev'})" for g in v2)
+    return (
+        f"the index NCCL will use has no RoCE v2 address; this port's RoCE v2 GIDs are at {listed}: set "
+        f"rdma.gid_index (or NCCL_IB_GID_INDEX in nccl.env) to {best.index}"
+        + (" (IPv4-mapped, as NCCL usually wants)" if best in ipv4 else "")
+    )
 
 
 def _check_pci_link(c: Checker, node: NodeConfig, device: str, report: NodeReport) -> None:
