@@ -575,3 +575,63 @@ def test_port_error_counters_are_judged_by_their_growth_between_checks(vm_lab, t
     assert flapped["code"] == 4 and not flapped["ok"] and flapped["found"].startswith("link_downed +1 in"), flapped
     assert "cable" in flapped["hint"]
     assert rxe0()["ok"]  # judged once: the next check starts from the new totals
+
+
+def _findings(result: dict, host: str) -> dict[str, list[dict]]:
+    [verified] = [v for v in result["verify"] if v["name"] == host]
+    by_id: dict[str, list[dict]] = {}
+    for f in verified["findings"]:
+        by_id.setdefault(f["id"], []).append(f)
+    return by_id
+
+
+def test_node_health_pcie_gid_and_a_node_whose_rdma_core_differs_from_the_fleet(vm_lab, tmp_path):
+    code, healthy = rdmaprov_json("verify", vm_lab.inventory, timeout=300)
+    assert code == 0, healthy["verify"]
+    node1 = _findings(healthy, "node1")
+    # SoftRoCE has no PCIe link of its own: unknown, with why, and not a failure
+    [pcie] = node1["rdma.pcie_link"]
+    assert pcie["unknown"] and pcie["ok"] and "SoftRoCE" in pcie["found"], pcie
+    [gid] = node1["rdma.gid"]
+    assert gid["ok"] and gid["check"] == "GID index 1" and "RoCE v2" in gid["found"]
+    assert {f["subject"] for f in node1["fleet.kernel"] + node1["fleet.rdma_core"]} == {
+        "kernel on debian 12",
+        "rdma-core on debian 12",
+    }
+
+    # a GID index the port has no RoCE v2 address at: the hint names where they are
+    data = yaml.safe_load(open(vm_lab.inventory))
+    data["defaults"]["rdma"]["gid_index"] = 7
+    wrong = tmp_path / "gid7.yaml"
+    wrong.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, result = rdmaprov_json("verify", str(wrong), "--limit", "node1", timeout=300)
+    [gid7] = _findings(result, "node1")["rdma.gid"]
+    assert code == 4 and not gid7["ok"] and gid7["found"] == "no GID at that index", gid7
+    assert "set rdma.gid_index (or NCCL_IB_GID_INDEX in nccl.env) to 1" in gid7["hint"]
+
+    # node2 gets an rdma-core of another version (the mirror's package, re-versioned and installed
+    # with dpkg, as a node that missed an upgrade has): the fleet check names it and the usual one
+    installed = vm_lab.ssh("node2", "dpkg-query -W -f '${Version}' rdma-core").stdout.strip()
+    odd = "44.0-1+rdmaprovtest"
+    repack = (
+        "set -e; rm -rf /tmp/rc && mkdir /tmp/rc && cd /tmp/rc && apt-get download -q rdma-core && "
+        "dpkg-deb -R rdma-core_*.deb x && "
+        f"sed -i 's/^Version: .*/Version: {odd}/' x/DEBIAN/control && dpkg-deb -b x odd.deb >/dev/null && "
+        "dpkg -i odd.deb >/dev/null 2>&1"
+    )
+    assert vm_lab.ssh("node2", repack, timeout=300).returncode == 0
+    try:
+        code, skewed = rdmaprov_json("verify", vm_lab.inventory, timeout=300)
+        failed = {(v["name"], f["id"]): f for v in skewed["verify"] for f in v["findings"] if not f["ok"]}
+        assert code == 4 and list(failed) == [("node2", "fleet.rdma_core")], failed
+        odd_one = failed[("node2", "fleet.rdma_core")]
+        assert (odd_one["found"], odd_one["expected"]) == (
+            odd,
+            f"{installed} (as on 1 of 2 nodes; no majority, so the newest counts)",
+        )
+        assert odd_one["subject"] == "rdma-core on debian 12" and "pin it" in odd_one["hint"]
+    finally:
+        restore = f"apt-get install -y -q --allow-downgrades rdma-core={installed} >/dev/null"
+        assert vm_lab.ssh("node2", restore, timeout=300).returncode == 0
+    code, again = rdmaprov_json("verify", vm_lab.inventory, timeout=300)
+    assert code == 0, again["verify"]

@@ -172,3 +172,14 @@ def test_a_wrong_gid_index_names_where_the_ports_roce_v2_gids_are():
     assert not gid.ok and gid.check == "GID index 3" and gid.found == "no GID at that index"
     assert "RoCE v2 GIDs are at 0 (eth0), 1 (eth0)" in gid.hint
     assert gid.hint.endswith("to 1 (IPv4-mapped, as NCCL usually wants)")
+
+
+def test_a_fleet_of_two_that_differ_has_no_majority_and_says_the_newest_counts():
+    hosts = {name: _host(name) for name in ("n1", "n2")}
+    reports = {
+        "n1": parse_node_report(_versions("6.1.0-41-amd64", "44.0-2", "debian 12")),
+        "n2": parse_node_report(_versions("6.1.0-41-amd64", "44.0-1+rdmaprovtest", "debian 12")),
+    }
+    [odd] = [f for f in fleet_findings(hosts, reports)["n2"] if not f.ok]
+    assert odd.expected == "44.0-2 (as on 1 of 2 nodes; no majority, so the newest counts)"
+    assert all(f.ok for f in fleet_findings(hosts, reports)["n1"])

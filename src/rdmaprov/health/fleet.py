@@ -102,7 +102,9 @@ def fleet_findings(hosts: Mapping[str, HostSpec], reports: dict[str, NodeReport]
                         check_id,
                         subject,
                         value == usual,
-                        f"{usual} (as on {counts[usual]} of {len(values)} nodes)",
+                        f"{usual} (as on {counts[usual]} of {len(values)} nodes"
+                        + ("; no majority, so the newest counts" if counts[usual] * 2 <= len(values) else "")
+                        + ")",
                         value,
                         _HINTS[check_id],
                     )
