@@ -183,3 +183,15 @@ def test_a_fleet_of_two_that_differ_has_no_majority_and_says_the_newest_counts()
     [odd] = [f for f in fleet_findings(hosts, reports)["n2"] if not f.ok]
     assert odd.expected == "44.0-2 (as on 1 of 2 nodes; no majority, so the newest counts)"
     assert all(f.ok for f in fleet_findings(hosts, reports)["n1"])
+
+
+def test_a_gpu_past_its_software_thermal_limit_is_a_slowdown_to_fix():
+    text = (FIXTURES / "gpu-h100" / "nvidia-smi_q.txt").read_text()
+    hot = text.replace(
+        "        SW Thermal Slowdown                            : Not Active",
+        "        SW Thermal Slowdown                            : Active",
+    )
+    assert hot != text
+    report = parse_node_report("@@ nvidia_smi_q\n" + hot)
+    [slow] = [f for f in verify_node(_host(gpu={"count": 1}), report) if f.id == "gpu.hw_slowdown"]
+    assert not slow.ok and slow.found == "SW Thermal Slowdown" and "cooling" in slow.hint

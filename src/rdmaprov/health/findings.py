@@ -45,7 +45,7 @@ CHECKS = {
         Check("gpu.ecc_mode", "ECC mode"),
         Check("gpu.ecc_uncorrectable", "uncorrectable ECC errors"),
         Check("gpu.row_remap", "memory row remapping"),
-        Check("gpu.hw_slowdown", "hardware slowdown"),
+        Check("gpu.hw_slowdown", "hardware or thermal slowdown"),
         Check("gpu.pcie_width", "PCIe link width"),
         Check("gpu.persistence", "persistence mode"),
         Check("gpu.mig_mode", "MIG mode"),

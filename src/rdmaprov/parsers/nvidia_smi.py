@@ -31,7 +31,9 @@ class GpuHealth:
     remap_pending: bool
     remap_failed: bool
     retirement_pending: bool  # pre-Ampere GPUs retire pages instead of remapping rows
-    hw_slowdown: tuple[str, ...]  # hardware slowdown reasons active now
+    # slowdowns that mean the hardware is in trouble, active now: every "HW …" reason, and the
+    # driver's own thermal one (the GPU is past its software temperature limit: cooling)
+    hw_slowdown: tuple[str, ...]
     link_width: tuple[str, str]  # PCIe (current, max), e.g. ("8x", "16x")
     link_generation: tuple[str, str]  # PCIe (current, max)
 
@@ -89,7 +91,9 @@ def gpu_health(bus_id: str, tree: Tree) -> GpuHealth:
     slowdown = tuple(
         path[-1]
         for path, value in tree.items()
-        if path[0] == reasons and path[-1].startswith("HW ") and value == "Active"
+        if path[0] == reasons
+        and (path[-1].startswith("HW ") or path[-1] == "SW Thermal Slowdown")
+        and value == "Active"
     )
     link = ("PCI", "GPU Link Info")
     return GpuHealth(
