@@ -515,7 +515,9 @@ def test_gpu_health_of_a_healthy_h100_from_its_own_nvidia_smi_q():
         remap_pending=False,
         remap_failed=False,
         retirement_pending=False,  # Hopper remaps rows; its Retired Pages read N/A
+        remap_known=True,
         hw_slowdown=(),
+        slowdown_known=True,
         link_width=("16x", "16x"),
         link_generation=("5", "5"),
     )

@@ -195,3 +195,149 @@ def test_a_gpu_past_its_software_thermal_limit_is_a_slowdown_to_fix():
     report = parse_node_report("@@ nvidia_smi_q\n" + hot)
     [slow] = [f for f in verify_node(_host(gpu={"count": 1}), report) if f.id == "gpu.hw_slowdown"]
     assert not slow.ok and slow.found == "SW Thermal Slowdown" and "cooling" in slow.hint
+
+
+def test_a_truncated_nvidia_smi_q_gives_unknowns_not_passes():
+    """Cut off after the PCI section (a command that timed out, a pasted excerpt): what is
+    missing is unknown, what is there is judged, nothing crashes."""
+    text = (FIXTURES / "gpu-h100" / "nvidia-smi_q.txt").read_text()
+    cut = text[: text.index("    Clocks Event Reasons")]
+    findings = verify_node(_host(gpu={"count": 1}), parse_node_report("@@ nvidia_smi_q\n" + cut))
+    gpu = {f.id: f for f in findings if f.subject.startswith("gpu0")}
+    assert {i for i, f in gpu.items() if f.unknown} == {
+        "gpu.ecc_mode",
+        "gpu.ecc_uncorrectable",
+        "gpu.row_remap",
+        "gpu.hw_slowdown",
+    }
+    assert {i for i, f in gpu.items() if not f.unknown} == {"gpu.pcie_width", "gpu.persistence", "gpu.mig_mode"}
+    assert all(f.ok for f in gpu.values())
+
+
+def _nvlinks(name: str):
+    from rdmaprov.parsers.nvlink import parse_nvlink_status
+
+    return parse_nvlink_status((PUBLIC / name).read_text())
+
+
+def _nvlink_findings(text: str, gpus: int) -> list:
+    report = parse_node_report("@@ nvlink\n" + text)
+    return [f for f in verify_node(_host(gpu={"count": gpus}), report) if f.id == "gpu.nvlink"]
+
+
+def test_nvlink_status_of_real_nodes_and_what_counts_as_a_lost_link():
+    # healthy nodes of every generation pass, including a bridged PCIe pair that uses 12 of 18 links
+    for name, gpus, links in (
+        ("nvidia-smi_nvlink_status_i0_H100-80GB-HBM3_healthy_18links.txt", 1, 18),
+        ("nvidia-smi_nvlink_status_8xH800_8links_26.562_abridged.txt", 3, 8),
+        ("nvidia-smi_nvlink_status_B300-SXM6_7_GPUs_listed_18links_53.125.txt", 7, 18),
+        ("nvidia-smi_nvlink_s_H100-PCIe_2gpu_bridge_12of18_active_6_inactive.txt", 2, 12),
+    ):
+        parsed = _nvlinks(name)
+        assert len(parsed) == gpus and {len(g.active) for g in parsed} == {links}, name
+        found = _nvlink_findings((PUBLIC / name).read_text(), gpus)
+        assert len(found) == gpus and all(f.ok and not f.unknown for f in found), name
+    [pcie0, _] = _nvlinks("nvidia-smi_nvlink_s_H100-PCIe_2gpu_bridge_12of18_active_6_inactive.txt")
+    assert pcie0.inactive == (4, 5, 10, 11, 16, 17)
+
+    # the Azure V100 with links 3 and 5 down (the post keeps GPU 3 only)
+    [v100] = _nvlinks("nvidia-smi_nvlink_s_V100-SXM2-32GB_links_3_5_inactive_abridged.txt")
+    assert (v100.index, v100.name, v100.active, v100.inactive) == (3, "Tesla V100-SXM2-32GB", (0, 1, 2, 4), (3, 5))
+
+    # PCIe cards without NVLink: nothing to judge
+    assert (
+        _nvlink_findings(
+            (PUBLIC / "nvidia-smi_nvlink_s_A100-PCIE-40GB_no_nvlink_all_links_inActive.txt").read_text(), 2
+        )
+        == []
+    )
+    # two bridged RTX A6000 and a third without a bridge: the third cannot be judged
+    trio = _nvlink_findings(
+        (PUBLIC / "nvidia-smi_nvlink_s_3xRTX-A6000_bridge_pair_14.062_plus_gpu2_all_links_inActive.txt").read_text(), 3
+    )
+    assert [(f.subject, f.ok, f.unknown) for f in trio] == [
+        ("gpu0", True, False),
+        ("gpu1", True, False),
+        ("gpu2", True, True),
+    ]
+    assert "no bridge" in trio[2].found
+
+    # one H800 link gone inactive, written as nvidia-smi writes it (the V100 above): that GPU fails
+    h800 = (PUBLIC / "nvidia-smi_nvlink_status_8xH800_8links_26.562_abridged.txt").read_text()
+    gpu1 = h800.index("GPU 1:")
+    broken = h800[:gpu1] + h800[gpu1:].replace("Link 5: 26.562 GB/s", "Link 5: <inactive>", 1)
+    failed = [f for f in _nvlink_findings(broken, 3) if not f.ok]
+    assert [(f.subject, f.found, f.expected) for f in failed] == [
+        ("gpu1", "7 active, inactive: link 5", "8 active (as on the node's best-connected GPU)")
+    ]
+    assert "RMA" in failed[0].hint
+
+
+def _sysfs_values(name: str) -> dict[str, str]:
+    """`tail -v` of a PCI device's link files → {file name: value}."""
+    values, current = {}, None
+    for line in (PUBLIC / name).read_text().splitlines():
+        if line.startswith("==> "):
+            current = line[4:-4].rsplit("/", 1)[1]
+        elif line and current:
+            values[current] = line
+    return values
+
+
+def test_pcie_link_values_as_sysfs_writes_them():
+    from rdmaprov.parsers.pcie import PciLink, gts, lanes, parse_pci_links
+
+    def link(name: str) -> PciLink:
+        v = _sysfs_values(name)
+        return PciLink(v["current_link_speed"], v["max_link_speed"], v["current_link_width"], v["max_link_width"])
+
+    down = link("sysfs_tail_v_link_files_0000-01-00.0_16.0GTs_x8_of_32.0GTs_x16_downgraded.txt")
+    assert down.known and not down.full and down.describe() == "x8 at 16.0 GT/s PCIe (max x16 at 32.0 GT/s PCIe)"
+    full = link("sysfs_tail_v_link_files_0000-03-00.0_32.0GTs_x16_full.txt")
+    assert full.known and full.full
+    assert (gts("8 GT/s"), gts("Unknown"), lanes("0"), lanes("16")) == (8.0, None, None, 16)
+
+    # the same values as the node report's grep prints them, for an HCA and a SoftRoCE device
+    lines = [
+        f"/sys/class/infiniband/mlx5_0/device/{name}:{value}"
+        for name, value in _sysfs_values(
+            "sysfs_tail_v_link_files_0000-01-00.0_16.0GTs_x8_of_32.0GTs_x16_downgraded.txt"
+        ).items()
+    ]
+    assert parse_pci_links(lines + ["/sys/class/infiniband/rxe0/ports/1/rate:10 Gb/sec"]) == {"mlx5_0": down}
+    port = "@@ ports\nport mlx5_0 1 state 4: ACTIVE\n"
+    report = parse_node_report(port + "@@ pci_links\n" + "\n".join(lines))
+    host = _host(fabric="roce", rdma={"devices": ["mlx5_0"], "port": 1})
+    [pcie] = [f for f in verify_node(host, report) if f.id == "rdma.pcie_link"]
+    assert not pcie.ok and pcie.found == "x8 at 16.0 GT/s PCIe" and pcie.expected == "x16 at 32.0 GT/s PCIe"
+    assert "LnkSta" in pcie.hint
+    # a RoCE HCA whose driver writes no link files (mlx4 in the field): unknown, why named
+    [none] = [f for f in verify_node(host, parse_node_report(port)) if f.id == "rdma.pcie_link"]
+    assert none.unknown and none.found == "unknown: sysfs reports no PCIe link speed and width for it"
+
+
+def test_ldd_lines_of_real_nccl_tests_binaries():
+    from rdmaprov.parsers.ldd import parse_ldd
+
+    for name, nccl in (
+        (
+            "ldd_all_reduce_perf_libnccl_from_system_deb_usr_lib_x86_64_mpi40.txt",
+            "/usr/lib/x86_64-linux-gnu/libnccl.so.2",
+        ),
+        (
+            "ldd_all_reduce_perf_libnccl_from_home_build_dir_efa_mpi_abridged.txt",
+            "/home/ec2-user/nccl/nccl-2.4.6/nccl/build/lib/libnccl.so.2",
+        ),
+    ):
+        lines = ["== /opt/nccl-tests/current/bin/all_reduce_perf", *(PUBLIC / name).read_text().splitlines()]
+        [linkage] = parse_ldd(lines).values()
+        assert linkage.exists and linkage.libraries["libnccl.so.2"] == nccl and linkage.missing == [], name
+        assert "linux-vdso.so.1" not in linkage.libraries
+
+
+def test_a_data_center_gpu_with_ecc_turned_off_fails_ecc_mode_and_its_counts_are_unknown():
+    text = (PUBLIC / "nvidia-smi_q_i0_H800_525_ecc_disabled_ecc_counters_NA_fabric_completed.txt").read_text()
+    findings = verify_node(_host(gpu={"count": 1}), parse_node_report("@@ nvidia_smi_q\n" + text))
+    by_id = {f.id: f for f in findings if f.subject.startswith("gpu0")}
+    assert not by_id["gpu.ecc_mode"].ok and by_id["gpu.ecc_mode"].found == "Disabled"
+    assert by_id["gpu.ecc_uncorrectable"].unknown and by_id["gpu.mig_mode"].ok

@@ -15,6 +15,7 @@ from rdmaprov.inventory.config import ETHERNET_FABRICS, NodeConfig, hca_specs, s
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.parsers.limits import SettingLine, pam_memlock, systemd_memlock
 from rdmaprov.parsers.node import NodeReport, SysfsPort
+from rdmaprov.parsers.pcie import PciLink
 
 # IB MTUs a RoCE port can run, and the RoCE headers the kernel subtracts from the netdev MTU.
 _IB_MTUS = (4096, 2048, 1024, 512, 256)
@@ -125,19 +126,18 @@ def _check_pci_link(c: Checker, node: NodeConfig, device: str, report: NodeRepor
     """The HCA's PCIe link at the speed and width the card supports: a link that trained at a
     lower generation or fewer lanes caps the port below its line rate while the port looks fine."""
     link = report.pci_links.get(device)
+    why = None
     if link is None or not link.known:
         why = (
             "a SoftRoCE device has no PCIe link of its own"
             if node.fabric == "softroce"
             else "sysfs reports no PCIe link speed and width for it"
-        )
-        c.unknown(
-            device, "rdma.pcie_link", "the card's full speed and width", why + (f" ({link.describe()})" if link else "")
-        )
-        return
-    c.check(
+        ) + (f" ({link.describe()})" if link else "")
+    link = link or PciLink()
+    c.judge(
         device,
         "rdma.pcie_link",
+        why,
         link.full,
         f"x{link.max_width} at {link.max_speed}",
         f"x{link.width} at {link.speed}",

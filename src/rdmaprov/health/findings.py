@@ -137,6 +137,16 @@ class Checker:
         self.findings.append(finding(self.host, self.fabric, check_id, subject, ok, expected, found, hint, label))
         return ok
 
+    def judge(
+        self, subject: str, check_id: str, unknown: str | None, ok: bool, expected: str, found: str, hint: str
+    ) -> None:
+        """`check` when the node reported what the check looks at; else, with `unknown` saying
+        why not, record it as unknown (ok and found are then meaningless and ignored)."""
+        if unknown is not None:
+            self.unknown(subject, check_id, expected, unknown)
+        else:
+            self.check(subject, check_id, ok, expected, found, hint)
+
     def unknown(self, subject: str, check_id: str, expected: str, why: str) -> None:
         """Record that `check_id` could not be judged here, and why: the node does not report
         what it looks at (a field N/A, a device without the sysfs file)."""

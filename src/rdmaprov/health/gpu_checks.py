@@ -95,17 +95,22 @@ def _check_tests_library(c: Checker, node: NodeConfig, report: NodeReport) -> No
 
 def _check_nvlinks(c: Checker, report: NodeReport) -> None:
     """Each GPU has as many active NVLinks as the best-connected GPU of the node: a link that
-    dropped leaves the GPU working while collectives inside the node slow down. GPUs without
-    NVLink (every GPU reports none active) are not judged."""
+    dropped leaves the GPU working while collectives inside the node slow down. Inactive links
+    alone are no fault (a bridged PCIe pair uses 12 of its 18); nodes without NVLink (no GPU
+    with an active link) are not judged. A GPU that lists no links at all while others have
+    some (no bridge on it, or every link down) cannot be told apart here: unknown."""
     most = max((len(g.active) for g in report.nvlinks), default=0)
     if not most:
         return
     for gpu in report.nvlinks:
-        c.check(
+        c.judge(
             f"gpu{gpu.index}",
             "gpu.nvlink",
+            None
+            if gpu.active or gpu.inactive
+            else f"nvidia-smi lists no NVLinks for it while other GPUs have {most} active (no bridge, or all down)",
             len(gpu.active) == most,
-            f"{most} active (as on the node's other GPUs)",
+            f"{most} active (as on the node's best-connected GPU)",
             f"{len(gpu.active)} active"
             + (f", inactive: {', '.join(f'link {n}' for n in gpu.inactive)}" if gpu.inactive else ""),
             "an NVLink is down: reset the GPU (`nvidia-smi -r`) or reboot; if it stays down, check the NVLink "
@@ -148,33 +153,30 @@ def _check_gpu_health(c: Checker, subject: str, gpu: GpuHealth) -> None:
     """What takes a training job down while the GPU still answers: the field's health checks
     (DCGM, AzNHC, NVSentinel) on one GPU's `nvidia-smi -q`, each with what to do about it. A
     field the GPU does not report is an unknown, never a pass."""
-    if gpu.ecc_mode == "N/A":
-        c.unknown(subject, "gpu.ecc_mode", "Enabled", "the GPU reports no ECC mode (a model without ECC?)")
-    else:
-        c.check(
-            subject,
-            "gpu.ecc_mode",
-            gpu.ecc_mode == "Enabled",
-            "Enabled",
-            gpu.ecc_mode,
-            "without ECC, memory errors corrupt results silently: `nvidia-smi -e 1`, then reset the GPU or reboot",
-        )
-    if gpu.volatile_uncorrectable is None:
-        c.unknown(subject, "gpu.ecc_uncorrectable", "0 since the driver loaded", "the GPU reports no ECC error counts")
-    else:
-        c.check(
-            subject,
-            "gpu.ecc_uncorrectable",
-            gpu.volatile_uncorrectable == 0,
-            "0 since the driver loaded",
-            f"{gpu.volatile_uncorrectable} (lifetime {gpu.aggregate_uncorrectable})",
-            "drain the node: jobs on this GPU crash or compute wrong results; a GPU reset or reboot remaps the "
-            "rows, and if errors come back, RMA the GPU",
-        )
+    c.judge(
+        subject,
+        "gpu.ecc_mode",
+        "the GPU reports no ECC mode (a model without ECC?)" if gpu.ecc_mode == "N/A" else None,
+        gpu.ecc_mode == "Enabled",
+        "Enabled",
+        gpu.ecc_mode,
+        "without ECC, memory errors corrupt results silently: `nvidia-smi -e 1`, then reset the GPU or reboot",
+    )
+    c.judge(
+        subject,
+        "gpu.ecc_uncorrectable",
+        "the GPU reports no ECC error counts" if gpu.volatile_uncorrectable is None else None,
+        gpu.volatile_uncorrectable == 0,
+        "0 since the driver loaded",
+        f"{gpu.volatile_uncorrectable} (lifetime {gpu.aggregate_uncorrectable})",
+        "drain the node: jobs on this GPU crash or compute wrong results; a GPU reset or reboot remaps the "
+        "rows, and if errors come back, RMA the GPU",
+    )
     pending = gpu.remap_pending or gpu.retirement_pending
-    c.check(
+    c.judge(
         subject,
         "gpu.row_remap",
+        None if gpu.remap_known else "no remapped rows or retired pages reported",
         not pending and not gpu.remap_failed,
         "nothing pending, no failure",
         "remapping failed" if gpu.remap_failed else "a remap is pending" if pending else "nothing pending",
@@ -182,9 +184,10 @@ def _check_gpu_health(c: Checker, subject: str, gpu: GpuHealth) -> None:
         if gpu.remap_failed
         else "reset the GPU (`nvidia-smi -r`) or reboot to apply the pending remap; until then drain the node",
     )
-    c.check(
+    c.judge(
         subject,
         "gpu.hw_slowdown",
+        None if gpu.slowdown_known else "no clock event (throttle) reasons reported",
         not gpu.hw_slowdown,
         "none active",
         ", ".join(gpu.hw_slowdown) or "none active",
@@ -192,27 +195,26 @@ def _check_gpu_health(c: Checker, subject: str, gpu: GpuHealth) -> None:
         "brake signal)",
     )
     current, widest = gpu.link_width
-    if "N/A" in (current, widest):
-        c.unknown(subject, "gpu.pcie_width", "the GPU's full width", f"nvidia-smi reports width {current} of {widest}")
-    else:
-        c.check(
-            subject,
-            "gpu.pcie_width",
-            current == widest,
-            widest,
-            f"{current} (generation {gpu.link_generation[0]} of {gpu.link_generation[1]})",
-            "the PCIe link trained narrower than the GPU supports: reseat the GPU or its riser and check the slot",
-        )
-    c.check(
+    c.judge(
+        subject,
+        "gpu.pcie_width",
+        f"nvidia-smi reports width {current} of {widest}" if "N/A" in (current, widest) else None,
+        current == widest,
+        widest,
+        f"{current} (generation {gpu.link_generation[0]} of {gpu.link_generation[1]})",
+        "the PCIe link trained narrower than the GPU supports: reseat the GPU or its riser and check the slot",
+    )
+    c.judge(
         subject,
         "gpu.persistence",
+        "the GPU reports no persistence mode" if gpu.persistence == "N/A" else None,
         gpu.persistence == "Enabled",
         "Enabled",
         gpu.persistence,
         "enable nvidia-persistenced (or `nvidia-smi -pm 1`): without it the driver tears the GPU down between jobs "
         "and the next start is slow",
     )
-    if gpu.mig_mode != "N/A":
+    if gpu.mig_mode != "N/A":  # GPUs without MIG say N/A: nothing to judge, nothing unknown
         c.check(
             subject,
             "gpu.mig_mode",

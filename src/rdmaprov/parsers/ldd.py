@@ -43,7 +43,7 @@ def parse_ldd(lines: list[str]) -> dict[str, Linkage]:
             blocks[path] = (False, current)
             continue
         match = _RESOLVED.match(line)
-        if match:
+        if match and match.group(2):  # old glibc prints "linux-vdso.so.1 =>  (0x…)": nothing resolved
             name, target = match.groups()
             current[name] = None if target == "not found" else target
     return {path: Linkage(exists, libraries) for path, (exists, libraries) in blocks.items()}

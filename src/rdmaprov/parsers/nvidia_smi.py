@@ -31,9 +31,11 @@ class GpuHealth:
     remap_pending: bool
     remap_failed: bool
     retirement_pending: bool  # pre-Ampere GPUs retire pages instead of remapping rows
+    remap_known: bool  # the output says Yes/No for a pending remap or retirement
     # slowdowns that mean the hardware is in trouble, active now: every "HW …" reason, and the
     # driver's own thermal one (the GPU is past its software temperature limit: cooling)
     hw_slowdown: tuple[str, ...]
+    slowdown_known: bool  # the output has its clock event (throttle) reasons
     link_width: tuple[str, str]  # PCIe (current, max), e.g. ("8x", "16x")
     link_generation: tuple[str, str]  # PCIe (current, max)
 
@@ -86,6 +88,10 @@ def _first(tree: Tree, *paths: tuple[str, ...]) -> str:
     return next((tree[p] for p in paths if p in tree), "N/A")
 
 
+_PENDING_REMAP = (("Remapped Rows", "Pending"),)
+_PENDING_RETIRE = (("Retired Pages", "Pending Page Blacklist"), ("Retired Pages", "Pending Page Retirement"))
+
+
 def gpu_health(bus_id: str, tree: Tree) -> GpuHealth:
     reasons = "Clocks Event Reasons" if any(p[0] == "Clocks Event Reasons" for p in tree) else "Clocks Throttle Reasons"
     slowdown = tuple(
@@ -101,16 +107,15 @@ def gpu_health(bus_id: str, tree: Tree) -> GpuHealth:
         name=_first(tree, ("Product Name",)),
         persistence=_first(tree, ("Persistence Mode",)),
         mig_mode=_first(tree, ("MIG Mode", "Current")),
-        ecc_mode=_first(tree, ("ECC Mode", "Current")),
+        ecc_mode=_first(tree, ("ECC Mode", "Current"), ("Ecc Mode", "Current")),  # "Ecc" up to driver 525
         volatile_uncorrectable=_uncorrectable(tree, "Volatile"),
         aggregate_uncorrectable=_uncorrectable(tree, "Aggregate"),
-        remap_pending=_first(tree, ("Remapped Rows", "Pending")) == "Yes",
+        remap_known=any(v in ("Yes", "No") for v in (_first(tree, *_PENDING_REMAP), _first(tree, *_PENDING_RETIRE))),
+        remap_pending=_first(tree, *_PENDING_REMAP) == "Yes",
         remap_failed=_first(tree, ("Remapped Rows", "Remapping Failure Occurred")) == "Yes",
-        retirement_pending=_first(
-            tree, ("Retired Pages", "Pending Page Blacklist"), ("Retired Pages", "Pending Page Retirement")
-        )
-        == "Yes",
+        retirement_pending=_first(tree, *_PENDING_RETIRE) == "Yes",
         hw_slowdown=slowdown,
+        slowdown_known=any(p[0] == reasons for p in tree),
         link_width=(_first(tree, (*link, "Link Width", "Current")), _first(tree, (*link, "Link Width", "Max"))),
         link_generation=(
             _first(tree, (*link, "PCIe Generation", "Current")),
