@@ -71,6 +71,10 @@ def vm_lab(tmp_path_factory):
     _need_root()
     from tests.support.lab import TestLab
 
+    attached = os.environ.get("RDMAPROV_TEST_LAB")
+    if attached:  # a lab kept up between runs while working on lab tests (tests/support/keep_lab.py)
+        yield TestLab.attach(Path(attached), "vm", 3, members=2)
+        return
     lab = TestLab(tmp_path_factory.mktemp("vmlab"), "vm", 3, "v", members=2).up()
     try:
         yield lab

@@ -50,7 +50,17 @@ class TestLab:
             self.down()
             raise RuntimeError(f"lab up failed:\n{proc.stdout}\n{proc.stderr}")
         self.up_output = proc.stdout
+        (self.dir / "up-output.txt").write_text(proc.stdout)
         return self
+
+    @classmethod
+    def attach(cls, directory: Path, kind: str, nodes: int, members: int) -> TestLab:
+        """A lab that is already up (booted by `up` in another process, see conftest's
+        RDMAPROV_TEST_LAB): the tests use it, and leave it up for the next run."""
+        lab = cls(directory.parent, kind, nodes, "a", members)
+        lab.dir = directory
+        lab.up_output = (directory / "up-output.txt").read_text()
+        return lab
 
     @property
     def full_inventory(self) -> str:
