@@ -341,3 +341,24 @@ def test_a_data_center_gpu_with_ecc_turned_off_fails_ecc_mode_and_its_counts_are
     by_id = {f.id: f for f in findings if f.subject.startswith("gpu0")}
     assert not by_id["gpu.ecc_mode"].ok and by_id["gpu.ecc_mode"].found == "Disabled"
     assert by_id["gpu.ecc_uncorrectable"].unknown and by_id["gpu.mig_mode"].ok
+
+
+def test_error_counters_are_not_compared_across_a_reboot():
+    from rdmaprov.health.counters import counter_findings
+
+    before = {"at": 1000.0, "boot": "0f3c-boot-1", "ports": {"rxe0/1": {"link_downed": 0}}}
+    # the link came up at boot and counted a link_downed: after a reboot that is no fault
+    after_boot = {"rxe0/1": {"link_downed": 1}}
+    [fresh] = counter_findings("node2", "softroce", 1600.0, after_boot, before, "77aa-boot-2")
+    assert fresh.ok and fresh.found == "the node rebooted since the last check: new baseline"
+    # the same growth within one boot is a flap
+    [flap] = counter_findings("node2", "softroce", 1600.0, after_boot, before, "0f3c-boot-1")
+    assert not flap.ok and flap.found == "link_downed +1 in 10 min"
+    # reads kept before boot ids were recorded are still judged
+    [old] = counter_findings("node2", "softroce", 1600.0, after_boot, {**before, "boot": None}, "77aa-boot-2")
+    assert not old.ok
+
+
+def test_the_node_report_carries_this_boots_id():
+    report = _report_of_this_machine(())
+    assert report.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip()

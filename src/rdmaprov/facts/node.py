@@ -87,6 +87,7 @@ class NodeFacts(FactBase):
             "nvidia_smi_q": "nvidia-smi -q 2>/dev/null",
             "xid": "dmesg 2>/dev/null | grep -a 'NVRM: ' | tail -n 300",
             "counters": f"grep -H . {COUNTER_FILES} 2>/dev/null",
+            "boot_id": "cat /proc/sys/kernel/random/boot_id 2>/dev/null",
             "versions": "uname -r; dpkg-query -W -f '${Version}\\n' rdma-core 2>/dev/null "
             f"|| rpm -q --qf '%{{VERSION}}-%{{RELEASE}}\\n' rdma-core 2>/dev/null || echo; {_RELEASE}",
             "nccl": "ls -d " + " ".join(f"{d}/libnccl*" for d in _NCCL_DIRS) + " 2>/dev/null",

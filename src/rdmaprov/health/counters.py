@@ -2,8 +2,10 @@
 total says nothing (a port up for a year has some), its growth over a known window does.
 
 Each check keeps what it read on the control machine, one file per cluster; the first check of a
-node records the baseline. A counter lower than before means the port was reset (a reboot, a
-driver reload): that check records a new baseline instead of judging.
+node records the baseline. A node that booted since (its kernel boot id changed) starts over:
+ports come back from a reboot with new counters, and a link brought up at boot may count a
+link_downed that is no fault. A counter lower than before means the port was reset otherwise
+(a driver reload): that check also records a new baseline instead of judging.
 """
 
 from __future__ import annotations
@@ -42,10 +44,6 @@ LIMITS = {
     "port_rcv_errors": Limit(120, per_hour=True),
     "port_xmit_discards": Limit(120, per_hour=True),
 }
-# Where they are: counters/ on IB and RoCE HCAs; SoftRoCE and some drivers keep link_downed in hw_counters/.
-COUNTER_FILES = " ".join(
-    f"/sys/class/infiniband/*/ports/*/{d}/{n}" for d in ("counters", "hw_counters") for n in LIMITS
-)
 
 
 def state_file(cluster: str) -> Path:
@@ -76,15 +74,22 @@ def _duration(seconds: float) -> str:
 
 
 def counter_findings(
-    host: str, fabric: str | None, now: float, ports: dict[str, dict[str, int]], previous: dict[str, Any] | None
+    host: str,
+    fabric: str | None,
+    now: float,
+    ports: dict[str, dict[str, int]],
+    previous: dict[str, Any] | None,
+    boot: str = "",
 ) -> list[Finding]:
-    """One finding per port: which error counters grew past their limit since `previous`."""
+    """One finding per port: which error counters grew past their limit since `previous`, the
+    read kept from the last check (taken on the boot `previous["boot"]`; `boot` is this one)."""
 
     def port_finding(port: str, ok: bool, expected: str, found: str) -> Finding:
         hint = "a link that flaps or corrupts: check the cable and transceiver (`mlxlink`), the switch port, then swap"
         return finding(host, fabric, "rdma.port_errors", port, ok, expected, found, hint)
 
     findings = []
+    rebooted = bool(previous and boot and previous.get("boot") and previous["boot"] != boot)
     window = now - previous["at"] if previous else 0.0
     for port, counters in sorted(ports.items()):
         limited = {name: LIMITS[name] for name in counters if name in LIMITS}
@@ -94,6 +99,9 @@ def counter_findings(
         before = (previous or {}).get("ports", {}).get(port)
         if before is None:
             findings.append(port_finding(port, True, expected, "baseline recorded: judged from the next check on"))
+            continue
+        if rebooted:
+            findings.append(port_finding(port, True, expected, "the node rebooted since the last check: new baseline"))
             continue
         if any(counters[name] < before.get(name, 0) for name in limited):
             findings.append(port_finding(port, True, expected, "counters reset since the last check: new baseline"))

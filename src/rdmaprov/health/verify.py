@@ -93,9 +93,9 @@ def _counter_findings(
         report = reports[name]
         if isinstance(report, NodeReport) and report.counters:
             found[name] = counter_findings(
-                name, inventory.hosts[name].node.fabric, now, report.counters, reads.get(name)
+                name, inventory.hosts[name].node.fabric, now, report.counters, reads.get(name), report.boot_id
             )
-            reads[name] = {"at": now, "ports": report.counters}
+            reads[name] = {"at": now, "boot": report.boot_id, "ports": report.counters}
     if any(found.values()):
         save_reads(path, reads)
     return found

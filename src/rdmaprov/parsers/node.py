@@ -68,6 +68,7 @@ class NodeReport:
     gpu_health: list[GpuHealth] = field(default_factory=list)
     xids: list[Xid] = field(default_factory=list)  # since boot, as far as the kernel log goes back
     counters: dict[str, dict[str, int]] = field(default_factory=dict)  # port → error counter → total
+    boot_id: str = ""  # the kernel's id of this boot: counters are only compared within one
     kernel: str = ""  # uname -r
     rdma_core: str = ""  # the rdma-core package's version
     release: str = ""  # distro and release from /etc/os-release, e.g. "debian 12"
@@ -188,6 +189,7 @@ def parse_node_report(text: str) -> NodeReport:
         gpus=parse_gpus(s.get("gpus", [])),
         gpu_health=parse_nvidia_smi_q("\n".join(s.get("nvidia_smi_q", []))),
         counters=parse_port_counters(s.get("counters", [])),
+        boot_id="".join(s.get("boot_id", [])).strip(),
         xids=parse_xids(s.get("xid", [])),
         kernel=versions[0],
         rdma_core=versions[1],
