@@ -10,7 +10,7 @@ import pytest
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import load_inventory
 from rdmaprov.inventory.config import GatesConfig, NodeConfig
-from rdmaprov.inventory.model import fill_defaults, node_schema
+from rdmaprov.inventory.model import HostSpec, SSHSettings, fill_defaults, node_schema
 from rdmaprov.schemas import load_schema
 
 
@@ -40,3 +40,16 @@ def gates_config(gates: dict | None = None) -> GatesConfig:
     return GatesConfig.from_settings(
         fill_defaults({"gates": gates or {}}, root["properties"]["cluster"], root)["gates"]
     )
+
+
+def lab_host(name: str = "node1", **node) -> HostSpec:
+    """A SoftRoCE lab node's spec (node1 of the lab, as verify sees it), with `node` settings
+    replacing whole top-level keys."""
+    base = {
+        "fabric": "softroce",
+        "netns_mode": "exclusive",
+        "rdma": {"netdevs": ["eth0"], "devices": ["rxe0"], "port": 1, "storage_hcas": []},
+        "limits": {"memlock": "unlimited"},
+    }
+    base.update(node)
+    return HostSpec(name, "10.77.0.11", SSHSettings(), ("nodes",), node_config(base))

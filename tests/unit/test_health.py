@@ -22,7 +22,6 @@ from rdmaprov.health.gates.ib_write_bw import all_pairs, perftest_command, ring_
 from rdmaprov.health.gates.node import default_threshold, judge_node, node_command
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.verify import HostVerification
-from rdmaprov.inventory.model import HostSpec, SSHSettings
 from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
 from rdmaprov.parsers.limits import pam_memlock, parse_setting_lines, systemd_memlock
 from rdmaprov.parsers.nccl_debug import parse_nccl_transport
@@ -34,7 +33,7 @@ from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
 from rdmaprov.parsers.xid import parse_xids
 from rdmaprov.report.junit import junit_xml
 from tests.conftest import FIXTURES
-from tests.support.inventories import gates_config, node_config
+from tests.support.inventories import gates_config, lab_host, node_config
 
 SEED = FIXTURES / "seed"
 SOFTROCE = FIXTURES / "softroce-lab"
@@ -164,20 +163,9 @@ def test_rdma_system_fixtures():
     assert parse_rdma_system((SEED / "rdma_system_show_shared.txt").read_text())["netns"] == "shared"
 
 
-def _lab_host(**node) -> HostSpec:
-    base = {
-        "fabric": "softroce",
-        "netns_mode": "exclusive",
-        "rdma": {"netdevs": ["eth0"], "devices": ["rxe0"], "port": 1, "storage_hcas": []},
-        "limits": {"memlock": "unlimited"},
-    }
-    base.update(node)
-    return HostSpec("node1", "10.77.0.11", SSHSettings(), ("nodes",), node_config(base))
-
-
 def test_verify_passes_on_the_converged_lab_report():
     report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
-    findings = verify_node(_lab_host(), report)
+    findings = verify_node(lab_host(), report)
     assert [f for f in findings if not f.ok] == []
     assert {f.check for f in findings} >= {
         "port state",
@@ -194,7 +182,7 @@ def test_verify_failures_name_port_expected_found_and_hint():
     text = (LAB / "node_report_rxe.txt").read_text()
     down = text.replace("state 4: ACTIVE", "state 1: DOWN").replace("phys_state 5: LinkUp", "phys_state 3: Disabled")
     down = down.replace("netns exclusive", "netns shared").replace("NCCL_IB_HCA=rxe", "NCCL_IB_HCA=mlx5")
-    host = _lab_host(
+    host = lab_host(
         rdma={"netdevs": ["eth0"], "devices": ["rxe0", "rxe1"], "rate_gbps": 10, "port": 1, "storage_hcas": []}
     )
     failures = {(f.subject, f.check): f for f in verify_node(host, parse_node_report(down)) if not f.ok}
@@ -206,16 +194,16 @@ def test_verify_failures_name_port_expected_found_and_hint():
     assert failures[("/etc/nccl.conf", "NCCL_IB_HCA matches devices")].found == "none (devices: rxe0)"
     gone = "\n".join(line for line in text.splitlines() if not line.startswith("port rxe0"))
     assert ("rxe0", "device present") in {
-        (f.subject, f.check) for f in verify_node(_lab_host(), parse_node_report(gone)) if not f.ok
+        (f.subject, f.check) for f in verify_node(lab_host(), parse_node_report(gone)) if not f.ok
     }
 
 
 def test_verify_storage_hca_and_erdma_mtu_rule():
     report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
-    host = _lab_host(rdma={"netdevs": ["eth0"], "devices": ["rxe0"], "storage_hcas": ["rxe0"], "port": 1})
+    host = lab_host(rdma={"netdevs": ["eth0"], "devices": ["rxe0"], "storage_hcas": ["rxe0"], "port": 1})
     hit = [f for f in verify_node(host, report) if f.check == "NCCL_IB_HCA excludes storage HCAs"][0]
     assert not hit.ok and hit.found == "rxe0"
-    erdma = _lab_host(fabric="erdma", erdma={"jumbo_frames": True})
+    erdma = lab_host(fabric="erdma", erdma={"jumbo_frames": True})
     mtu = [f for f in verify_node(erdma, report) if f.check == "MTU"][0]
     assert (mtu.ok, mtu.expected, mtu.found) == (False, "8500", "1500")
     assert (roce_active_mtu(1500), roce_active_mtu(9000), roce_active_mtu(8500), roce_active_mtu(1400)) == (
@@ -254,7 +242,7 @@ def test_sizes_and_sections():
 
 def test_junit_has_a_case_per_check_and_gate():
     report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
-    verification = HostVerification("node1", "10.77.0.11", findings=verify_node(_lab_host(), report))
+    verification = HostVerification("node1", "10.77.0.11", findings=verify_node(lab_host(), report))
     xml = junit_xml("lab", [verification], [])
     assert xml.count("<testcase") == len(verification.findings) and 'failures="0"' in xml
 
@@ -263,7 +251,7 @@ def test_verify_gpu_nodes_count_driver_and_nccl():
     from rdmaprov.parsers.node import Gpu
 
     report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
-    host = _lab_host(gpu={"count": 8, "driver_version": "535"}, nccl={"version": "2.18.3-1"})
+    host = lab_host(gpu={"count": 8, "driver_version": "535"}, nccl={"version": "2.18.3-1"})
     report.gpus = [Gpu("NVIDIA A100-SXM4-80GB", "8.0", "525.147.05")] * 7
     failed = {f.check: f for f in verify_node(host, report) if not f.ok and f.subject in ("gpus", "nccl")}
     assert (failed["count"].expected, failed["count"].found) == ("8", "7")
@@ -275,7 +263,7 @@ def test_verify_gpu_nodes_count_driver_and_nccl():
     report.gpus = [Gpu("NVIDIA A100-SXM4-80GB", "8.0", "535.129.03")] * 8
     report.nccl_linked = [("/opt/nccl/current/lib/libnccl.so.2", "/opt/nccl/2.18.3-1-0a1b2c/lib/libnccl.so.2.18.3")]
     assert [f for f in verify_node(host, report) if not f.ok and f.subject in ("gpus", "nccl")] == []
-    assert not [f for f in verify_node(_lab_host(), report) if f.subject == "gpus"]  # no GPUs declared: not checked
+    assert not [f for f in verify_node(lab_host(), report) if f.subject == "gpus"]  # no GPUs declared: not checked
 
 
 def test_nccl_transport_from_its_own_debug_output():
@@ -418,7 +406,7 @@ def test_memlock_set_by_a_site_file_is_named_with_the_fix_apply_cannot_make():
     lines = (LAB / "memlock_lines_site_override.txt").read_text()
     failures = {
         f.id: f
-        for f in verify_node(_lab_host(), parse_node_report(_memlock_report("65536", "67108864", lines)))
+        for f in verify_node(lab_host(), parse_node_report(_memlock_report("65536", "67108864", lines)))
         if not f.ok
     }
     login, services = failures["limits.memlock_login"], failures["limits.memlock_services"]
@@ -442,13 +430,13 @@ def test_memlock_with_only_rdmaprovs_lines_points_at_apply_and_numbers_are_held_
         line for line in (LAB / "memlock_lines_site_override.txt").read_text().splitlines() if "-site" not in line
     )
     [login] = [
-        f for f in verify_node(_lab_host(), parse_node_report(_memlock_report("64", "infinity", ours))) if not f.ok
+        f for f in verify_node(lab_host(), parse_node_report(_memlock_report("64", "infinity", ours))) if not f.ok
     ]
     assert login.id == "limits.memlock_login" and "run `rdmaprov apply`" in login.hint
-    sized = _lab_host(limits={"memlock": 1048576})
+    sized = lab_host(limits={"memlock": 1048576})
     report = parse_node_report(_memlock_report("1048576", str(1048576 * 1024), ""))
     assert [f for f in verify_node(sized, report) if not f.ok] == []
-    assert [f.id for f in verify_node(_lab_host(), report) if not f.ok] == [
+    assert [f.id for f in verify_node(lab_host(), report) if not f.ok] == [
         "limits.memlock_login",
         "limits.memlock_services",
     ]
@@ -489,7 +477,7 @@ def test_the_nccl_programs_load_is_the_linkers_first_and_must_be_the_declared_on
     section = subprocess.run(["sh", "-c", LINKED_NCCL], input=cache, capture_output=True, text=True).stdout
     assert section == f"{tmp_path}/lib/libnccl.so.2 {distro}\n"
     report = parse_node_report((LAB / "node_report_rxe.txt").read_text() + "@@ nccl_linker\n" + section)
-    host = _lab_host(gpu={"count": 1}, nccl={"version": "2.28.9-1"})
+    host = lab_host(gpu={"count": 1}, nccl={"version": "2.28.9-1"})
     [library] = [f for f in verify_node(host, report) if f.id == "nccl.library"]
     assert not library.ok and library.expected == "libnccl.so.2 2.28.9 under /opt/nccl"
     assert library.found == f"{tmp_path}/lib/libnccl.so.2 → {distro}"
@@ -497,7 +485,7 @@ def test_the_nccl_programs_load_is_the_linkers_first_and_must_be_the_declared_on
     # the right version from somewhere else than the declared prefix is not rdmaprov's build either
     report.nccl_linked = [("/usr/lib/x86_64-linux-gnu/libnccl.so.2", "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.9")]
     assert not next(f for f in verify_node(host, report) if f.id == "nccl.library").ok
-    packaged = _lab_host(gpu={"count": 1}, nccl={"version": "2.28.9-1", "source": {"kind": "packages"}})
+    packaged = lab_host(gpu={"count": 1}, nccl={"version": "2.28.9-1", "source": {"kind": "packages"}})
     assert next(f for f in verify_node(packaged, report) if f.id == "nccl.library").ok
 
 
@@ -522,7 +510,7 @@ def test_gpu_health_of_a_healthy_h100_from_its_own_nvidia_smi_q():
         link_generation=("5", "5"),
     )
     report = parse_node_report((LAB / "node_report_rxe.txt").read_text() + "@@ nvidia_smi_q\n" + text)
-    host = _lab_host(gpu={"count": 1})
+    host = lab_host(gpu={"count": 1})
     health = [f for f in verify_node(host, report) if f.subject == "gpu0 00000000:00:06.0"]
     assert {f.id for f in health} == {
         "gpu.ecc_mode",
@@ -547,7 +535,7 @@ def test_fleet_consistency_names_the_node_that_differs_and_what_most_have():
     from rdmaprov.health.fleet import fleet_findings
 
     cx6 = (FIXTURES / "public" / "ibv_devinfo-v_mlx5_CX6Dx_rocep61s0f1_udev_name.txt").read_text()
-    hosts = {name: _lab_host() for name in ("node1", "node2", "node3")}
+    hosts = {name: lab_host() for name in ("node1", "node2", "node3")}
     reports = {}
     for name, driver, nccl, firmware, kernel in (
         ("node1", "550.54.15", "2.21.5", "22.36.1010", "6.1.0-50-amd64"),
@@ -614,7 +602,7 @@ PUBLIC = FIXTURES / "public"
 
 def _gpu_failures(text: str, xid_lines: str = "") -> dict[tuple[str, str], object]:
     report = parse_node_report("@@ nvidia_smi_q\n" + text + "\n@@ xid\n" + xid_lines)
-    return {(f.subject, f.id): f for f in verify_node(_lab_host(gpu={"count": 1}), report) if not f.ok}
+    return {(f.subject, f.id): f for f in verify_node(lab_host(gpu={"count": 1}), report) if not f.ok}
 
 
 def test_gpu_health_failures_from_public_outputs_name_the_gpu_and_the_fix():

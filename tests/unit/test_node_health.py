@@ -10,25 +10,13 @@ from rdmaprov.facts.node import NodeFacts
 from rdmaprov.health.checks import verify_node
 from rdmaprov.health.fleet import fleet_findings
 from rdmaprov.health.verify import HostVerification, report_programs
-from rdmaprov.inventory.model import HostSpec, SSHSettings
 from rdmaprov.parsers.node import Gpu, parse_node_report
 from rdmaprov.report.junit import junit_xml
 from tests.conftest import FIXTURES
-from tests.support.inventories import node_config
+from tests.support.inventories import lab_host
 
 LAB = FIXTURES / "lab"
 PUBLIC = FIXTURES / "public"
-
-
-def _host(name: str = "node1", **node) -> HostSpec:
-    base = {
-        "fabric": "softroce",
-        "netns_mode": "exclusive",
-        "rdma": {"netdevs": ["eth0"], "devices": ["rxe0"], "port": 1, "storage_hcas": []},
-        "limits": {"memlock": "unlimited"},
-    }
-    base.update(node)
-    return HostSpec(name, "10.77.0.11", SSHSettings(), ("nodes",), node_config(base))
 
 
 def _shared_library(path: Path) -> None:
@@ -72,7 +60,9 @@ def test_the_nccl_tests_binary_is_judged_by_the_nccl_it_really_loads(tmp_path):
     prefix, tests = tmp_path / "nccl", tmp_path / "nccl-tests"
     _shared_library(prefix / "2.28.9-1-abc" / "lib" / "libnccl.so.2.28.9")
     (prefix / "current").symlink_to("2.28.9-1-abc")
-    host = _host(gpu={"count": 1}, nccl={"version": "2.28.9-1", "prefix": str(prefix), "tests": {"prefix": str(tests)}})
+    host = lab_host(
+        gpu={"count": 1}, nccl={"version": "2.28.9-1", "prefix": str(prefix), "tests": {"prefix": str(tests)}}
+    )
     [program] = report_programs(host)
     assert program == f"{tests}/current/bin/all_reduce_perf"
     _program(Path(program), prefix / "current" / "lib")
@@ -103,21 +93,21 @@ def test_the_nccl_tests_binary_is_judged_by_the_nccl_it_really_loads(tmp_path):
 
 
 def test_only_gpu_nodes_with_nccl_tests_ask_for_their_linkage():
-    assert report_programs(_host()) == ()
-    assert report_programs(_host(gpu={"count": 8}, nccl={"version": "2.28.9-1", "tests": {"enabled": False}})) == ()
+    assert report_programs(lab_host()) == ()
+    assert report_programs(lab_host(gpu={"count": 8}, nccl={"version": "2.28.9-1", "tests": {"enabled": False}})) == ()
 
 
 def test_a_check_that_cannot_be_judged_is_unknown_never_a_silent_pass():
     # GeForce cards report no ECC (N/A): an unknown with the reason, not a failure
     text = (PUBLIC / "nvidia-smi_q_2xRTX4060Ti_550_link_width_4x_of_max_8x.txt").read_text()
-    findings = verify_node(_host(gpu={"count": 2}), parse_node_report("@@ nvidia_smi_q\n" + text))
+    findings = verify_node(lab_host(gpu={"count": 2}), parse_node_report("@@ nvidia_smi_q\n" + text))
     unknown = {(f.subject, f.id): f for f in findings if f.unknown}
     ecc = unknown[("gpu0 00000000:03:00.0", "gpu.ecc_mode")]
     assert ecc.ok and ecc.found.startswith("unknown: ") and ecc.hint == ""
     assert ("gpu1 00000000:09:00.0", "gpu.ecc_uncorrectable") in unknown
 
     # a SoftRoCE device has no PCIe link of its own
-    lab = verify_node(_host(), parse_node_report((LAB / "node_report_rxe.txt").read_text()))
+    lab = verify_node(lab_host(), parse_node_report((LAB / "node_report_rxe.txt").read_text()))
     [pcie] = [f for f in lab if f.id == "rdma.pcie_link"]
     assert pcie.unknown and pcie.subject == "rxe0" and "SoftRoCE" in pcie.found
     assert [f for f in lab if not f.ok] == []
@@ -133,7 +123,7 @@ def _versions(kernel: str, rdma_core: str, release: str) -> str:
 
 
 def test_fleet_compares_distro_versions_within_a_release_and_the_job_stack_across_all():
-    hosts = {name: _host(name) for name in ("a1", "a2", "b1", "b2")}
+    hosts = {name: lab_host(name) for name in ("a1", "a2", "b1", "b2")}
     reports = {
         "a1": parse_node_report(_versions("6.1.0-41-amd64", "44.0-2", "debian 12")),
         "a2": parse_node_report(_versions("6.1.0-41-amd64", "44.0-2", "debian 12")),
@@ -166,7 +156,7 @@ def test_a_wrong_gid_index_names_where_the_ports_roce_v2_gids_are():
     report = parse_node_report((LAB / "node_report_rxe.txt").read_text())
     [gid] = [
         f
-        for f in verify_node(_host(rdma={"netdevs": ["eth0"], "devices": ["rxe0"], "gid_index": 3}), report)
+        for f in verify_node(lab_host(rdma={"netdevs": ["eth0"], "devices": ["rxe0"], "gid_index": 3}), report)
         if f.id == "rdma.gid"
     ]
     assert not gid.ok and gid.check == "GID index 3" and gid.found == "no GID at that index"
@@ -175,7 +165,7 @@ def test_a_wrong_gid_index_names_where_the_ports_roce_v2_gids_are():
 
 
 def test_a_fleet_of_two_that_differ_has_no_majority_and_says_the_newest_counts():
-    hosts = {name: _host(name) for name in ("n1", "n2")}
+    hosts = {name: lab_host(name) for name in ("n1", "n2")}
     reports = {
         "n1": parse_node_report(_versions("6.1.0-41-amd64", "44.0-2", "debian 12")),
         "n2": parse_node_report(_versions("6.1.0-41-amd64", "44.0-1+rdmaprovtest", "debian 12")),
@@ -193,7 +183,7 @@ def test_a_gpu_past_its_software_thermal_limit_is_a_slowdown_to_fix():
     )
     assert hot != text
     report = parse_node_report("@@ nvidia_smi_q\n" + hot)
-    [slow] = [f for f in verify_node(_host(gpu={"count": 1}), report) if f.id == "gpu.hw_slowdown"]
+    [slow] = [f for f in verify_node(lab_host(gpu={"count": 1}), report) if f.id == "gpu.hw_slowdown"]
     assert not slow.ok and slow.found == "SW Thermal Slowdown" and "cooling" in slow.hint
 
 
@@ -202,7 +192,7 @@ def test_a_truncated_nvidia_smi_q_gives_unknowns_not_passes():
     missing is unknown, what is there is judged, nothing crashes."""
     text = (FIXTURES / "gpu-h100" / "nvidia-smi_q.txt").read_text()
     cut = text[: text.index("    Clocks Event Reasons")]
-    findings = verify_node(_host(gpu={"count": 1}), parse_node_report("@@ nvidia_smi_q\n" + cut))
+    findings = verify_node(lab_host(gpu={"count": 1}), parse_node_report("@@ nvidia_smi_q\n" + cut))
     gpu = {f.id: f for f in findings if f.subject.startswith("gpu0")}
     assert {i for i, f in gpu.items() if f.unknown} == {
         "gpu.ecc_mode",
@@ -222,7 +212,7 @@ def _nvlinks(name: str):
 
 def _nvlink_findings(text: str, gpus: int) -> list:
     report = parse_node_report("@@ nvlink\n" + text)
-    return [f for f in verify_node(_host(gpu={"count": gpus}), report) if f.id == "gpu.nvlink"]
+    return [f for f in verify_node(lab_host(gpu={"count": gpus}), report) if f.id == "gpu.nvlink"]
 
 
 def test_nvlink_status_of_real_nodes_and_what_counts_as_a_lost_link():
@@ -307,7 +297,7 @@ def test_pcie_link_values_as_sysfs_writes_them():
     assert parse_pci_links(lines + ["/sys/class/infiniband/rxe0/ports/1/rate:10 Gb/sec"]) == {"mlx5_0": down}
     port = "@@ ports\nport mlx5_0 1 state 4: ACTIVE\n"
     report = parse_node_report(port + "@@ pci_links\n" + "\n".join(lines))
-    host = _host(fabric="roce", rdma={"devices": ["mlx5_0"], "port": 1})
+    host = lab_host(fabric="roce", rdma={"devices": ["mlx5_0"], "port": 1})
     [pcie] = [f for f in verify_node(host, report) if f.id == "rdma.pcie_link"]
     assert not pcie.ok and pcie.found == "x8 at 16.0 GT/s PCIe" and pcie.expected == "x16 at 32.0 GT/s PCIe"
     assert "LnkSta" in pcie.hint
@@ -337,7 +327,7 @@ def test_ldd_lines_of_real_nccl_tests_binaries():
 
 def test_a_data_center_gpu_with_ecc_turned_off_fails_ecc_mode_and_its_counts_are_unknown():
     text = (PUBLIC / "nvidia-smi_q_i0_H800_525_ecc_disabled_ecc_counters_NA_fabric_completed.txt").read_text()
-    findings = verify_node(_host(gpu={"count": 1}), parse_node_report("@@ nvidia_smi_q\n" + text))
+    findings = verify_node(lab_host(gpu={"count": 1}), parse_node_report("@@ nvidia_smi_q\n" + text))
     by_id = {f.id: f for f in findings if f.subject.startswith("gpu0")}
     assert not by_id["gpu.ecc_mode"].ok and by_id["gpu.ecc_mode"].found == "Disabled"
     assert by_id["gpu.ecc_uncorrectable"].unknown and by_id["gpu.mig_mode"].ok
