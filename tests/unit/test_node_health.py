@@ -10,6 +10,7 @@ from rdmaprov.facts.node import NodeFacts
 from rdmaprov.health.checks import verify_node
 from rdmaprov.health.fleet import fleet_findings
 from rdmaprov.health.verify import HostVerification, report_programs
+from rdmaprov.parsers.ldd import Linkage
 from rdmaprov.parsers.node import Gpu, parse_node_report
 from rdmaprov.report.junit import junit_xml
 from tests.conftest import FIXTURES
@@ -352,3 +353,15 @@ def test_error_counters_are_not_compared_across_a_reboot():
 def test_the_node_report_carries_this_boots_id():
     report = _report_of_this_machine(())
     assert report.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def test_the_whole_node_report_of_a_lab_vm_as_it_reads_now():
+    """Captured on a converged lab VM with today's NodeFacts command (programs: the nccl-tests
+    path the gate would run): every new section parses and verify judges it."""
+    report = parse_node_report((LAB / "node_report_rxe_full.txt").read_text())
+    assert (report.kernel, report.rdma_core, report.release) == ("6.1.0-50-amd64", "44.0-2", "debian 12")
+    assert len(report.boot_id) == 36 and report.pci_links == {} and report.nvlinks == [] and report.cuda_toolkits == []
+    assert report.linkage == {"/opt/nccl-tests/current/bin/all_reduce_perf": Linkage(False, {})}
+    findings = verify_node(lab_host(), report)
+    assert [f.id for f in findings if not f.ok] == []
+    assert [(f.id, f.subject) for f in findings if f.unknown] == [("rdma.pcie_link", "rxe0")]
