@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # imported by the commands that use it, after main() patched 
     from rdmaprov.lab.lab import Lab
 
 # Commands that never open a connection: no gevent patching (it costs a fifth of a second).
-_OFFLINE = {"validate"}
+_OFFLINE = {"validate", "import"}
 
 # Exit codes (README, "Commands"): 0/2/4/6 are a run's outcome; 1 means the input (inventory,
 # options' values) is wrong and nothing was done; 64 (sysexits' EX_USAGE) means the command line
@@ -48,6 +48,33 @@ def _cmd_validate(args: argparse.Namespace, out: Console, err: Console) -> int:
             err.print(f"warning: {warning.format()}", markup=False, highlight=False)
         out.print(f"{path}: ok ({len(inventory.hosts)} hosts, {len(inventory.groups)} groups)", highlight=False)
     return EXIT_INVALID if failed else 0
+
+
+def _cmd_import_ansible(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from pathlib import Path
+
+    from rdmaprov.importers.ansible import import_ansible
+    from rdmaprov.importers.output import write_new
+
+    result = import_ansible(args.file, name=args.name, known_hosts=args.known_hosts)
+    for warning in result.warnings:
+        err.print(f"warning: {warning.format()}", markup=False, highlight=False)
+    if args.output:
+        write_new(Path(args.output), result.text, args.force)
+    else:
+        sys.stdout.write(result.text)
+    for note in result.notes:
+        err.print(f"note: {note}", markup=False, highlight=False)
+    target = args.output or "stdout"
+    err.print(
+        f"imported {result.hosts} hosts and {result.groups} groups into {target} (cluster {result.cluster}); "
+        f"{result.kept_as_comments} Ansible variables kept as comments to translate by hand. Next: put every "
+        f"node's host key in {args.known_hosts}, describe the RDMA hardware under defaults:, then run "
+        f"`rdmaprov validate {args.output or 'FILE'}`.",
+        markup=False,
+        highlight=False,
+    )
+    return 0
 
 
 def _selection(args: argparse.Namespace):
@@ -364,6 +391,28 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
     ssh.set_defaults(handler=_cmd_lab_ssh)
 
 
+def _add_import_parser(sub: argparse._SubParsersAction) -> None:
+    imports = sub.add_parser("import", help="make an rdmaprov inventory from another tool's inventory")
+    formats = imports.add_subparsers(dest="import_format", required=True, metavar="FORMAT", parser_class=_Parser)
+    ansible = formats.add_parser(
+        "ansible",
+        help="an Ansible or DeepOps inventory (INI or YAML, with group_vars/ and host_vars/ beside it)",
+        description="Exit codes: 0 imported, 1 the inventory (or an option) cannot be imported as it is.",
+    )
+    ansible.add_argument("file", help="the Ansible inventory file (e.g. DeepOps' config/inventory)")
+    ansible.add_argument("--output", "-o", metavar="OUT", help="write the inventory here (default: stdout)")
+    ansible.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    ansible.add_argument("--name", help="the cluster's name (default: from the file's name)")
+    ansible.add_argument(
+        "--known-hosts",
+        metavar="PATH",
+        default="~/.ssh/known_hosts",
+        help="known_hosts file holding the nodes' host keys, written as cluster.ssh.known_hosts "
+        "(default ~/.ssh/known_hosts)",
+    )
+    ansible.set_defaults(handler=_cmd_import_ansible)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rdmaprov", description="Provision and check RDMA GPU training clusters.")
     parser.add_argument("--version", action="version", version=f"rdmaprov {__version__}")
@@ -446,6 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     exporter.add_argument("--sysfs", default="/sys/class/infiniband", help=argparse.SUPPRESS)
     exporter.set_defaults(handler=_cmd_exporter)
 
+    _add_import_parser(sub)
     _add_lab_parser(sub)
     return parser
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from rdmaprov.errors import Problem, UserError
 from rdmaprov.inventory.config import GatesConfig, NodeConfig, SshTrustConfig
+from rdmaprov.inventory.foreign import foreign_inventory
 from rdmaprov.inventory.model import (
     HostSpec,
     Inventory,
@@ -23,7 +24,7 @@ from rdmaprov.inventory.model import (
     ssh_settings,
 )
 from rdmaprov.inventory.semantics import ISSUE_KEYS, gate_problems, node_issues
-from rdmaprov.inventory.source import SourceMap, format_path, load_yaml
+from rdmaprov.inventory.source import SourceMap, format_path, parse_yaml, read_text
 from rdmaprov.inventory.validate import schema_problems
 
 
@@ -132,10 +133,20 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     the inventory may be written before the keys are made. Unusable files are always errors.
     """
     path = Path(path)
-    data, smap, problems = load_yaml(path)
+    text = read_text(path)
+    try:
+        data, smap, problems = parse_yaml(text, str(path))
+    except UserError:
+        # Not YAML: an Ansible INI inventory (DeepOps') is the likely file; say so, not the YAML error.
+        foreign = foreign_inventory(path, text, None)
+        if foreign is None:
+            raise
+        raise UserError(foreign) from None
     if not isinstance(data, dict):
+        foreign = foreign_inventory(path, text, data)
         raise UserError(
-            problems
+            foreign
+            or problems
             or Problem(
                 str(path),
                 "an inventory must be a YAML mapping with at least `cluster:`",
@@ -148,7 +159,9 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     warnings: list[Problem] = []
     problems += schema_problems(data, smap)
     if problems:
-        raise UserError(sorted(problems, key=lambda p: (p.line or 0, p.column or 0)))
+        raise UserError(
+            foreign_inventory(path, text, data) or sorted(problems, key=lambda p: (p.line or 0, p.column or 0))
+        )
 
     base = path.resolve().parent
     schema, root = node_schema()

@@ -97,6 +97,14 @@ class _Merge:
     """A `<<` key: its mappings are merged into the enclosing mapping when that mapping ends."""
 
 
+@dataclass(frozen=True)
+class TaggedScalar:
+    """A scalar with a tag the caller asked to keep (Ansible's `!vault`, `!unsafe`): its text, unread."""
+
+    tag: str
+    text: str
+
+
 def _what_yaml_read(value: Any) -> str:
     if value is None:
         return "null (nothing)"
@@ -123,8 +131,9 @@ class _Frame:
 class _Reader:
     """Turns parser events into plain data and a SourceMap; collects problems (fatal ones raise)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, keep_tags: frozenset[str] = frozenset()) -> None:
         self.smap = SourceMap(name)
+        self.keep_tags = keep_tags
         self.problems: list[Problem] = []
         self.anchors: dict[str, tuple[Any, int]] = {}
         self.stack: list[_Frame] = []
@@ -198,8 +207,10 @@ class _Reader:
         tag = event.tag
         if tag is None or tag == "!":
             tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
-        if tag == _STR:
-            value: Any = event.value  # most scalars: no constructor needed
+        if tag in self.keep_tags:
+            value: Any = TaggedScalar(tag, event.value)
+        elif tag == _STR:
+            value = event.value  # most scalars: no constructor needed
         elif tag == _MERGE:
             value = _Merge()
         elif tag == _VALUE:
@@ -366,11 +377,14 @@ def read_text(path: Path) -> str:
         raise UserError(Problem(name, f"cannot read: {exc}", fix="make the file readable UTF-8 text")) from None
 
 
-def parse_yaml(text: str, name: str) -> tuple[Any, SourceMap, list[Problem]]:
+def parse_yaml(text: str, name: str, keep_tags: frozenset[str] = frozenset()) -> tuple[Any, SourceMap, list[Problem]]:
     """Plain data, positions, and the problems found in YAML that could still be read (a key
     that is not a name, a duplicated key, a tag: the rest of the document is checked too, so
-    every problem is reported at once). YAML that cannot be read raises UserError."""
-    reader = _Reader(name)
+    every problem is reported at once). YAML that cannot be read raises UserError.
+
+    Scalars tagged with one of `keep_tags` become TaggedScalar instead of a problem: files of other
+    tools (Ansible's vars files) use tags of their own that an importer must recognize, not refuse."""
+    reader = _Reader(name, keep_tags)
     try:
         for event in yaml.parse(text, Loader=_LOADER):
             if isinstance(event, yaml.ScalarEvent):
@@ -401,8 +415,3 @@ def parse_yaml(text: str, name: str) -> tuple[Any, SourceMap, list[Problem]]:
     except yaml.YAMLError as exc:
         raise UserError(Problem(name, f"invalid YAML: {exc}", fix="correct the YAML syntax")) from None
     return reader.root, reader.smap, reader.problems
-
-
-def load_yaml(path: Path) -> tuple[Any, SourceMap, list[Problem]]:
-    """Load `path`: (data, source map, problems); raises UserError for anything unreadable."""
-    return parse_yaml(read_text(path), str(path))

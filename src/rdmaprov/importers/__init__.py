@@ -1,0 +1,1 @@
+"""Importers: inventories of other tools turned into rdmaprov inventories (`rdmaprov import ...`)."""
