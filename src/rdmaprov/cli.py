@@ -401,7 +401,9 @@ def _add_import_parser(sub: argparse._SubParsersAction) -> None:
     )
     ansible.add_argument("file", help="the Ansible inventory file (e.g. DeepOps' config/inventory)")
     ansible.add_argument("--output", "-o", metavar="OUT", help="write the inventory here (default: stdout)")
-    ansible.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    ansible.add_argument(
+        "--force", action="store_true", help="replace OUT if it exists (without it, an existing file is left alone)"
+    )
     ansible.add_argument("--name", help="the cluster's name (default: from the file's name)")
     ansible.add_argument(
         "--known-hosts",

@@ -17,6 +17,7 @@ import yaml
 
 from rdmaprov.errors import UserError
 from rdmaprov.importers.ansible import import_ansible
+from rdmaprov.importers.ansible.importer import cluster_name
 from rdmaprov.importers.ansible.model import ALL, is_encrypted
 from rdmaprov.importers.ansible.patterns import MAX_HOSTS, PatternError, expand, hosts_of
 from rdmaprov.importers.ansible.reader import read_ansible
@@ -446,3 +447,11 @@ def test_import_without_the_cli_raises_user_errors_only(tmp_path):
         import_ansible(tmp_path / "inventory")
     assert info.value.problems[0].line == 2
     shutil.rmtree(tmp_path)
+
+
+def test_cluster_name_comes_from_the_first_name_that_says_something(tmp_path):
+    deepops = tmp_path / "dgx-site" / "config"
+    deepops.mkdir(parents=True)
+    assert cluster_name(deepops / "inventory") == "dgx-site"
+    assert cluster_name(tmp_path / "prod.ini") == "prod"
+    assert cluster_name(tmp_path / "rack 7.yml") == "rack-7"

@@ -22,7 +22,7 @@ from rdmaprov.inventory.model import resolve_path
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 # File names that say nothing about the cluster: the directory's name is taken instead.
-_GENERIC = {"inventory", "hosts", "inv", "static", "main", "production", "staging"}
+_GENERIC = {"inventory", "inventories", "hosts", "inv", "static", "main", "config", "ansible", ""}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _BUG = Problem(
     "rdmaprov import",
@@ -49,11 +49,11 @@ class ImportResult:
 
 
 def cluster_name(path: Path) -> str:
-    """A name from the file (`prod.ini` → prod; DeepOps' `config/inventory` → config)."""
-    stem = path.name.split(".")[0]
-    if stem.lower() in _GENERIC:
-        stem = path.resolve().parent.name
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).lstrip("_.-")
+    """A name from the file (`prod.ini` → prod), or from the first directory above it whose name says
+    more (DeepOps' `~/deepops/config/inventory` → deepops)."""
+    candidates = [path.name.split(".")[0]] + [parent.name for parent in path.resolve().parents][:3]
+    chosen = next((c for c in candidates if c.lower() not in _GENERIC), candidates[0])
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", chosen).lstrip("_.-")
     return name or "cluster"
 
 
