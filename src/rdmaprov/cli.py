@@ -68,7 +68,8 @@ def _cmd_import_ansible(args: argparse.Namespace, out: Console, err: Console) ->
     target = args.output or "stdout"
     err.print(
         f"imported {result.hosts} hosts and {result.groups} groups into {target} (cluster {result.cluster}); "
-        f"{result.kept_as_comments} Ansible variables kept as comments to translate by hand. Next: put every "
+        f"{result.kept_as_comments} Ansible variable{'' if result.kept_as_comments == 1 else 's'} kept as comments "
+        "to translate by hand. Next: put every "
         f"node's host key in {args.known_hosts}, describe the RDMA hardware under defaults:, then run "
         f"`rdmaprov validate {args.output or 'FILE'}`.",
         markup=False,

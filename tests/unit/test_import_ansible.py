@@ -18,8 +18,8 @@ import yaml
 from rdmaprov.errors import UserError
 from rdmaprov.importers.ansible import import_ansible
 from rdmaprov.importers.ansible.importer import cluster_name
-from rdmaprov.importers.ansible.model import ALL, is_encrypted
-from rdmaprov.importers.ansible.patterns import MAX_HOSTS, PatternError, expand, hosts_of
+from rdmaprov.importers.ansible.model import ALL, MAX_GROUPS, MAX_HOSTS, MAX_MEMBERSHIPS, is_encrypted
+from rdmaprov.importers.ansible.patterns import PatternError, expand, hosts_of
 from rdmaprov.importers.ansible.reader import read_ansible
 from rdmaprov.importers.ansible.render import comment_text
 from rdmaprov.inventory import load_inventory
@@ -345,6 +345,17 @@ def test_a_range_that_would_fill_the_memory_is_refused_before_expanding(tmp_path
     assert time.monotonic() - start < 30
     assert f"range [0:99999999] stands for more than {MAX_HOSTS:,} hosts" in stderr
     assert f"host pattern 'm[0:999]x[0:999]' stands for more than {MAX_HOSTS:,} hosts" in stderr
+
+
+def test_inventories_too_large_for_any_cluster_are_refused_early(tmp_path):
+    half = MAX_HOSTS // 2 + 1
+    stderr = _refused(tmp_path, "inventory", f"[a]\na[1:{half}]\n[b]\nb[1:{half}]\n")
+    assert f"inventory:4: the inventory names more than {MAX_HOSTS:,} hosts" in stderr
+    groups = "".join(f"[g{i}]\n" for i in range(MAX_GROUPS))
+    assert f"more than {MAX_GROUPS:,} groups" in _refused(tmp_path, "inventory", "[all]\nh1\n" + groups)
+    # A chain of children lists every host once per group above it: bounded too.
+    chain = "[g0]\nh[1:1000]\n" + "".join(f"[g{i}:children]\ng{i - 1}\n" for i in range(1, 250))
+    assert f"would hold more than {MAX_MEMBERSHIPS:,} hosts" in _refused(tmp_path, "inventory", chain)
 
 
 def test_host_patterns_expand_as_ansible_expands_them():

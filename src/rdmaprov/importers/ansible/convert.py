@@ -253,8 +253,9 @@ def convert(inventory: AnsibleInventory, name: str, known_hosts: str, cwd: Path)
 
     cluster = Entry(name, Origin(str(inventory.path)))
     hosts = {h.name: Entry(h.name, h.origin) for h in inventory.hosts.values()}
+    members = inventory.members()
     groups = {
-        g.name: Entry(g.name, g.origin, members=inventory.members(g.name), children=list(g.children))
+        g.name: Entry(g.name, g.origin, members=members[g.name], children=list(g.children))
         for g in inventory.groups.values()
         if g.name not in (ALL, UNGROUPED)
     }

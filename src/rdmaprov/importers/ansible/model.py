@@ -9,16 +9,20 @@ compare with `ansible-inventory --list` on real inventories.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaprov.errors import Problem
+from rdmaprov.errors import Problem, UserError
 from rdmaprov.inventory.source import TaggedScalar
 
 ALL = "all"
 UNGROUPED = "ungrouped"
+# Ten times the largest cluster rdmaprov is made for, and far more groups than any site has:
+# enough for every real inventory, and a bound on the work a hostile one can cause.
+MAX_HOSTS = 20_000
+MAX_GROUPS = 5_000
+MAX_MEMBERSHIPS = 200_000
 
 
 def without_unsafe(value: Any) -> Any:
@@ -99,11 +103,19 @@ class AnsibleInventory:
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
         self._depth: dict[str, int] = {}
+        self._merged: dict[tuple[str, ...], dict[str, Var]] = {}
+        self._above: dict[tuple[str, ...], set[str]] = {}
 
     # --- building (what Ansible's InventoryData offers its plugins) ---------------------------
 
     def add_group(self, name: str, origin: Origin) -> Group:
         if name not in self.groups:
+            if len(self.groups) >= MAX_GROUPS:
+                raise UserError(
+                    origin.problem(
+                        f"the inventory has more than {MAX_GROUPS:,} groups", "check that this is the right file"
+                    )
+                )
             self.groups[name] = Group(name, origin)
         return self.groups[name]
 
@@ -125,6 +137,13 @@ class AnsibleInventory:
     def add_host(self, name: str, group: str | None, origin: Origin, port: int | None = None) -> Host:
         host = self.hosts.get(name)
         if host is None:
+            if len(self.hosts) >= MAX_HOSTS:
+                raise UserError(
+                    origin.problem(
+                        f"the inventory names more than {MAX_HOSTS:,} hosts",
+                        "split the cluster into several inventories, or check that this is the right file",
+                    )
+                )
             host = self.hosts[name] = Host(name, origin)
         if group is not None and group not in host.groups:
             host.groups.append(group)
@@ -201,35 +220,46 @@ class AnsibleInventory:
         chosen = [self.groups[name] for name in names]
         return sorted(chosen, key=lambda g: (self._depth.get(g.name, 0), g.priority, g.name))
 
-    def members(self, name: str) -> list[str]:
-        """Hosts of a group and of every group below it, in host order."""
-        names: set[str] = set()
-        todo, seen = [name], set()
-        while todo:
-            current = todo.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            names.update(self.groups[current].hosts)
-            todo.extend(self.groups[current].children)
-        return [host for host in self.hosts if host in names]
+    def _group_layers(self, host: Host) -> dict[str, Var]:
+        """What a host's groups give it; thousands of hosts share a few group lists, worked out once each."""
+        key = tuple(host.groups)
+        if key not in self._merged:
+            groups = self.host_groups(host)
+            every = self.groups[ALL]
+            merged: dict[str, Var] = {}
+            for layer in [every.vars, *(g.vars for g in groups), every.dir_vars, *(g.dir_vars for g in groups)]:
+                merged.update(layer)
+            self._merged[key] = merged
+        return self._merged[key]
+
+    def members(self) -> dict[str, list[str]]:
+        """Each group's hosts, its children's included, in host order. The flat lists are what an
+        rdmaprov inventory holds, so their total is bounded like the hosts are."""
+        members: dict[str, list[str]] = {name: [] for name in self.groups}
+        total = 0
+        for host in self.hosts.values():
+            key = tuple(host.groups)
+            if key not in self._above:
+                self._above[key] = set(host.groups).union(*(self.ancestors(g) for g in host.groups))
+            total += len(self._above[key])
+            if total > MAX_MEMBERSHIPS:
+                raise UserError(
+                    host.origin.problem(
+                        f"the groups, with their children's hosts listed in each, would hold more than "
+                        f"{MAX_MEMBERSHIPS:,} hosts",
+                        "check that this is the right file (real inventories hold far fewer)",
+                    )
+                )
+            for group in self._above[key]:
+                members[group].append(host.name)
+        return members
 
     def effective_vars(self, host: Host) -> dict[str, Var]:
         """The host's variables after Ansible's default precedence (VARIABLE_PRECEDENCE): the
         inventory file's `all` vars, then its other groups' vars, then group_vars/all, then
         group_vars/<group>, then the host's own vars and host_vars/<host>. A later layer replaces
         a whole variable (Ansible's default hash_behaviour=replace)."""
-        groups = self.host_groups(host)
-        every = self.groups[ALL]
-        layers: Iterable[dict[str, Var]] = [
-            every.vars,
-            *(g.vars for g in groups),
-            every.dir_vars,
-            *(g.dir_vars for g in groups),
-            host.vars,
-            host.dir_vars,
-        ]
-        merged: dict[str, Var] = {}
-        for layer in layers:
-            merged.update(layer)
+        merged = dict(self._group_layers(host))
+        merged.update(host.vars)
+        merged.update(host.dir_vars)
         return merged

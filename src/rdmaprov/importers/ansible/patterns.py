@@ -12,8 +12,8 @@ import itertools
 import re
 import string
 
-# Far above a real cluster (2,000 nodes), far below what hurts the control machine.
-MAX_HOSTS = 100_000
+from rdmaprov.importers.ansible.model import MAX_HOSTS
+
 _BRACKETED_IPV6 = re.compile(r"\[([0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?)\](?::([0-9]+))?")
 
 
