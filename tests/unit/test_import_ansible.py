@@ -449,7 +449,7 @@ def test_hint_for_other_ansible_shapes(tmp_path):
 def test_importing_the_importers_own_output_says_it_is_not_ansible(tmp_path):
     out, _ = _import(tmp_path, DEEPOPS)
     stderr = _refused(tmp_path, "again.yaml", out.read_text())
-    assert "again.yaml" in stderr and "Traceback" not in stderr
+    assert f"{tmp_path}/again.yaml: is an rdmaprov inventory already: there is nothing to import" in stderr
 
 
 def test_import_without_the_cli_raises_user_errors_only(tmp_path):
@@ -466,3 +466,12 @@ def test_cluster_name_comes_from_the_first_name_that_says_something(tmp_path):
     assert cluster_name(deepops / "inventory") == "dgx-site"
     assert cluster_name(tmp_path / "prod.ini") == "prod"
     assert cluster_name(tmp_path / "rack 7.yml") == "rack-7"
+
+
+def test_a_key_file_that_is_no_private_key_is_the_users_to_fix(tmp_path):
+    (tmp_path / "id.pub").write_text("ssh-ed25519 AAAAC3Nza test\n")
+    stderr = _refused(tmp_path, "inventory", f"[gpu]\ngpu01 ansible_ssh_private_key_file={tmp_path}/id.pub\n")
+    assert stderr == (
+        f"{tmp_path}/inventory: cluster.ssh.key of the imported inventory: SSH key file {tmp_path}/id.pub is not a "
+        "private key (fix: point it at the private half of the key pair (not the .pub file))"
+    )

@@ -104,7 +104,7 @@ class AnsibleInventory:
         self.warnings: list[Problem] = []
         self._depth: dict[str, int] = {}
         self._merged: dict[tuple[str, ...], dict[str, Var]] = {}
-        self._above: dict[tuple[str, ...], set[str]] = {}
+        self._above_cache: dict[tuple[str, ...], set[str]] = {}
 
     # --- building (what Ansible's InventoryData offers its plugins) ---------------------------
 
@@ -176,10 +176,9 @@ class AnsibleInventory:
             grouped = any(g not in (ALL, UNGROUPED) for g in host.groups)
             if grouped and UNGROUPED in host.groups:  # listed before any section, then in a group
                 host.groups.remove(UNGROUPED)
-                ungrouped.hosts.remove(host.name)
             elif not grouped and UNGROUPED not in host.groups:
                 host.groups.append(UNGROUPED)
-                ungrouped.hosts.append(host.name)
+        ungrouped.hosts = [name for name, host in self.hosts.items() if UNGROUPED in host.groups]
         self._depth = self._depths()
 
     # --- reading ----------------------------------------------------------------------------
@@ -209,15 +208,17 @@ class AnsibleInventory:
                     ready.append(child)
         return depth
 
+    def _above(self, host: Host) -> set[str]:
+        """The host's groups and every group above them (hosts share a few group lists: once each)."""
+        key = tuple(host.groups)
+        if key not in self._above_cache:
+            self._above_cache[key] = set(host.groups).union(*(self.ancestors(g) for g in host.groups))
+        return self._above_cache[key]
+
     def host_groups(self, host: Host) -> list[Group]:
         """The host's groups and their ancestors, `all` left out, in Ansible's order of precedence
         (lowest first): by depth, then ansible_group_priority, then name."""
-        names: set[str] = set()
-        for group in host.groups:
-            names.add(group)
-            names |= self.ancestors(group)
-        names.discard(ALL)
-        chosen = [self.groups[name] for name in names]
+        chosen = [self.groups[name] for name in self._above(host) - {ALL}]
         return sorted(chosen, key=lambda g: (self._depth.get(g.name, 0), g.priority, g.name))
 
     def _group_layers(self, host: Host) -> dict[str, Var]:
@@ -238,10 +239,8 @@ class AnsibleInventory:
         members: dict[str, list[str]] = {name: [] for name in self.groups}
         total = 0
         for host in self.hosts.values():
-            key = tuple(host.groups)
-            if key not in self._above:
-                self._above[key] = set(host.groups).union(*(self.ancestors(g) for g in host.groups))
-            total += len(self._above[key])
+            above = self._above(host)
+            total += len(above)
             if total > MAX_MEMBERSHIPS:
                 raise UserError(
                     host.origin.problem(
@@ -250,7 +249,7 @@ class AnsibleInventory:
                         "check that this is the right file (real inventories hold far fewer)",
                     )
                 )
-            for group in self._above[key]:
+            for group in above:
                 members[group].append(host.name)
         return members
 

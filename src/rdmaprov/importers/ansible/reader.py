@@ -53,6 +53,8 @@ def read_ansible(path: Path) -> AnsibleInventory:
             raise  # meant as YAML: the YAML error is the one to fix
         data, yaml_error = None, exc
     if isinstance(data, dict):
+        if isinstance(data.get("cluster"), dict):
+            raise _refuse(path, "is an rdmaprov inventory already: there is nothing to import", "use it as it is")
         if "plugin" in data:
             raise _refuse(
                 path,
