@@ -635,3 +635,27 @@ def test_node_health_pcie_gid_and_a_node_whose_rdma_core_differs_from_the_fleet(
         assert vm_lab.ssh("node2", restore, timeout=300).returncode == 0
     code, again = rdmaprov_json("verify", vm_lab.inventory, timeout=300)
     assert code == 0, again["verify"]
+
+
+def test_an_ansible_inventory_of_the_lab_imported_then_checked(vm_lab, tmp_path):
+    """What a DeepOps user does on day one: import their Ansible inventory, then check the nodes."""
+    lab = yaml.safe_load(open(vm_lab.inventory))
+    ssh = lab["cluster"]["ssh"]
+    hosts = {name: spec["address"] for group in lab["groups"].values() for name, spec in group["hosts"].items()}
+    ansible = {
+        "all": {
+            "vars": {"ansible_user": "root", "ansible_ssh_private_key_file": ssh["key"]},
+            "children": {"gpu": {"hosts": {name: {"ansible_host": address} for name, address in hosts.items()}}},
+        }
+    }
+    source = tmp_path / "hosts.yml"
+    source.write_text(yaml.safe_dump(ansible))
+    imported = tmp_path / "lab-imported.yaml"
+    proc = rdmaprov(
+        "import", "ansible", str(source), "-o", str(imported), "--known-hosts", ssh["known_hosts"], "--name", "lab"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert rdmaprov("validate", str(imported)).returncode == 0
+    # memlock is what the lab's apply set: the imported inventory's defaults ask the same, no drift
+    code, result = rdmaprov_json("check", str(imported), "--tags", "limits", "--skip-verify", "--limit", "gpu")
+    assert code == 0 and {h["name"]: h["status"] for h in result["hosts"]} == dict.fromkeys(hosts, "unchanged")
