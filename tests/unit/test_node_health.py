@@ -365,3 +365,30 @@ def test_the_whole_node_report_of_a_lab_vm_as_it_reads_now():
     findings = verify_node(lab_host(), report)
     assert [f.id for f in findings if not f.ok] == []
     assert [(f.id, f.subject) for f in findings if f.unknown] == [("rdma.pcie_link", "rxe0")]
+
+
+def test_a_declared_net_plugin_that_nccl_did_not_load_fails_the_gate():
+    from rdmaprov.health.gates.all_reduce import transport_verdict
+    from rdmaprov.health.gates.bandwidth import Bounds, judge
+    from rdmaprov.parsers.nccl_debug import parse_nccl_transport
+
+    ok = judge(20.0, "GB/s", Bounds(0.9, 0.92, 1.05, minimum=10.0), None)
+    internal = parse_nccl_transport((PUBLIC / "nccl_info_net_ib_using_mlx5_IB_using_network_IB_4ranks.txt").read_text())
+    assert internal.plugin_missing == {
+        "task272154-tz9m4": "No plugin found (libnccl-net.so), using internal implementation"
+    }
+    assert transport_verdict(internal, set(), ok) == ok  # no plugin declared: NCCL's own IB is the plan
+    failed = transport_verdict(internal, set(), ok, "AIACC")
+    assert failed.status == "fail" and failed.reason == (
+        "NCCL did not load the AIACC net plugin on task272154-tz9m4 (No plugin found (libnccl-net.so), using "
+        f"internal implementation): {ok.reason}"
+    )
+    # NCCL 2.2x words it differently; the first reason a host gave is the one named
+    h100 = parse_nccl_transport((FIXTURES / "gpu-h100" / "all_reduce_perf_nccl_debug_info.txt").read_text())
+    assert h100.plugin_missing and all("libnccl-net" in why for why in h100.plugin_missing.values())
+    # HPC-X's RDMA/SHARP plugin loaded: nothing missing, the run stands
+    hpcx = parse_nccl_transport(
+        (PUBLIC / "all_reduce_perf_two_independent_rank0_jobs_same_size_twice_roce_IBext.txt").read_text()
+    )
+    assert set(hpcx.plugin_loaded.values()) == {"NCCL RDMA Plugin v6 (v6)"} and not hpcx.plugin_missing
+    assert transport_verdict(hpcx, set(), ok, "AIACC") == ok

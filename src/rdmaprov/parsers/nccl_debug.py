@@ -7,6 +7,12 @@ can still clear a threshold. Lines look like
 `gpu-pod0:52047:52056 [0] NCCL INFO NET/IB : Using [0]irdma0:1/RoCE [RO]; OOB net1:10.100.100.1<0>`
 and `gpu-pod0:52047:52056 [0] NCCL INFO Using network IBext`; the host is NCCL's (the node's
 hostname), not necessarily the inventory's name.
+
+A net plugin (AIACC on eRDMA, HPC-X's RDMA/SHARP plugin) that NCCL could not load is only a line
+at INFO level, and NCCL carries on with its internal transports: `NET/Plugin : No plugin found
+(libnccl-net.so), using internal implementation` (2.4 ends at the closing parenthesis),
+`NET/Plugin : Plugin load (libnccl-net.so) returned 2 : …`, `NET/Plugin: Could not find:
+libnccl-net.so` (2.2x); one that loaded says `NET/Plugin: Loaded net plugin NAME (vN)`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,11 @@ _NETWORK = re.compile(_PREFIX + r"Using network (?P<network>\S+)")
 _IB_USING = re.compile(_PREFIX + r"NET/IB\s*:\s*Using\s+(?P<devices>.*)")
 _IB_NONE = re.compile(_PREFIX + r"NET/IB\s*:\s*No device found")
 _DEVICE = re.compile(r"\[\d+\]([\w.-]+):\d+/\w+")
+_PLUGIN_LOADED = re.compile(_PREFIX + r"NET/Plugin\s*:\s*Loaded net plugin (?P<name>.*?)\s*$")
+_PLUGIN_NONE = re.compile(
+    _PREFIX
+    + r"NET/Plugin\s*:\s*(?P<why>.*(?:No plugin found|Could not find: libnccl-net|Plugin load \(.*\) returned).*?)\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,8 @@ class NcclTransport:
     networks: dict[str, set[str]] = field(default_factory=dict)
     devices: dict[str, set[str]] = field(default_factory=dict)
     no_ib_device: set[str] = field(default_factory=set)
+    plugin_loaded: dict[str, str] = field(default_factory=dict)  # host → the net plugin NCCL loaded
+    plugin_missing: dict[str, str] = field(default_factory=dict)  # host → NCCL's words for why not
 
     def socket_hosts(self) -> list[str]:
         """Hosts where NCCL carried traffic over TCP sockets."""
@@ -44,4 +57,8 @@ def parse_nccl_transport(text: str) -> NcclTransport:
             found.devices.setdefault(match["host"], set()).update(devices)  # "Using [RO]; OOB…": none
         elif match := _IB_NONE.match(line):
             found.no_ib_device.add(match["host"])
+        elif match := _PLUGIN_LOADED.match(line):
+            found.plugin_loaded[match["host"]] = match["name"]
+        elif match := _PLUGIN_NONE.match(line):
+            found.plugin_missing.setdefault(match["host"], match["why"])
     return found

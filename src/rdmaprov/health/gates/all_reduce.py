@@ -152,9 +152,12 @@ def all_reduce_bounds(settings: AllReduceGate) -> Bounds:
     return Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_busbw_gbs)
 
 
-def transport_verdict(transport: NcclTransport, storage: set[str], verdict: Verdict) -> Verdict:
-    """Fail a run whose numbers passed when NCCL fell back to TCP sockets, or opened one of the
-    `storage` HCAs."""
+def transport_verdict(
+    transport: NcclTransport, storage: set[str], verdict: Verdict, plugin: str | None = None
+) -> Verdict:
+    """Fail a run whose numbers passed when NCCL fell back to TCP sockets, opened one of the
+    `storage` HCAs, or could not load the net `plugin` the nodes declare (it then runs on its
+    internal transports, which on eRDMA is not what the cluster was built for)."""
     sockets = transport.socket_hosts()
     if sockets:
         why = " (NET/IB: no device found)" if transport.no_ib_device & set(sockets) else ""
@@ -167,6 +170,11 @@ def transport_verdict(transport: NcclTransport, storage: set[str], verdict: Verd
     if opened:
         named = ", ".join(f"{device} on {host}" for host, device in sorted(opened))
         return replace(verdict, status="fail", reason=f"NCCL opened storage HCA(s) {named}: {verdict.reason}")
+    if plugin and transport.plugin_missing:
+        hosts = ", ".join(f"{host} ({why})" for host, why in sorted(transport.plugin_missing.items()))
+        return replace(
+            verdict, status="fail", reason=f"NCCL did not load the {plugin} net plugin on {hosts}: {verdict.reason}"
+        )
     return verdict
 
 
@@ -221,8 +229,10 @@ def run_all_reduce(
             )
         transport = parse_nccl_transport(result.stdout + "\n" + result.stderr) if use_gpus else None
         if verdict.passed and transport is not None:
-            storage = {d for h in hosts for d in session.inventory.hosts[h].node.rdma.storage_hcas}
-            verdict = transport_verdict(transport, storage, verdict)
+            nodes = [session.inventory.hosts[h].node for h in hosts]
+            storage = {d for node in nodes for d in node.rdma.storage_hcas}
+            plugin = "AIACC" if any(n.fabric == "erdma" and n.erdma.aiacc_plugin for n in nodes) else None
+            verdict = transport_verdict(transport, storage, verdict, plugin)
         details = {
             "kind": kind,
             "ranks": ranks,
