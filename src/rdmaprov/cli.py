@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # imported by the commands that use it, after main() patched 
     from rdmaprov.lab.lab import Lab
 
 # Commands that never open a connection: no gevent patching (it costs a fifth of a second).
-_OFFLINE = {"validate", "import"}
+_OFFLINE = {"validate", "import", "baseline"}
 
 # Exit codes (README, "Commands"): 0/2/4/6 are a run's outcome; 1 means the input (inventory,
 # options' values) is wrong and nothing was done; 64 (sysexits' EX_USAGE) means the command line
@@ -105,6 +105,7 @@ def _converge_settings(args: argparse.Namespace):
         allow_reboot=args.allow_reboot,
         verify=not args.skip_verify,
         gates=not args.skip_gates,
+        diagnose=not args.no_diagnose,
     )
 
 
@@ -136,6 +137,7 @@ def _cmd_check(args: argparse.Namespace, out: Console, err: Console) -> int:
             verify=not args.skip_verify,
             gates=args.gates,
             observer=observer,
+            diagnose=not args.no_diagnose,
         )
     if args.textfile:
         from rdmaprov.report.textfile import render_metrics, write_textfile
@@ -164,7 +166,7 @@ def _cmd_bootstrap(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _finish(result, args: argparse.Namespace, out: Console) -> int:
     """Print a run (table or JSON), write JUnit if asked, and return its exit code."""
-    from rdmaprov.health.report import print_gates, print_verify
+    from rdmaprov.health.report import print_diagnosis, print_gates, print_verify
     from rdmaprov.report.junit import junit_xml
     from rdmaprov.report.tables import print_run
 
@@ -177,6 +179,9 @@ def _finish(result, args: argparse.Namespace, out: Console) -> int:
             print_verify(result.verify, out, verbose=args.verbose)
         if result.gates:
             print_gates(result.gates, out)
+        if result.diagnosis is not None:
+            out.print("a cluster gate failed: diagnosis (--no-diagnose to skip)", highlight=False)
+            print_diagnosis(result.diagnosis, out)
         if result.verify is not None or result.gates:
             out.print(f"exit {result.exit_code}", highlight=False)
     if getattr(args, "junit", None):
@@ -189,7 +194,7 @@ def _cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
     from rdmaprov.workflows.verify import verify
 
     inventory, hosts = _selection(args)
-    return _finish(verify(inventory, hosts, gates=args.gates), args, out)
+    return _finish(verify(inventory, hosts, gates=args.gates, diagnose=not args.no_diagnose), args, out)
 
 
 def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -216,6 +221,36 @@ def _cmd_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
     else:
         print_diagnosis(diagnosis, out)
     return diagnosis.exit_code
+
+
+def _cmd_baseline(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.health.baselines import load_parts, reset_parts
+    from rdmaprov.health.report import print_baselines
+    from rdmaprov.inventory import load_inventory
+    from rdmaprov.inventory.limit import select_hosts
+
+    inventory = load_inventory(args.inventory, require_files=False)
+    hosts = select_hosts(inventory, args.limit) if args.limit else None
+    if args.reset:
+        dropped = reset_parts(inventory.name, hosts)
+        if args.json:
+            print(json.dumps({"reset": dropped}, indent=2))
+        else:
+            whose = ", ".join(hosts) if hosts else "every node"
+            out.print(
+                f"reset {len(dropped)} baseline(s) of {whose}; the next gate runs record new ones", highlight=False
+            )
+        return 0
+    parts = {
+        key: part
+        for key, part in load_parts(inventory.name).items()
+        if hosts is None or set(part.get("hosts", [])) & set(hosts)
+    }
+    if args.json:
+        print(json.dumps(parts, indent=2, sort_keys=True))
+    else:
+        print_baselines(parts, out)
+    return 0
 
 
 def _lab(args: argparse.Namespace) -> "Lab":
@@ -338,9 +373,15 @@ def _run_output_options() -> _Parser:
     )
 
 
+def _no_diagnose_option() -> _Parser:
+    return _flag(
+        "--no-diagnose", help_text="when a cluster gate fails, do not run the diagnosis (pair rounds) after it"
+    )
+
+
 def _converge_options() -> _Parser:
     """How apply and bootstrap roll changes out (workflows/rolling.py): batches, reboots, what runs after."""
-    parent = _parent()
+    parent = _parent(_no_diagnose_option())
     parent.add_argument("--skip-gates", action="store_true", help="verify after applying, but run no bandwidth gates")
     parent.add_argument("--skip-verify", action="store_true", help="neither verify nor gates after applying")
     parent.add_argument(
@@ -435,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "check",
         "report drift: what apply would change and which facts no longer hold, changing nothing",
-        [selection, tags, run_output],
+        [selection, tags, run_output, _no_diagnose_option()],
     )
     check.add_argument("--gates", action="store_true", help="also run the bandwidth gates")
     check.add_argument(
@@ -468,7 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exit codes: 0 all checks pass, 4 a check or gate failed or a host was unreachable.",
         parents=[
             _selection_options(),
-            _flag("--gates", help_text="also run the bandwidth gates (ib_write_bw pairs, all_reduce)"),
+            _flag("--gates", help_text="also run the gates (node, ib_write_bw pairs, rails, latency, all_reduce)"),
+            _no_diagnose_option(),
             _json_option(),
             _junit_option("write the results as JUnit XML"),
             _verbose_option("show passing checks too"),
@@ -490,6 +532,17 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[_selection_options(), _json_option("print the diagnosis as JSON"), _verbose_option()],
     )
     diagnose.set_defaults(handler=_cmd_diagnose)
+
+    baseline = sub.add_parser(
+        "baseline",
+        help="each gate figure's own baseline, kept on this machine; --reset starts a node's over",
+        description="Exit codes: 0 done, 1 bad input.",
+        parents=[_selection_options(_LIMIT_HELP), _json_option("print the baselines as JSON")],
+    )
+    baseline.add_argument(
+        "--reset", action="store_true", help="forget the baselines of the --limit nodes (all without --limit)"
+    )
+    baseline.set_defaults(handler=_cmd_baseline)
 
     exporter = sub.add_parser(
         "exporter", help="serve RDMA port state and counters for Prometheus (what the exporter deploy runs)"

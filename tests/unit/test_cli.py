@@ -30,7 +30,14 @@ RUN_OUTPUT = [
     (("--verbose", "-v"), "show every operation and pyinfra's log", False, None),
     (("--junit",), "write verification and gate results as JUnit XML", None, "PATH"),
 ]
+NO_DIAGNOSE = (
+    ("--no-diagnose",),
+    "when a cluster gate fails, do not run the diagnosis (pair rounds) after it",
+    False,
+    None,
+)
 CONVERGE = [
+    NO_DIAGNOSE,
     (("--skip-gates",), "verify after applying, but run no bandwidth gates", False, None),
     (("--skip-verify",), "neither verify nor gates after applying", False, None),
     (
@@ -59,6 +66,7 @@ OPTIONS = {
         (("--limit", "-l"), LIMIT, None, "PATTERN"),
         TAGS,
         *RUN_OUTPUT,
+        NO_DIAGNOSE,
         (("--gates",), "also run the bandwidth gates", False, None),
         (("--skip-verify",), "only plan: do not check the facts (ports, MTU, netns…)", False, None),
         (
@@ -84,7 +92,8 @@ OPTIONS = {
     "verify": [
         INVENTORY,
         (("--limit", "-l"), None, None, "PATTERN"),
-        (("--gates",), "also run the bandwidth gates (ib_write_bw pairs, all_reduce)", False, None),
+        (("--gates",), "also run the gates (node, ib_write_bw pairs, rails, latency, all_reduce)", False, None),
+        NO_DIAGNOSE,
         (("--json",), None, False, None),
         (("--junit",), "write the results as JUnit XML", None, "PATH"),
         (("--verbose", "-v"), "show passing checks too", False, None),
@@ -100,6 +109,12 @@ OPTIONS = {
         (("--limit", "-l"), None, None, "PATTERN"),
         (("--json",), "print the diagnosis as JSON", False, None),
         (("--verbose", "-v"), None, False, None),
+    ],
+    "baseline": [
+        INVENTORY,
+        (("--limit", "-l"), LIMIT, None, "PATTERN"),
+        (("--json",), "print the baselines as JSON", False, None),
+        (("--reset",), "forget the baselines of the --limit nodes (all without --limit)", False, None),
     ],
     "exporter": [
         (("--listen",), "ADDR:PORT (default 0.0.0.0:9879)", "0.0.0.0:9879", None),
@@ -155,6 +170,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "diff": False,
                 "verbose": False,
                 "junit": None,
+                "no_diagnose": False,
                 "skip_gates": False,
                 "skip_verify": False,
                 "allow_reboot": False,
@@ -165,7 +181,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
         ),
         (
             "apply inv.yaml -l a,b --limit c -t nccl --tags mtu --json --diff -v --junit j.xml --skip-gates "
-            "--skip-verify "
+            "--skip-verify --no-diagnose "
             "--allow-reboot --serial 25% --max-fail 10%",
             {
                 "inventory": "inv.yaml",
@@ -175,6 +191,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "diff": True,
                 "verbose": True,
                 "junit": "j.xml",
+                "no_diagnose": True,
                 "skip_gates": True,
                 "skip_verify": True,
                 "allow_reboot": True,
@@ -193,6 +210,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "diff": False,
                 "verbose": False,
                 "junit": None,
+                "no_diagnose": False,
                 "gates": True,
                 "skip_verify": True,
                 "textfile": "t.prom",
@@ -208,6 +226,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "diff": False,
                 "verbose": False,
                 "junit": None,
+                "no_diagnose": False,
                 "skip_gates": False,
                 "skip_verify": False,
                 "allow_reboot": False,
@@ -218,8 +237,16 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
             cli._cmd_bootstrap,
         ),
         (
-            "verify inv.yaml --gates --json --junit p -v -l a",
-            {"inventory": "inv.yaml", "limit": ["a"], "gates": True, "json": True, "junit": "p", "verbose": True},
+            "verify inv.yaml --gates --no-diagnose --json --junit p -v -l a",
+            {
+                "inventory": "inv.yaml",
+                "limit": ["a"],
+                "gates": True,
+                "no_diagnose": True,
+                "json": True,
+                "junit": "p",
+                "verbose": True,
+            },
             cli._cmd_verify,
         ),
         (

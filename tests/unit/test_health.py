@@ -18,8 +18,10 @@ from rdmaprov.health.gates.all_reduce import (
     transport_verdict,
 )
 from rdmaprov.health.gates.bandwidth import Bounds, Reference, allreduce_busbw_gbs, judge, parse_size
-from rdmaprov.health.gates.ib_write_bw import all_pairs, perftest_command, ring_pairs, rounds
+from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool
 from rdmaprov.health.gates.node import default_threshold, judge_node, node_command
+from rdmaprov.health.gates.pairs import all_pairs, ring_pairs, rounds
+from rdmaprov.health.gates.perftest import Endpoint, perftest_words
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.verify import HostVerification
 from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
@@ -225,12 +227,13 @@ def test_pairs_and_rounds():
 
 
 def test_perftest_command_lines():
-    settings = gates_config({"ib_write_bw": {"duration_s": 3}}).ib_write_bw
-    assert (
-        perftest_command("rxe0", 1, 1, settings)
-        == "ib_write_bw -d rxe0 -i 1 -x 1 -p 18515 -s 65536 -D 3 --report_gbits -F"
+    tool = bandwidth_tool(gates_config({"ib_write_bw": {"duration_s": 3}}).ib_write_bw, TCP_PORT)
+    rxe0 = Endpoint("node1", "rxe0", 1, 1, None)
+    assert " ".join(perftest_words(tool, rxe0, TCP_PORT)) == (
+        "ib_write_bw -d rxe0 -i 1 -x 1 -p 18515 -s 65536 -D 3 --report_gbits -F"
     )
-    assert perftest_command("mlx5_0", 1, 3, settings, "10.0.0.1").endswith("--report_gbits -F 10.0.0.1")
+    mlx = Endpoint("gpu1", "mlx5_0", 1, 3, 200.0)
+    assert perftest_words(tool, mlx, 18516, "10.0.0.1")[-3:] == ["--report_gbits", "-F", "10.0.0.1"]
 
 
 def test_sizes_and_sections():

@@ -23,7 +23,8 @@ from rdmaprov.deploys.package_sources import apt_source_line, yum_repo
 from rdmaprov.deploys.repository import repository_files
 from rdmaprov.deploys.softroce import render_script as rxe_script
 from rdmaprov.deploys.ssh_trust import hosts_file_lines
-from rdmaprov.health.gates.ib_write_bw import perftest_command
+from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool
+from rdmaprov.health.gates.perftest import Endpoint, perftest_words
 from rdmaprov.parsers.ssh import known_hosts_line, parse_ssh_identity
 from rdmaprov.quoting import device_unit, fail_command, sh, sh_double, sh_join, systemd_arg
 from tests.support.inventories import gates_config, node_config
@@ -215,7 +216,9 @@ def test_commands_quote_every_word(tmp_path):
     words = ["ib_write_bw", "-d", "mlx5_0; id", "x y", "'"]
     out = _run("sh", f"printf '%s\\0' {sh_join(words)}", tmp_path)
     assert out.stdout.split("\0")[:-1] == words
-    assert perftest_command("mlx5_0 $(id)", 1, 3, gates_config().ib_write_bw).split()[2] == "'mlx5_0"
+    tool = bandwidth_tool(gates_config().ib_write_bw, TCP_PORT)
+    command = sh_join(perftest_words(tool, Endpoint("n", "mlx5_0 $(id)", 1, 3, None), TCP_PORT))
+    assert command.split()[2] == "'mlx5_0"
 
 
 def test_hosts_file_and_known_hosts_lines_hold_only_plain_names():

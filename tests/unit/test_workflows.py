@@ -15,7 +15,7 @@ from rdmaprov.errors import UserError
 from rdmaprov.facts.files import FileState, ManagedFile
 from rdmaprov.facts.ssh import SshIdentityFact
 from rdmaprov.health.findings import Finding, check_deploy
-from rdmaprov.health.gates.ib_write_bw import newcomer_pairs
+from rdmaprov.health.gates.pairs import newcomer_pairs
 from rdmaprov.health.verify import HostVerification
 from rdmaprov.inventory import load_inventory
 from rdmaprov.operations.files import managed_file

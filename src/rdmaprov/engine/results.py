@@ -84,6 +84,7 @@ class RunResult:
     hosts: list[HostResult] = field(default_factory=list)
     verify: list[Any] | None = None  # HostVerification after apply, or for `verify`
     gates: list[Any] | None = None  # GateResult
+    diagnosis: Any | None = None  # health.diagnose.Diagnosis, after a failed cluster gate
     interrupted: bool = False  # Ctrl-C stopped the run: hosts say where (status "interrupted")
 
     @property
@@ -124,6 +125,8 @@ class RunResult:
             extra["verify"] = [v.to_json() for v in self.verify]
         if self.gates is not None:
             extra["gates"] = [g.to_json() for g in self.gates]
+        if self.diagnosis is not None:
+            extra["diagnosis"] = self.diagnosis.to_json()
         return {
             "schema_version": SCHEMA_VERSION,
             "rdmaprov_version": __version__,

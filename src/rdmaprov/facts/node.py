@@ -38,6 +38,14 @@ _NCCL_DIRS = (
 # and the others, each with the file it resolves to ("PATH REALPATH").
 LINKED_NCCL = 'awk \'$1 == "libnccl.so.2" {print $NF}\' | while read -r f; do echo "$f $(readlink -f "$f")"; done'
 
+# GPUDirect RDMA needs a peer-memory module (nvidia_peermem; nv_peer_mem before driver 470) and a
+# perftest built with CUDA. Read on GPU nodes only.
+GPUDIRECT = (
+    "command -v nvidia-smi >/dev/null && { for m in nvidia_peermem nv_peer_mem; do "
+    '[ -d /sys/module/$m ] && echo "module $m"; done; '
+    "ib_write_bw --help 2>&1 | grep -q -- --use_cuda && echo perftest_cuda; }"
+)
+
 # Every file that can set memlock for logins (pam_limits) or services (systemd's manager).
 _LIMIT_FILES = (
     "/etc/security/limits.conf",
@@ -85,6 +93,8 @@ class NodeFacts(FactBase):
             "nccl_conf": "cat /etc/nccl.conf 2>/dev/null || echo MISSING",
             "gpus": "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null",
             "nvidia_smi_q": "nvidia-smi -q 2>/dev/null",
+            "gpu_topology": "nvidia-smi topo -m 2>/dev/null",
+            "gpudirect": GPUDIRECT,
             "xid": "dmesg 2>/dev/null | grep -a 'NVRM: ' | tail -n 300",
             "counters": f"grep -H . {COUNTER_FILES} 2>/dev/null",
             "boot_id": "cat /proc/sys/kernel/random/boot_id 2>/dev/null",

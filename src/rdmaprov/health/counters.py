@@ -10,14 +10,12 @@ link_downed that is no fault. A counter lower than before means the port was res
 
 from __future__ import annotations
 
-import json
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rdmaprov.health.findings import Finding, finding
+from rdmaprov.health.state import cluster_file, load_section, save_section
 
 
 @dataclass(frozen=True)
@@ -48,25 +46,17 @@ LIMITS = {
 
 def state_file(cluster: str) -> Path:
     """Where a cluster's last counter reads are kept on the control machine (XDG state)."""
-    base = os.environ.get("RDMAPROV_STATE") or os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(base) / "rdmaprov" / "clusters" / re.sub(r"[^A-Za-z0-9_.-]", "_", cluster) / "counters.json"
+    return cluster_file(cluster, "counters.json")
 
 
 def load_reads(path: Path) -> dict[str, Any]:
     """{host: {"at": epoch seconds, "ports": {port: {counter: value}}}}; nothing yet or unreadable: {}."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data.get("hosts", {}) if isinstance(data, dict) else {}
+    return load_section(path, "hosts")
 
 
 def save_reads(path: Path, hosts: dict[str, Any]) -> None:
     """Write atomically: a check interrupted mid-write must not cost every node its baseline."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_suffix(".tmp")
-    temp.write_text(json.dumps({"hosts": hosts}, indent=1, sort_keys=True))
-    temp.replace(path)
+    save_section(path, "hosts", hosts)
 
 
 def _duration(seconds: float) -> str:

@@ -6,8 +6,10 @@ of a failing pair against a node round 1 cleared: a node that fails against a kn
 a suspect, one that passes is cleared. Pairs run in rounds where no node is in two tests at once,
 so the time is rounds × one test, not nodes × one test.
 
-The pair test is ib_write_bw between the two nodes' RDMA devices (the same gate as verify's);
-the node gate then runs on the suspects (skipped where there is no GPU).
+The pair test is ib_write_bw between the two nodes' RDMA devices (the same gate as verify's), or,
+where that gate is off (nodes without RDMA, such as the container lab), the all_reduce gate over
+the two nodes. Then each suspect's rails are tested against a cleared node (which HCA is slow)
+and the node gate runs on the suspects (skipped where there is no GPU).
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdmaprov.health.gates.result import GateResult
+from rdmaprov.engine.session import Session
+from rdmaprov.health.gates.all_reduce import run_all_reduce_pairs
+from rdmaprov.health.gates.ib_write_bw import run_pairs
+from rdmaprov.health.gates.node import run_node_gate
+from rdmaprov.health.gates.rail import run_rails
+from rdmaprov.health.gates.result import GateResult, subject_hosts
+from rdmaprov.parsers.node import NodeReport
 
 PairTest = Callable[[list[tuple[str, str]]], list[GateResult]]
 
@@ -92,6 +100,48 @@ def localize(names: list[str], test: PairTest) -> Diagnosis:
 
 
 def _pair(result: GateResult) -> tuple[str, str]:
-    """(server, client) of a pair test's subject "a -> b"."""
-    server, _, client = result.subject.partition(" -> ")
-    return server, client
+    """(server, client) of a pair test's subject ("a -> b", or "a,b" for an all_reduce pair)."""
+    hosts = subject_hosts(result.subject)
+    return (hosts[0], hosts[-1]) if hosts else ("", "")
+
+
+def pair_test(session: Session, reports: dict[str, NodeReport]) -> PairTest:
+    """ib_write_bw between the pair where that gate is on, else an all_reduce over the two nodes
+    (nccl-tests on GPU nodes, the CPU probe elsewhere)."""
+    if session.inventory.gates.ib_write_bw.enabled:
+        return lambda pairs: run_pairs(session, pairs, reports)
+    return lambda pairs: run_all_reduce_pairs(session, pairs, reports)
+
+
+def rail_evidence(suspect: str, rails: list[GateResult]) -> list[str]:
+    """What a suspect's rails against a cleared node say: each failing HCA with its figure, and
+    how the others fared."""
+    mine = [r for r in rails if suspect in r.hosts]
+    failing = [f"{r.subject}: {r.reason}" for r in mine if not r.passed]
+    passed = [r.measured for r in mine if r.passed and r.measured is not None]
+    if failing and passed:
+        failing.append(f"every other rail of {suspect} >= {min(passed):.4g} {mine[0].unit}")
+    return failing
+
+
+def diagnose_in(session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception]) -> Diagnosis:
+    """The whole diagnosis over connections already open: pair rounds, then the suspects' rails
+    against cleared nodes and the node gate on the suspects. An unreachable or unreadable node is
+    a suspect on that evidence alone."""
+    readable = {name: r for name, r in reports.items() if isinstance(r, NodeReport)}
+    names = [name for name in hosts if name in readable]
+    diagnosis = localize(names, pair_test(session, readable))
+    for name in hosts:
+        if name not in readable:
+            why = session.unreachable.get(name) or f"could not read the node's state: {reports.get(name)}"
+            diagnosis.suspects[name] = [f"{name} is unreachable or unreadable: {why}"]
+    suspects = [name for name in hosts if name in diagnosis.suspects and name in readable]
+    cleared = diagnosis.cleared
+    if suspects and cleared and session.inventory.gates.rail.enabled:
+        rails = run_rails(session, [(cleared[i % len(cleared)], s) for i, s in enumerate(suspects)], readable)
+        diagnosis.tests += rails
+        for suspect in suspects:
+            diagnosis.suspects[suspect] += rail_evidence(suspect, rails)
+    if suspects:
+        diagnosis.tests += run_node_gate(session, suspects, readable)
+    return diagnosis

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
@@ -147,4 +150,24 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console) -> None:
     for name in diagnosis.cleared:
         table.add_row(name, "[green]cleared[/]", "")
     console.print(table)
-    print_gates([t for t in diagnosis.tests if t.gate == "node"], console)
+    print_gates([t for t in diagnosis.tests if t.gate in ("rail", "node")], console)
+
+
+def print_baselines(parts: dict[str, Any], console: Console) -> None:
+    """Each part's baseline (or how far its recording got) and its last figure."""
+    table = Table(title="baselines")
+    for column in ("gate", "part", "baseline", "runs", "since", "last"):
+        table.add_column(column)
+    for _, part in sorted(parts.items()):
+        unit = part.get("unit", "")
+        value = part.get("baseline")
+        since = part.get("since")
+        table.add_row(
+            part.get("gate", ""),
+            part.get("subject", ""),
+            f"{value:.4g} {unit}" if value is not None else "recording",
+            str(len(part.get("samples", []))),
+            datetime.fromtimestamp(since, timezone.utc).strftime("%Y-%m-%d %H:%M") if since else "",
+            f"{part['last']:.4g} {unit}" if part.get("last") is not None else "",
+        )
+    console.print(table)

@@ -13,10 +13,11 @@ from rdmaprov.engine.session import Session
 from rdmaprov.facts.node import NodeFacts
 from rdmaprov.health.checks import verify_node
 from rdmaprov.health.counters import counter_findings, load_reads, save_reads, state_file
+from rdmaprov.health.diagnose import Diagnosis, diagnose_in
 from rdmaprov.health.findings import Finding, finding
 from rdmaprov.health.fleet import fleet_findings
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.health.gates.runner import run_gates
+from rdmaprov.health.gates.runner import cluster_gate_failed, run_gates
 from rdmaprov.inventory.model import HostSpec, Inventory
 from rdmaprov.parsers.node import NodeReport
 
@@ -149,6 +150,15 @@ def verify_hosts(
 GatePicker = Callable[[list[HostVerification] | None], list[str]]
 
 
+@dataclass
+class Health:
+    """What verify, the gates and (after a failed cluster gate) the diagnosis found."""
+
+    verify: list[HostVerification] | None
+    gates: list[GateResult]
+    diagnosis: Diagnosis | None = None
+
+
 def post_deploy(
     inventory: Inventory,
     hosts: list[str],
@@ -157,14 +167,19 @@ def post_deploy(
     newcomers: list[str] | None = None,
     gate_hosts: GatePicker | None = None,
     connect: list[str] | None = None,
-) -> tuple[list[HostVerification] | None, list[GateResult]]:
+    diagnose: bool = False,
+) -> Health:
     """verify on `hosts` (unless verify is False), then the gates (unless gates is False) over
     `hosts`, or over the hosts `gate_hosts` picks from the verifications (none: no gates), all
     through one set of SSH connections to `connect` (default `hosts`); `newcomers` focuses the
-    pairwise gate on new nodes."""
+    pairwise gate on new nodes. With `diagnose`, a failed cluster gate (ib_write_bw, all_reduce)
+    is followed by the diagnosis over the gated hosts, on the same connections."""
     with Session(inventory, connect or hosts) as session:
         reports = read_reports(session)
         verifications = verify_hosts(session, hosts, reports) if verify else None
         chosen = gate_hosts(verifications) if gate_hosts else hosts
         gate_results = run_gates(session, chosen, reports, newcomers) if gates and chosen else []
-    return verifications, gate_results
+        diagnosis = None
+        if diagnose and len(chosen) > 1 and cluster_gate_failed(gate_results):
+            diagnosis = diagnose_in(session, chosen, reports)
+    return Health(verifications, gate_results, diagnosis)

@@ -357,6 +357,43 @@ class IbWriteBwGate:
 
 
 @dataclass(frozen=True)
+class RailGate:
+    """ib_write_bw on every rail of a pair at once, each HCA judged against its own port rate."""
+
+    enabled: bool
+    fraction: float
+    warn_fraction: float
+    max_fraction: float
+    min_gbps: float | None
+    size: int
+    duration_s: int
+    timeout_s: int
+    gpudirect: str  # auto, off or required
+
+
+@dataclass(frozen=True)
+class LatencyGate:
+    """ib_write_lat on every rail of a pair at once, judged on p99 (default by fabric)."""
+
+    enabled: bool
+    max_p99_us: float | None
+    warn_fraction: float
+    size: int
+    iterations: int
+    timeout_s: int
+
+
+@dataclass(frozen=True)
+class BaselineConfig:
+    """Each gate's figures against their own past, kept on the control machine."""
+
+    enabled: bool
+    max_drop: float
+    runs: int
+    action: str  # warn or fail
+
+
+@dataclass(frozen=True)
 class AllReduceGate:
     """One allreduce sweep across the nodes, judged on busbw at the largest size."""
 
@@ -378,11 +415,15 @@ class GatesConfig:
     node: NodeGate
     ib_write_bw: IbWriteBwGate
     all_reduce: AllReduceGate
+    rail: RailGate
+    latency: LatencyGate
+    baseline: BaselineConfig
 
     @classmethod
     def from_settings(cls, gates: dict[str, Any]) -> GatesConfig:
         """The typed view of cluster.gates after fill_defaults."""
         nd, ib, ar = gates["node"], gates["ib_write_bw"], gates["all_reduce"]
+        rl, lt, bl = gates["rail"], gates["latency"], gates["baseline"]
         return cls(
             NodeGate(nd["enabled"], nd.get("min_busbw_gbs"), nd["min_bytes"], nd["max_bytes"], nd["timeout_s"]),
             IbWriteBwGate(
@@ -409,6 +450,21 @@ class GatesConfig:
                 _strings(ar.get("hosts")),
                 ar.get("launcher_ifname"),
             ),
+            RailGate(
+                rl["enabled"],
+                rl["fraction"],
+                rl["warn_fraction"],
+                rl["max_fraction"],
+                rl.get("min_gbps"),
+                rl["size"],
+                rl["duration_s"],
+                rl["timeout_s"],
+                rl["gpudirect"],
+            ),
+            LatencyGate(
+                lt["enabled"], lt.get("max_p99_us"), lt["warn_fraction"], lt["size"], lt["iterations"], lt["timeout_s"]
+            ),
+            BaselineConfig(bl["enabled"], bl["max_drop"], bl["runs"], bl["action"]),
         )
 
 

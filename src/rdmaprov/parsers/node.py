@@ -12,6 +12,7 @@ from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
 from rdmaprov.parsers.ldd import Linkage, parse_ldd
 from rdmaprov.parsers.limits import SettingLine, parse_setting_lines
 from rdmaprov.parsers.nvidia_smi import GpuHealth, parse_nvidia_smi_q
+from rdmaprov.parsers.nvidia_topo import GpuTopology, parse_topo_matrix
 from rdmaprov.parsers.nvlink import GpuLinks, parse_nvlink_status
 from rdmaprov.parsers.pcie import PciLink, parse_pci_links
 from rdmaprov.parsers.rdma import parse_rdma_system
@@ -82,6 +83,9 @@ class NodeReport:
     # libnccl.so.2 as the dynamic linker's cache lists it, first (the one programs get) first:
     # (the path in the cache, the file it resolves to)
     nccl_linked: list[tuple[str, str]] = field(default_factory=list)
+    gpu_topology: GpuTopology | None = None  # nvidia-smi topo -m: how far each GPU is from each NIC
+    peer_memory: list[str] = field(default_factory=list)  # GPUDirect peer-memory modules loaded
+    perftest_cuda: bool = False  # this perftest can write from GPU memory (--use_cuda)
 
     def port(self, device: str, number: int) -> SysfsPort | None:
         return next((p for p in self.ports if p.device == device and p.port == number), None)
@@ -201,4 +205,7 @@ def parse_node_report(text: str) -> NodeReport:
         nccl_libraries=sorted({line.strip() for line in s.get("nccl", []) if "libnccl.so" in line}),
         nccl_plugins=sorted({line.strip() for line in s.get("nccl", []) if "libnccl-net" in line}),
         nccl_linked=[(p[0], p[1]) for p in (line.split() for line in s.get("nccl_linker", [])) if len(p) == 2],
+        gpu_topology=parse_topo_matrix("\n".join(s.get("gpu_topology", []))),
+        peer_memory=[line.split()[1] for line in s.get("gpudirect", []) if line.startswith("module ")],
+        perftest_cuda="perftest_cuda" in {line.strip() for line in s.get("gpudirect", [])},
     )

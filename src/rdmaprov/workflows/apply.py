@@ -24,6 +24,7 @@ class ConvergeSettings:
     allow_reboot: bool = False
     verify: bool = True
     gates: bool = True
+    diagnose: bool = True  # run the diagnosis when a cluster gate fails
     verify_hosts: list[str] | None = None  # None: the hosts applied
     newcomers: list[str] = field(default_factory=list)  # bootstrap: gates pair these with old nodes
 
@@ -67,7 +68,7 @@ def converge(
         verify = healthy(result)
         if settings.verify and verify and not together:
             log(f"verify on {len(verify)} hosts…")
-            result.verify, _ = post_deploy(inventory, verify, gates=False)
+            result.verify = post_deploy(inventory, verify, gates=False).verify
 
     result = rolling_apply(inventory, options, size, settings.max_fail, Hooks(after_batch, log), observer)
     if result.interrupted:
@@ -92,7 +93,7 @@ def converge(
         verify = healthy(result)
         if verify:
             log(f"verify on {len(verify)} hosts…")
-        verifications, result.gates = post_deploy(
+        health = post_deploy(
             inventory,
             verify,
             gates=True,
@@ -100,12 +101,17 @@ def converge(
             newcomers=newcomers,
             gate_hosts=gate_hosts,
             connect=applied,
+            diagnose=settings.diagnose,
         )
+        result.gates, result.diagnosis = health.gates, health.diagnosis
         if verify:
-            result.verify = verifications
+            result.verify = health.verify
     elif settings.verify and settings.gates:
         chosen = gate_hosts(result.verify)
         if chosen:
-            _, result.gates = post_deploy(inventory, chosen, gates=True, verify=False, newcomers=newcomers)
+            health = post_deploy(
+                inventory, chosen, gates=True, verify=False, newcomers=newcomers, diagnose=settings.diagnose
+            )
+            result.gates, result.diagnosis = health.gates, health.diagnosis
     result.duration_s = time.monotonic() - started
     return result

@@ -30,13 +30,20 @@ def classify_findings(inventory: Inventory, result: RunResult, verifications: li
 
 
 def drift_check(
-    inventory: Inventory, hosts: list[str], deploys: list[Deploy], verify: bool, gates: bool, observer=None
+    inventory: Inventory,
+    hosts: list[str],
+    deploys: list[Deploy],
+    verify: bool,
+    gates: bool,
+    observer=None,
+    diagnose: bool = True,
 ) -> RunResult:
     started = time.monotonic()
     result = run(inventory, RunOptions("check", hosts, deploys), observer)
     reached = [h.name for h in result.hosts if h.status != "unreachable"]
     if verify and reached:
-        result.verify, result.gates = post_deploy(inventory, reached, gates=gates)
+        health = post_deploy(inventory, reached, gates=gates, diagnose=diagnose)
+        result.verify, result.gates, result.diagnosis = health.verify, health.gates, health.diagnosis
         classify_findings(inventory, result, result.verify or [])
     result.duration_s = time.monotonic() - started
     return result

@@ -14,11 +14,13 @@ from rdmaprov.health.verify import post_deploy
 from rdmaprov.inventory.model import Inventory
 
 
-def verify(inventory: Inventory, hosts: list[str], gates: bool) -> RunResult:
-    """Verify `hosts` against the inventory, then run the gates over them if `gates` is set."""
+def verify(inventory: Inventory, hosts: list[str], gates: bool, diagnose: bool = True) -> RunResult:
+    """Verify `hosts` against the inventory, then run the gates over them if `gates` is set (and
+    the diagnosis after a failed cluster gate, if `diagnose` is)."""
     started = time.monotonic()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     result = RunResult("verify", str(inventory.path), inventory.name, started_at)
-    result.verify, result.gates = post_deploy(inventory, hosts, gates=gates)
+    health = post_deploy(inventory, hosts, gates=gates, diagnose=diagnose)
+    result.verify, result.gates, result.diagnosis = health.verify, health.gates, health.diagnosis
     result.duration_s = time.monotonic() - started
     return result

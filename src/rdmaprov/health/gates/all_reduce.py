@@ -28,6 +28,7 @@ from rdmaprov.health.gates.bandwidth import (
     parse_size,
 )
 from rdmaprov.health.gates.deadline import ITERATIONS, bytes_per_rank, slowest_link, sweep_deadline
+from rdmaprov.health.gates.pairs import Pair, run_in_rounds
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import AllReduceGate, NodeConfig
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
@@ -181,10 +182,27 @@ def transport_verdict(
 def run_all_reduce(
     session: Session, hosts: list[str], reports: dict[str, NodeReport], pairs: list[GateResult]
 ) -> GateResult:
-    """The gate over `hosts`, its deadline scaled to the slowest of the ib_write_bw `pairs` just
-    measured. A run stopped at its deadline is not retried: the fabric, not chance, stopped it."""
+    """The gate over `hosts`, or the subset `all_reduce.hosts` names."""
     settings = session.inventory.gates.all_reduce
-    hosts = [h for h in (settings.hosts or hosts) if h in session.inventory.hosts]
+    return all_reduce_over(
+        session, [h for h in (settings.hosts or hosts) if h in session.inventory.hosts], reports, pairs
+    )
+
+
+def run_all_reduce_pairs(session: Session, pairs: list[Pair], reports: dict[str, NodeReport]) -> list[GateResult]:
+    """An all_reduce over each pair of nodes, pairs sharing no node at once (diagnose's pair test
+    where ib_write_bw is off)."""
+    return run_in_rounds(
+        "all_reduce", pairs, lambda server, client: [all_reduce_over(session, [server, client], reports, [])]
+    )
+
+
+def all_reduce_over(
+    session: Session, hosts: list[str], reports: dict[str, NodeReport], pairs: list[GateResult]
+) -> GateResult:
+    """The gate over exactly `hosts`, its deadline scaled to the slowest of the ib_write_bw `pairs`
+    just measured. A run stopped at its deadline is not retried: the fabric, not chance, stopped it."""
+    settings = session.inventory.gates.all_reduce
     subject = ",".join(hosts)
     down = [h for h in hosts if h in session.unreachable or not isinstance(reports.get(h), NodeReport)]
     if down:

@@ -1,198 +1,105 @@
-"""Gate: ib_write_bw between pairs of nodes (a ring by default), pairs sharing no node at once.
-
-Server and client use the node's RDMA device and GID index; the server is started first and the
-client dials only once the server listens; every process is bounded by a timeout and a stray
-server is killed whatever happens.
+"""Gate: ib_write_bw between pairs of nodes (a ring by default), pairs sharing no node at once, on
+each node's first RDMA device: the quick check that every node reaches its neighbours, whose
+figures also scale the all_reduce deadline and feed `diagnose`. The rail gate (rail.py) tests
+every HCA with the same runner (perftest.py).
 """
 
 from __future__ import annotations
 
-import time
-
-import gevent
+from dataclasses import replace
 
 from rdmaprov.engine.session import Session
-from rdmaprov.health.checks import expected_devices
-from rdmaprov.health.gates.bandwidth import Bounds, Reference, judge
+from rdmaprov.health.gates.bandwidth import Bounds, judge
+from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
+from rdmaprov.health.gates.perftest import Lane, LaneOutput, Tool, endpoint, rail_devices, run_lanes
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.inventory.config import IbWriteBwGate, NodeConfig
+from rdmaprov.inventory.config import IbWriteBwGate, RailGate
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
-from rdmaprov.quoting import sh_join
 
 TCP_PORT = 18515
 
 
-def ring_pairs(names: list[str]) -> list[tuple[str, str]]:
-    """(server, client): each node to the next, the last back to the first (one pair for two nodes)."""
-    if len(names) < 2:
-        return []
-    if len(names) == 2:
-        return [(names[0], names[1])]
-    return [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
+def bandwidth_tool(settings: IbWriteBwGate | RailGate, base_port: int) -> Tool:
+    args = ("-s", str(settings.size), "-D", str(settings.duration_s), "--report_gbits", "-F")
+    return Tool("ib_write_bw", args, base_port, settings.timeout_s)
 
 
-def all_pairs(names: list[str]) -> list[tuple[str, str]]:
-    return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
-
-
-def newcomer_pairs(names: list[str], newcomers: list[str]) -> list[tuple[str, str]]:
-    """(existing, new): each new node against an existing one, spread round-robin; with no
-    existing node reachable, the new nodes in a ring among themselves."""
-    existing = [n for n in names if n not in newcomers]
-    if not existing:
-        return ring_pairs(newcomers)
-    return [(existing[i % len(existing)], new) for i, new in enumerate(newcomers)]
-
-
-def rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
-    """Group pairs so that no node is in two pairs of the same round (greedy, order kept)."""
-    remaining = list(pairs)
-    out: list[list[tuple[str, str]]] = []
-    while remaining:
-        busy: set[str] = set()
-        this_round = []
-        for pair in list(remaining):
-            if not busy & set(pair):
-                this_round.append(pair)
-                busy |= set(pair)
-                remaining.remove(pair)
-        out.append(this_round)
-    return out
-
-
-def endpoint(node: NodeConfig, report: NodeReport) -> tuple[str, int, int, float | None]:
-    """(device, port, GID index, port rate in Gb/s) this node uses for the test.
-
-    The declared rate wins over sysfs: some drivers (irdma) report a 4X width on a 1-lane 25G
-    port, which would hold the link to a rate it can never reach.
-    """
-    devices = expected_devices(node, report)
-    if not devices:
-        raise ValueError("no RDMA device to test: declare rdma.devices")
-    port = node.rdma.port
-    gid = node.gid_index
-    rate = node.rdma.rate_gbps
-    if rate is None:
-        found = report.port(devices[0], port)
-        rate = found.rate_gbps if found and found.rate_gbps else None
-    return devices[0], port, gid if gid is not None else 0, rate
-
-
-def perftest_command(device: str, port: int, gid: int, settings: IbWriteBwGate, server: str | None = None) -> str:
-    """The exact ib_write_bw command line; with `server`, the client that dials it."""
-    parts = [
-        "ib_write_bw",
-        "-d",
-        device,
-        "-i",
-        str(port),
-        "-x",
-        str(gid),
-        "-p",
-        str(TCP_PORT),
-        "-s",
-        str(settings.size),
-        "-D",
-        str(settings.duration_s),
-        "--report_gbits",
-        "-F",
-    ]
-    if server:
-        parts.append(server)
-    return sh_join(parts)
-
-
-def _listening(session: Session, name: str, deadline: float) -> bool:
-    while time.monotonic() < deadline:
-        if session.run(name, f"ss -tln | grep -q ':{TCP_PORT} '").ok:
-            return True
-        gevent.sleep(0.5)
-    return False
-
-
-def run_pair(
-    session: Session, server: str, client: str, reports: dict[str, NodeReport], settings: IbWriteBwGate
-) -> GateResult:
-    inventory = session.inventory
-    subject = f"{server} -> {client}"
-    timeout = settings.timeout_s
+def pair_problem(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> str:
+    """Why a pair cannot be tested at all ("" when it can)."""
     for name in (server, client):
         if name in session.unreachable:
-            return GateResult("ib_write_bw", subject, False, f"{name} is unreachable: {session.unreachable[name]}")
+            return f"{name} is unreachable: {session.unreachable[name]}"
+        if name not in reports:
+            return f"{name}: its state could not be read"
+    return ""
+
+
+def judge_bandwidth(gate: str, subject: str, output: LaneOutput, bounds: Bounds) -> GateResult:
+    """The verdict on one lane's ib_write_bw: the client's figure against the link's rate."""
+    lane = output.lane
     try:
-        s_dev, s_port, s_gid, rate = endpoint(inventory.hosts[server].node, reports[server])
-        c_dev, c_port, c_gid, _ = endpoint(inventory.hosts[client].node, reports[client])
-    except ValueError as exc:
-        return GateResult("ib_write_bw", subject, False, str(exc))
-    server_job = gevent.spawn(session.run, server, perftest_command(s_dev, s_port, s_gid, settings), timeout)
-    try:
-        if not _listening(session, server, time.monotonic() + min(timeout, 30)):
-            return GateResult(
-                "ib_write_bw",
-                subject,
-                False,
-                f"the ib_write_bw server on {server} did not start listening on port {TCP_PORT}",
-            )
-        client_result = session.run(
-            client, perftest_command(c_dev, c_port, c_gid, settings, inventory.hosts[server].address), timeout
-        )
-        server_job.join(timeout=10)
-    finally:
-        if not server_job.ready():
-            session.run(server, f"pkill -f 'ib_write_bw .*-p {TCP_PORT}' || true")
-            server_job.join(timeout=10)
-    try:
-        parsed = parse_bw_output(client_result.stdout)
+        parsed = parse_bw_output(output.client)
+        error = ""
     except ValueError as exc:
         parsed, error = None, str(exc)
-    else:
-        error = ""
     if parsed is None:
-        tail = (client_result.stderr or client_result.stdout).strip().splitlines()[-3:]
+        tail = [line.strip() for line in output.client.splitlines() if line.strip()][-3:]
+        why = f": {error}" if error else ""
         return GateResult(
-            "ib_write_bw",
+            gate,
             subject,
             False,
-            f"ib_write_bw on {client} gave no result{': ' + error if error else ''}: {' | '.join(tail) or 'no output'}",
+            f"ib_write_bw on {lane.client.host} gave no result{why}: {' | '.join(tail) or 'no output'}",
+            details={"rail": lane.rail},
         )
-    bounds = Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)
-    reference = Reference(rate, f"{s_dev} at {rate:g} Gb/s", "the port rate") if rate else None
-    verdict = judge(parsed.average_gbps, "Gb/s", bounds, reference)
+    verdict = judge(parsed.average_gbps, "Gb/s", bounds, lane.reference())
+    if verdict.passed and output.client_status not in (0, None):
+        verdict = replace(verdict, status="fail", reason=f"ib_write_bw exited {output.client_status}: {verdict.reason}")
     details = {
-        "server_device": s_dev,
-        "client_device": c_dev,
-        "gid_index": c_gid,
+        "rail": lane.rail,
+        "server_device": lane.server.device,
+        "client_device": lane.client.device,
+        "gid_index": lane.client.gid,
+        "server_gpu": lane.server.gpu,
+        "client_gpu": lane.client.gpu,
         "bytes": parsed.bytes,
         "iterations": parsed.iterations,
         "peak_gbps": parsed.peak_gbps,
     }
-    return GateResult.of("ib_write_bw", subject, verdict, details=details)
+    return GateResult.of(gate, subject, verdict, details=details)
+
+
+def run_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> list[GateResult]:
+    """ib_write_bw from the server's first RDMA device to the client's."""
+    inventory = session.inventory
+    settings = inventory.gates.ib_write_bw
+    subject = f"{server} -> {client}"
+    problem = pair_problem(session, server, client, reports)
+    if problem:
+        return [GateResult("ib_write_bw", subject, False, problem)]
+    ends = []
+    for name in (server, client):
+        node = inventory.hosts[name].node
+        devices = rail_devices(node, reports[name])
+        if not devices:
+            return [GateResult("ib_write_bw", subject, False, f"{name}: no RDMA device to test: declare rdma.devices")]
+        ends.append(endpoint(name, node, reports[name], devices[0]))
+    lane = Lane(0, ends[0], ends[1], TCP_PORT)
+    outputs = run_lanes(session, bandwidth_tool(settings, TCP_PORT), [lane])
+    if isinstance(outputs, str):
+        return [GateResult("ib_write_bw", subject, False, outputs)]
+    bounds = Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)
+    return [judge_bandwidth("ib_write_bw", subject, outputs[0], bounds)]
 
 
 def run_ib_write_bw(
     session: Session, hosts: list[str], reports: dict[str, NodeReport], newcomers: list[str] | None = None
 ) -> list[GateResult]:
     """The pairs the inventory asks for, or with `newcomers` (bootstrap) each new node against an existing one."""
-    settings = session.inventory.gates.ib_write_bw
-    if newcomers:
-        pairs = newcomer_pairs(hosts, newcomers)
-    else:
-        pairs = all_pairs(hosts) if settings.pairs == "all" else ring_pairs(hosts)
-    return run_pairs(session, pairs, reports)
+    return run_pairs(session, gate_pairs(session.inventory.gates.ib_write_bw.pairs, hosts, newcomers), reports)
 
 
-def run_pairs(session: Session, pairs: list[tuple[str, str]], reports: dict[str, NodeReport]) -> list[GateResult]:
+def run_pairs(session: Session, pairs: list[Pair], reports: dict[str, NodeReport]) -> list[GateResult]:
     """ib_write_bw for each (server, client) pair, in rounds where no node is in two pairs at once."""
-    settings = session.inventory.gates.ib_write_bw
-    results: list[GateResult] = []
-    for batch in rounds(pairs):
-        jobs = [gevent.spawn(run_pair, session, server, client, reports, settings) for server, client in batch]
-        gevent.joinall(jobs)
-        results.extend(
-            job.get()
-            if job.successful()
-            else GateResult("ib_write_bw", f"{pair[0]} -> {pair[1]}", False, f"gate crashed: {job.exception}")
-            for job, pair in zip(jobs, batch, strict=True)
-        )
-    return results
+    return run_in_rounds("ib_write_bw", pairs, lambda server, client: run_pair(session, server, client, reports))

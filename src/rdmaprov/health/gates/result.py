@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -10,8 +11,8 @@ from rdmaprov.health.gates.bandwidth import Verdict
 
 @dataclass
 class GateResult:
-    gate: str  # "node", "ib_write_bw" or "all_reduce"
-    subject: str  # the node, "node1 -> node2", or the hosts of an all_reduce
+    gate: str  # "node", "ib_write_bw", "rail", "latency" or "all_reduce"
+    subject: str  # the node, "node1 -> node2", "node1:mlx5_0 -> node2:mlx5_0" (a rail), or "node1,node2"
     passed: bool
     reason: str
     measured: float | None = None
@@ -21,6 +22,8 @@ class GateResult:
     details: dict[str, Any] = field(default_factory=dict)
     status: str = ""  # pass, warn (passed, below the warning level), skipped (nothing to test) or fail
     expected: float | None = None  # the line rate the figure is measured against, where known
+    baseline: dict[str, Any] | None = None  # this part's own past (health/baselines.py), once it has one
+    duration_s: float | None = None  # how long the test took (the pair's, for rails)
 
     def __post_init__(self) -> None:
         if not self.status:
@@ -46,3 +49,14 @@ class GateResult:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def hosts(self) -> list[str]:
+        return subject_hosts(self.subject)
+
+
+def subject_hosts(subject: str) -> list[str]:
+    """The nodes a result is about, from its subject: "a", "a -> b", "a:mlx5_0 -> b:mlx5_0",
+    "a -> b rail 3", "a,b,c" (host names hold no spaces, commas or colons)."""
+    parts = re.split(r" -> |,", subject.split(" rail ")[0])
+    return [part.split(":")[0].strip() for part in parts if part.strip()]

@@ -1,13 +1,20 @@
-"""Run the gates the inventory enables over the selected hosts."""
+"""Run the gates the inventory enables over the selected hosts, then hold each figure to its own
+past (health/baselines.py)."""
 
 from __future__ import annotations
 
 from rdmaprov.engine.session import Session
+from rdmaprov.health.baselines import apply_baselines
 from rdmaprov.health.gates.all_reduce import run_all_reduce
 from rdmaprov.health.gates.ib_write_bw import run_ib_write_bw
+from rdmaprov.health.gates.latency import run_latency_gate
 from rdmaprov.health.gates.node import run_node_gate
+from rdmaprov.health.gates.rail import run_rail_gate
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.parsers.node import NodeReport
+
+# The gates that judge the cluster as a whole; when one fails, `diagnose` finds the node.
+CLUSTER_GATES = frozenset({"ib_write_bw", "all_reduce"})
 
 
 def run_gates(
@@ -20,6 +27,15 @@ def run_gates(
         results.extend(run_node_gate(session, hosts, readable))
     pairs = run_ib_write_bw(session, hosts, readable, newcomers) if gates.ib_write_bw.enabled else []
     results.extend(pairs)
+    if gates.rail.enabled:
+        results.extend(run_rail_gate(session, hosts, readable, newcomers))
+    if gates.latency.enabled:
+        results.extend(run_latency_gate(session, hosts, readable, newcomers))
     if gates.all_reduce.enabled:
         results.append(run_all_reduce(session, hosts, readable, pairs))
+    apply_baselines(results, session.inventory.name, gates.baseline)
     return results
+
+
+def cluster_gate_failed(results: list[GateResult]) -> bool:
+    return any(r.gate in CLUSTER_GATES and not r.passed for r in results)

@@ -1,0 +1,124 @@
+"""Each part against its own past: a rail that used to carry 392 Gb/s and now carries 375 still
+clears a 95 % threshold, but it is the slow drift (a dirty connector, a cable bent too far, a
+port retraining) that absolute thresholds miss until the day it fails.
+
+Every gate result is a part: a node (node gate), a pair (ib_write_bw), one rail of a pair (rail,
+latency) or a set of nodes (all_reduce), named by its gate and subject. The median of a part's
+first `runs` passing figures is its baseline, fixed from then on, so that a slow slide is measured
+against where the part started, not against last week. A later figure more than `max_drop`
+worse (lower bandwidth, higher latency) is flagged: a warning, or a failure with `action: fail`.
+Failed runs are never recorded. `rdmaprov baseline --reset` drops a node's parts (after a NIC or
+cable is replaced) and the next runs record new ones.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.state import cluster_file, load_section, save_section
+from rdmaprov.inventory.config import BaselineConfig
+
+FILE = "baselines.json"
+# Gates whose figure is better when lower.
+LOWER_IS_BETTER = frozenset({"latency"})
+
+
+def baseline_file(cluster: str) -> Path:
+    return cluster_file(cluster, FILE)
+
+
+def part_key(result: GateResult) -> str:
+    return f"{result.gate} {result.subject}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What a figure says against its part's past: "recording" (no baseline yet), "steady" or
+    "drift", with the sentence the verdict gets."""
+
+    kind: str
+    note: str
+    change: float | None = None  # the figure against its baseline, as a fraction (+0.02: 2 % higher)
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d")
+
+
+def compare(
+    measured: float, unit: str, record: dict[str, Any], settings: BaselineConfig, lower_is_better: bool, now: float
+) -> tuple[Comparison, dict[str, Any]]:
+    """Judge `measured` against the part's `record` and return the record to keep: a sample more
+    while the baseline is being recorded, the last figure once it exists."""
+    record = {**record, "last": measured, "last_at": now}
+    baseline = record.get("baseline")
+    if baseline is None:
+        samples = [*record.get("samples", []), measured]
+        record["samples"] = samples
+        if len(samples) < settings.runs:
+            return Comparison("recording", f"baseline: {len(samples)} of {settings.runs} runs recorded"), record
+        record["baseline"] = statistics.median(samples)
+        record["since"] = now
+        return Comparison("recording", f"baseline recorded: {record['baseline']:.4g} {unit}"), record
+    change = (measured - baseline) / baseline
+    worse = change if lower_is_better else -change
+    runs = len(record.get("samples", []))
+    of = f"its baseline {baseline:.4g} {unit} (median of {runs} runs since {_when(record.get('since', now))})"
+    if worse > settings.max_drop:
+        direction = "above" if lower_is_better else "below"
+        note = f"{worse:.1%} {direction} {of}, more than gates.baseline.max_drop {settings.max_drop:.0%}"
+        return Comparison("drift", note, change), record
+    return Comparison("steady", f"{change:+.1%} against {of}", change), record
+
+
+def apply_baselines(results: list[GateResult], cluster: str, settings: BaselineConfig) -> None:
+    """Judge every passing figure against its part's past (in place: a drift turns a pass into a
+    warning, or a failure with action fail) and keep the figures on the control machine."""
+    if not settings.enabled:
+        return
+    path = baseline_file(cluster)
+    parts = load_section(path, "parts")
+    now = time.time()
+    for result in results:
+        if result.status not in ("pass", "warn") or result.measured is None:
+            continue
+        key = part_key(result)
+        record = parts.get(key, {})
+        if record.get("unit") not in (None, result.unit):
+            record = {}  # the figure changed meaning (a gate's unit): start over
+        record = {**record, "gate": result.gate, "subject": result.subject, "hosts": result.hosts, "unit": result.unit}
+        comparison, parts[key] = compare(
+            result.measured, result.unit, record, settings, result.gate in LOWER_IS_BETTER, now
+        )
+        result.baseline = {
+            "value": parts[key].get("baseline"),
+            "runs": len(parts[key].get("samples", [])),
+            "since": _when(parts[key]["since"]) if "since" in parts[key] else None,
+            "change": None if comparison.change is None else round(comparison.change, 4),
+            "drift": comparison.kind == "drift",
+        }
+        result.reason += f"; {comparison.note}"
+        if comparison.kind == "drift":
+            result.status = "fail" if settings.action == "fail" else "warn"
+            result.passed = result.status != "fail"
+    save_section(path, "parts", parts)
+
+
+def load_parts(cluster: str) -> dict[str, Any]:
+    return load_section(baseline_file(cluster), "parts")
+
+
+def reset_parts(cluster: str, hosts: list[str] | None) -> list[str]:
+    """Drop the parts that involve any of `hosts` (every part with None); the keys dropped."""
+    path = baseline_file(cluster)
+    parts = load_section(path, "parts")
+    dropped = [k for k, p in parts.items() if hosts is None or set(p.get("hosts", [])) & set(hosts)]
+    if dropped:
+        save_section(path, "parts", {k: p for k, p in parts.items() if k not in dropped})
+    return dropped

@@ -1,0 +1,204 @@
+"""One runner for perftest between two nodes, shared by the ib_write_bw pair gate, the rail gate
+and the latency gate: several lanes (one HCA on each side, its own TCP port) at once.
+
+All servers of a pair start in one command on the server node and all clients in one command on
+the client node, each process in the background with its output in a file of its own, so that
+eight rails cost two SSH channels, not sixteen (sshd allows ten sessions per connection by
+default). Every process is bounded by `timeout`; the command then prints each lane's output
+behind a marker line with its exit status. The clients dial only once every server listens, and
+servers still running when the clients are done are killed by their TCP port.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import gevent
+
+from rdmaprov.engine.session import Session
+from rdmaprov.health.checks import expected_devices
+from rdmaprov.health.gates.bandwidth import Reference
+from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.parsers.node import NodeReport
+from rdmaprov.quoting import sh, sh_join
+
+LANE_MARK = "@@ rdmaprov lane"
+_LANE = re.compile(rf"^{LANE_MARK} (\d+) exit (\d+)$")
+# How long servers get to listen, and how much longer than a process's own timeout the command
+# that runs them all may take (the processes end first, so their output is still printed).
+LISTEN_S = 30
+GRACE_S = 15
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One side of a lane: the node, its HCA and port, the GID index, the port's rate, and the GPU
+    whose memory perftest uses (GPUDirect RDMA), None for host memory."""
+
+    host: str
+    device: str
+    port: int
+    gid: int
+    rate_gbps: float | None
+    declared: bool = False  # the rate is rdma.rate_gbps, not the port's own sysfs figure
+    gpu: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}:{self.device}"
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One perftest run between two endpoints, on its own TCP port."""
+
+    rail: int
+    server: Endpoint
+    client: Endpoint
+    tcp_port: int
+
+    @property
+    def subject(self) -> str:
+        return f"{self.server.name} -> {self.client.name}"
+
+    def reference(self) -> Reference | None:
+        """What the link can carry. Declared rates (rdma.rate_gbps) are the operator's word for
+        each port, so the lower of the two is the link's. Rates read from sysfs come from the
+        ports themselves: the higher one counts, so that a port trained slower than its peer
+        (fewer lanes, a lower speed) fails the gate instead of lowering the bar."""
+        sides = [e for e in (self.server, self.client) if e.rate_gbps]
+        declared = [e for e in sides if e.declared]
+        if declared:
+            side = min(declared, key=lambda e: e.rate_gbps or 0)
+        elif sides:
+            side = max(sides, key=lambda e: e.rate_gbps or 0)
+        else:
+            return None
+        rate = side.rate_gbps or 0
+        return Reference(rate, f"{side.device} on {side.host} at {rate:g} Gb/s", "the port rate")
+
+
+@dataclass(frozen=True)
+class LaneOutput:
+    lane: Lane
+    client: str
+    client_status: int | None  # None: the lane's output never came back
+    server: str
+    server_status: int | None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A perftest program and how a gate runs it: its arguments and the TCP ports it uses."""
+
+    program: str  # ib_write_bw, ib_write_lat
+    args: tuple[str, ...]
+    base_port: int
+    timeout_s: int
+
+
+def rail_devices(node: NodeConfig, report: NodeReport) -> list[str]:
+    """The node's compute HCAs in rail order: rdma.devices (or what the node has) without the
+    storage HCAs, which never carry training traffic."""
+    storage = set(node.rdma.storage_hcas)
+    return [d for d in expected_devices(node, report) if d not in storage]
+
+
+def endpoint(host: str, node: NodeConfig, report: NodeReport, device: str, gpu: int | None = None) -> Endpoint:
+    """A device of a node as perftest addresses it. The declared rate wins over sysfs: some
+    drivers (irdma) report a 4X width on a 1-lane 25G port, which would hold the link to a rate
+    it can never reach."""
+    rate = node.rdma.rate_gbps
+    declared = rate is not None
+    if rate is None:
+        found = report.port(device, node.rdma.port)
+        rate = found.rate_gbps if found and found.rate_gbps else None
+    gid = node.gid_index
+    return Endpoint(host, device, node.rdma.port, gid if gid is not None else 0, rate, declared, gpu)
+
+
+def perftest_words(tool: Tool, side: Endpoint, tcp_port: int, server_address: str | None = None) -> list[str]:
+    """The command line of one side; with `server_address`, the client that dials it."""
+    words = [tool.program, "-d", side.device, "-i", str(side.port), "-x", str(side.gid), "-p", str(tcp_port)]
+    words += list(tool.args)
+    if side.gpu is not None:
+        # perftest's --use_cuda takes a CUDA device index; ordering CUDA by PCI bus makes it the
+        # index nvidia-smi (and so its topology) shows.
+        words = ["env", "CUDA_DEVICE_ORDER=PCI_BUS_ID", *words, f"--use_cuda={side.gpu}"]
+    if server_address:
+        words.append(server_address)
+    return words
+
+
+def lanes_script(commands: Sequence[list[str]], timeout_s: int) -> str:
+    """A shell script that runs every command at once, each bounded by `timeout`, waits for all,
+    then prints each one's output behind `@@ rdmaprov lane N exit STATUS`."""
+    parts = ["d=$(mktemp -d /tmp/rdmaprov-perftest.XXXXXX) || exit 1"]
+    for i, words in enumerate(commands):
+        parts.append(f'{{ timeout -k 5 {int(timeout_s)} {sh_join(words)} >"$d/{i}" 2>&1; echo $? >"$d/{i}.rc"; }} &')
+    parts.append("wait")
+    parts += [f'echo "{LANE_MARK} {i} exit $(cat "$d/{i}.rc")"; cat "$d/{i}"' for i in range(len(commands))]
+    parts.append('rm -rf "$d"')
+    return "\n".join(parts)
+
+
+def split_lanes(text: str) -> dict[int, tuple[int, str]]:
+    """{lane: (exit status, output)} from what lanes_script printed."""
+    lanes: dict[int, tuple[int, list[str]]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        mark = _LANE.match(line)
+        if mark:
+            current = []
+            lanes[int(mark.group(1))] = (int(mark.group(2)), current)
+        elif current is not None:
+            current.append(line)
+    return {lane: (status, "\n".join(lines)) for lane, (status, lines) in lanes.items()}
+
+
+def listening_ports(ss_output: str) -> set[int]:
+    """The TCP ports `ss -tln` shows something listening on."""
+    return {int(m.group(1)) for m in re.finditer(r"\S:(\d+)\s", ss_output)}
+
+
+def _wait_listening(session: Session, host: str, ports: set[int], deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        if ports <= listening_ports(session.run(host, "ss -tln").stdout):
+            return True
+        gevent.sleep(0.5)
+    return False
+
+
+def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutput] | str:
+    """Every lane of one pair at once (all servers on one node, all clients on the other); the
+    outputs, or why none came back."""
+    server, client = lanes[0].server.host, lanes[0].client.host
+    address = session.inventory.hosts[server].address
+    servers = lanes_script([perftest_words(tool, lane.server, lane.tcp_port) for lane in lanes], tool.timeout_s)
+    clients = lanes_script(
+        [perftest_words(tool, lane.client, lane.tcp_port, address) for lane in lanes], tool.timeout_s
+    )
+    ports = {lane.tcp_port for lane in lanes}
+    server_job = gevent.spawn(session.run, server, servers, tool.timeout_s + GRACE_S)
+    try:
+        if not _wait_listening(session, server, ports, time.monotonic() + min(tool.timeout_s, LISTEN_S)):
+            listed = ", ".join(str(p) for p in sorted(ports))
+            return f"the {tool.program} server on {server} did not start listening on port {listed}"
+        client_result = session.run(client, clients, tool.timeout_s + GRACE_S)
+        server_job.join(timeout=10)
+    finally:
+        if not server_job.ready():
+            stray = " ".join(sh(f"{tool.program} .*-p {port} ") for port in sorted(ports))
+            session.run(server, f'for p in {stray}; do pkill -f "$p"; done; true')
+            server_job.join(timeout=10)
+    server_out = split_lanes(server_job.value.stdout) if server_job.successful() and server_job.value else {}
+    client_out = split_lanes(client_result.stdout)
+    outputs = []
+    for i, lane in enumerate(lanes):
+        c_status, c_text = client_out.get(i, (None, client_result.stderr))
+        s_status, s_text = server_out.get(i, (None, ""))
+        outputs.append(LaneOutput(lane, c_text, c_status, s_text, s_status))
+    return outputs

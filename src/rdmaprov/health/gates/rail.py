@@ -1,0 +1,110 @@
+"""Gate: every rail of each pair of nodes. Rail i is the i-th compute HCA in `rdma.devices`
+(storage HCAs excluded) on both nodes, the HCAs a rail-optimised fabric connects through the same
+leaf switch. All rails of a pair run at once, each on its own TCP port, with large messages, and
+each HCA gets its own verdict against its own port rate: a cluster gate sees one slow HCA of
+eight as 12 % less bandwidth, this gate names it.
+
+Where the node has GPUs and GPUDirect RDMA works, each rail writes from and to the memory of the
+GPU nearest its HCA (gpudirect.py), the path NCCL's traffic takes.
+"""
+
+from __future__ import annotations
+
+from rdmaprov.engine.session import Session
+from rdmaprov.health.gates.bandwidth import Bounds
+from rdmaprov.health.gates.gpudirect import MemoryChoice, memory_plan
+from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, judge_bandwidth, pair_problem
+from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
+from rdmaprov.health.gates.perftest import Endpoint, Lane, endpoint, rail_devices, run_lanes
+from rdmaprov.health.gates.result import GateResult
+from rdmaprov.inventory.config import RailGate
+from rdmaprov.parsers.node import NodeReport
+
+RAIL_BASE_PORT = 18600
+
+
+def rail_bounds(settings: RailGate) -> Bounds:
+    return Bounds(
+        settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps, "gates.rail.min_gbps"
+    )
+
+
+def pair_lanes(
+    session: Session,
+    gate: str,
+    server: str,
+    client: str,
+    reports: dict[str, NodeReport],
+    base_port: int,
+    gpudirect: str = "off",
+) -> tuple[list[Lane], list[GateResult], dict[str, MemoryChoice]]:
+    """The lanes of a pair, one per rail both nodes have; a failure for each rail only one node
+    has (or for the pair when it cannot be tested); the memory each endpoint writes from."""
+    subject = f"{server} -> {client}"
+    problem = pair_problem(session, server, client, reports)
+    if problem:
+        return [], [GateResult(gate, subject, False, problem)], {}
+    sides: list[list[Endpoint]] = []
+    memory: dict[str, MemoryChoice] = {}
+    for name in (server, client):
+        node = session.inventory.hosts[name].node
+        devices = rail_devices(node, reports[name])
+        if not devices:
+            return [], [GateResult(gate, subject, False, f"{name}: no compute HCA to test: declare rdma.devices")], {}
+        plan = memory_plan(reports[name], devices, gpudirect)
+        memory.update({f"{name}:{d}": choice for d, choice in plan.items()})
+        sides.append([endpoint(name, node, reports[name], d, plan[d].gpu) for d in devices])
+    lanes = [Lane(i, s, c, base_port + i) for i, (s, c) in enumerate(zip(sides[0], sides[1], strict=False))]
+    longer, other = (sides[0], client) if len(sides[0]) > len(sides[1]) else (sides[1], server)
+    missing = [
+        GateResult(
+            gate,
+            f"{subject} rail {i}",
+            False,
+            f"{longer[i].name} has no peer: {other} has {len(lanes)} compute HCA(s) (rdma.devices differ)",
+        )
+        for i in range(len(lanes), len(longer))
+    ]
+    return lanes, missing, memory
+
+
+def run_rail_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> list[GateResult]:
+    """Every rail of one pair at once, a verdict per HCA."""
+    settings = session.inventory.gates.rail
+    lanes, results, memory = pair_lanes(session, "rail", server, client, reports, RAIL_BASE_PORT, settings.gpudirect)
+    if not lanes:
+        return results
+    if settings.gpudirect == "required":
+        blocked = [
+            (lane, why)
+            for lane in lanes
+            for end in (lane.server, lane.client)
+            if end.gpu is None and reports[end.host].gpus and (why := memory[end.name].why)
+        ]
+        if blocked:
+            failures = {lane.subject: f"GPUDirect required (gates.rail.gpudirect): {why}" for lane, why in blocked}
+            results += [GateResult("rail", subject, False, why) for subject, why in failures.items()]
+            lanes = [lane for lane in lanes if lane.subject not in failures]
+            if not lanes:
+                return results
+    outputs = run_lanes(session, bandwidth_tool(settings, RAIL_BASE_PORT), lanes)
+    if isinstance(outputs, str):
+        return results + [GateResult("rail", lane.subject, False, outputs) for lane in lanes]
+    for output in outputs:
+        result = judge_bandwidth("rail", output.lane.subject, output, rail_bounds(settings))
+        result.details["memory"] = {e.name: memory[e.name].why for e in (output.lane.server, output.lane.client)}
+        results.append(result)
+    return results
+
+
+def run_rails(session: Session, pairs: list[Pair], reports: dict[str, NodeReport]) -> list[GateResult]:
+    """The rail gate over (server, client) pairs, pairs sharing no node at once."""
+    return run_in_rounds("rail", pairs, lambda server, client: run_rail_pair(session, server, client, reports))
+
+
+def run_rail_gate(
+    session: Session, hosts: list[str], reports: dict[str, NodeReport], newcomers: list[str] | None = None
+) -> list[GateResult]:
+    """The rail gate over the pairs ib_write_bw tests (ib_write_bw.pairs, or each newcomer against an
+    existing node)."""
+    return run_rails(session, gate_pairs(session.inventory.gates.ib_write_bw.pairs, hosts, newcomers), reports)

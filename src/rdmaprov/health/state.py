@@ -1,0 +1,36 @@
+"""What rdmaprov keeps between runs on the control machine, one directory per cluster (XDG state
+dir; RDMAPROV_STATE moves it): port counter reads, gate baselines. Files are JSON, written whole
+or not at all (a run interrupted mid-write must not cost every node its history)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def cluster_file(cluster: str, name: str) -> Path:
+    """Where a cluster's `name` file is kept."""
+    base = os.environ.get("RDMAPROV_STATE") or os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(base) / "rdmaprov" / "clusters" / re.sub(r"[^A-Za-z0-9_.-]", "_", cluster) / name
+
+
+def load_section(path: Path, key: str) -> dict[str, Any]:
+    """The file's `key` mapping; {} when there is none yet or the file cannot be read."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    section = data.get(key, {}) if isinstance(data, dict) else {}
+    return section if isinstance(section, dict) else {}
+
+
+def save_section(path: Path, key: str, section: dict[str, Any]) -> None:
+    """Write {key: section} atomically: a temporary file in the same directory, then a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as handle:
+        json.dump({key: section}, handle, indent=1, sort_keys=True)
+    Path(handle.name).replace(path)
