@@ -28,7 +28,7 @@ from rdmaprov.health.gates.perftest import (
     perftest_words,
     split_lanes,
 )
-from rdmaprov.health.gates.rail import rail_bounds
+from rdmaprov.health.gates.rail import gpudirect_missing, rail_bounds
 from rdmaprov.health.gates.result import GateResult, subject_hosts
 from rdmaprov.parsers.node import Gpu, NodeReport, parse_node_report
 from rdmaprov.parsers.nvidia_topo import parse_topo_matrix
@@ -133,6 +133,23 @@ def test_host_memory_says_why(modules, cuda, mode, why):
     assert memory_plan(NodeReport(), ["rxe0"], "required")["rxe0"].why == "host memory (no GPU)"
 
 
+def test_gpudirect_required_fails_a_gpu_nodes_rail_that_would_run_in_host_memory():
+    ready = _gpu_node(H100_8, ["nvidia_peermem"], True)
+    bare = _gpu_node(H100_8, [], True)
+    reports = {"gpu1": ready, "gpu2": bare, "cpu1": NodeReport()}
+    memory = {f"{host}:mlx5_0": memory_plan(r, ["mlx5_0"], "required")["mlx5_0"] for host, r in reports.items()}
+
+    def lane(server: str, client: str) -> Lane:
+        ends = [Endpoint(h, "mlx5_0", 1, 3, 400.0, True, memory[f"{h}:mlx5_0"].gpu) for h in (server, client)]
+        return Lane(0, ends[0], ends[1], 18600)
+
+    missing = gpudirect_missing([lane("gpu1", "gpu2"), lane("gpu1", "cpu1")], memory, reports)
+    assert missing == {
+        "gpu1:mlx5_0 -> gpu2:mlx5_0": "GPUDirect required (gates.rail.gpudirect): gpu2: host memory: the "
+        "peer-memory module is not loaded (modprobe nvidia_peermem)"
+    }
+
+
 def test_a_gpudirect_side_writes_from_its_gpu_with_cuda_ordered_like_nvidia_smi():
     tool = latency_tool(gates_config().latency)
     words = perftest_words(tool, Endpoint("gpu1", "mlx5_3", 1, 3, 400.0, True, gpu=3), 18703, "10.0.0.2")
@@ -220,6 +237,16 @@ def test_latency_rows_of_every_perftest_layout():
     assert (old.rows[-1].bytes, old.rows[-1].t_typical_us) == (8388608, 708.96)
     dc = parse_lat_output((PUBLIC / "ib_send_lat_all_sizes_percentiles_DC_server_cx_roce.txt").read_text())
     assert (dc.gid_index, dc.row(2).p99_us, dc.row(8388608).p999_us) == (3, 6.34, 698.89)
+
+
+def test_the_labs_own_rxe_latency_capture():
+    lab = FIXTURES / "lab"
+    client = parse_lat_output((lab / "ib_write_lat_client_rxe0_tcg_perftest_4.5.txt").read_text())
+    server = parse_lat_output((lab / "ib_write_lat_server_rxe0_tcg_perftest_4.5.txt").read_text())
+    assert (client.layout, client.device, client.gid_index, client.warnings) == ("percentiles", "rxe0", 1, ())
+    assert (client.row(2).iterations, client.row(2).p99_us, server.row(2).p99_us) == (1000, 4538.22, 4843.25)
+    verdict = judge_latency(client, 2, (100000, "gates.latency.max_p99_us"), 0.9)
+    assert verdict.passed and verdict.reason == "p99 4538.22 µs <= 100000 µs = gates.latency.max_p99_us"
 
 
 def test_latency_verdicts_show_their_sums():

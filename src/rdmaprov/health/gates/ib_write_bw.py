@@ -20,9 +20,9 @@ from rdmaprov.parsers.perftest import parse_bw_output
 TCP_PORT = 18515
 
 
-def bandwidth_tool(settings: IbWriteBwGate | RailGate, base_port: int) -> Tool:
+def bandwidth_tool(settings: IbWriteBwGate | RailGate) -> Tool:
     args = ("-s", str(settings.size), "-D", str(settings.duration_s), "--report_gbits", "-F")
-    return Tool("ib_write_bw", args, base_port, settings.timeout_s)
+    return Tool("ib_write_bw", args, settings.timeout_s)
 
 
 def pair_problem(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> str:
@@ -86,7 +86,7 @@ def run_pair(session: Session, server: str, client: str, reports: dict[str, Node
             return [GateResult("ib_write_bw", subject, False, f"{name}: no RDMA device to test: declare rdma.devices")]
         ends.append(endpoint(name, node, reports[name], devices[0]))
     lane = Lane(0, ends[0], ends[1], TCP_PORT)
-    outputs = run_lanes(session, bandwidth_tool(settings, TCP_PORT), [lane])
+    outputs = run_lanes(session, bandwidth_tool(settings), [lane])
     if isinstance(outputs, str):
         return [GateResult("ib_write_bw", subject, False, outputs)]
     bounds = Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)

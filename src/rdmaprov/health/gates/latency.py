@@ -74,7 +74,7 @@ def judge_latency(
 
 def latency_tool(settings: LatencyGate) -> Tool:
     args = ("-s", str(settings.size), "-n", str(settings.iterations), "-F")
-    return Tool("ib_write_lat", args, LATENCY_BASE_PORT, settings.timeout_s)
+    return Tool("ib_write_lat", args, settings.timeout_s)
 
 
 def judge_lane(output: LaneOutput, settings: LatencyGate, fabric: str | None) -> GateResult:

@@ -92,11 +92,10 @@ class LaneOutput:
 
 @dataclass(frozen=True)
 class Tool:
-    """A perftest program and how a gate runs it: its arguments and the TCP ports it uses."""
+    """A perftest program and how a gate runs it: its arguments and how long one run may take."""
 
     program: str  # ib_write_bw, ib_write_lat
     args: tuple[str, ...]
-    base_port: int
     timeout_s: int
 
 

@@ -68,6 +68,19 @@ def pair_lanes(
     return lanes, missing, memory
 
 
+def gpudirect_missing(
+    lanes: list[Lane], memory: dict[str, MemoryChoice], reports: dict[str, NodeReport]
+) -> dict[str, str]:
+    """{lane: why} for each lane with a side on a GPU node that would run in host memory: with
+    `gpudirect: required` it fails without being run."""
+    missing: dict[str, str] = {}
+    for lane in lanes:
+        for end in (lane.server, lane.client):
+            if end.gpu is None and reports[end.host].gpus and lane.subject not in missing:
+                missing[lane.subject] = f"GPUDirect required (gates.rail.gpudirect): {end.host}: {memory[end.name].why}"
+    return missing
+
+
 def run_rail_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> list[GateResult]:
     """Every rail of one pair at once, a verdict per HCA."""
     settings = session.inventory.gates.rail
@@ -75,19 +88,12 @@ def run_rail_pair(session: Session, server: str, client: str, reports: dict[str,
     if not lanes:
         return results
     if settings.gpudirect == "required":
-        blocked = [
-            (lane, why)
-            for lane in lanes
-            for end in (lane.server, lane.client)
-            if end.gpu is None and reports[end.host].gpus and (why := memory[end.name].why)
-        ]
-        if blocked:
-            failures = {lane.subject: f"GPUDirect required (gates.rail.gpudirect): {why}" for lane, why in blocked}
-            results += [GateResult("rail", subject, False, why) for subject, why in failures.items()]
-            lanes = [lane for lane in lanes if lane.subject not in failures]
-            if not lanes:
-                return results
-    outputs = run_lanes(session, bandwidth_tool(settings, RAIL_BASE_PORT), lanes)
+        missing = gpudirect_missing(lanes, memory, reports)
+        results += [GateResult("rail", subject, False, why) for subject, why in missing.items()]
+        lanes = [lane for lane in lanes if lane.subject not in missing]
+        if not lanes:
+            return results
+    outputs = run_lanes(session, bandwidth_tool(settings), lanes)
     if isinstance(outputs, str):
         return results + [GateResult("rail", lane.subject, False, outputs) for lane in lanes]
     for output in outputs:
