@@ -10,6 +10,8 @@ from rich.console import Console
 
 from rdmaprov import __version__
 from rdmaprov.errors import UserError
+from rdmaprov.lab.releases import DEFAULT_NODES, DEFAULT_RELEASE
+from rdmaprov.lab.releases import HELP as RELEASE_HELP
 
 if TYPE_CHECKING:  # imported by the commands that use it, after main() patched gevent
     from rdmaprov.lab.lab import Lab
@@ -269,7 +271,12 @@ def _cmd_lab_up(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     lab = _lab(args)
     settings = LabSettings(
-        nodes=args.nodes, kind=args.kind, subnet=args.subnet, bridge=args.bridge, memory_mb=args.memory
+        nodes=args.nodes,
+        release=args.release,
+        kind=args.kind,
+        subnet=args.subnet,
+        bridge=args.bridge,
+        memory_mb=args.memory,
     )
     for line in up_summary(lab, up(lab, settings, log=_log_to(err))):
         out.print(line, highlight=False)
@@ -413,8 +420,18 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
     lab.add_argument("--dir", help="lab state directory (default ~/.cache/rdmaprov/lab)")
     actions = lab.add_subparsers(dest="lab_command", required=True, metavar="ACTION", parser_class=_Parser)
 
-    up = actions.add_parser("up", help="build the image once, boot the nodes, write their inventory")
-    up.add_argument("--nodes", type=int, default=2)
+    up = actions.add_parser(
+        "up",
+        help="build the image once, boot the nodes, write their inventory",
+        description="Build each release's image once (cached), boot the nodes and write their inventory. "
+        "Examples: `lab up` (2 Debian 12 VMs); `lab up --release trixie` (2 Debian 13 VMs); "
+        "`lab up --release bookworm,trixie` (node1 Debian 12, node2 Debian 13); "
+        "`lab up --release bookworm,bookworm,trixie` (3 nodes, node3 Debian 13).",
+    )
+    up.add_argument(
+        "--nodes", type=int, help=f"how many nodes (default: one per release named in --release, else {DEFAULT_NODES})"
+    )
+    up.add_argument("--release", default=DEFAULT_RELEASE.codename, metavar="RELEASE[,RELEASE...]", help=RELEASE_HELP)
     up.add_argument("--kind", choices=["vm", "container"], default="vm")
     up.add_argument("--subnet", default="10.77.0.0/24")
     up.add_argument("--bridge", default="rdmaprov0")

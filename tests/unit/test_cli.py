@@ -17,6 +17,7 @@ from rdmaprov import cli
 from rdmaprov.health.facts_report import FactsReport, read_facts
 from rdmaprov.inventory import load_inventory
 from rdmaprov.lab.lab import Lab
+from rdmaprov.lab.releases import HELP as RELEASE_HELP
 from rdmaprov.lab.report import down_summary, status_exit_code, status_table, up_summary
 from rdmaprov.parsers.node import parse_node_report
 from rdmaprov.workflows.verify import verify
@@ -122,7 +123,8 @@ OPTIONS = {
     ],
     "lab": [(("--dir",), "lab state directory (default ~/.cache/rdmaprov/lab)", None, None)],
     "lab up": [
-        (("--nodes",), None, 2, None),
+        (("--nodes",), "how many nodes (default: one per release named in --release, else 2)", None, None),
+        (("--release",), RELEASE_HELP, "bookworm", "RELEASE[,RELEASE...]"),
         (("--kind",), None, "vm", None),
         (("--subnet",), None, "10.77.0.0/24", None),
         (("--bridge",), None, "rdmaprov0", None),
@@ -261,6 +263,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "dir": "/x",
                 "lab_command": "up",
                 "nodes": 3,
+                "release": "bookworm",
                 "kind": "container",
                 "subnet": "10.0.0.0/24",
                 "bridge": "br",
@@ -349,15 +352,19 @@ def test_lab_status_without_a_lab():
 
 
 def test_lab_up_and_down_summaries(tmp_path):
-    node = {"name": "node1", "address": "10.77.0.10", "prefixlen": 24, "kind": "vm", "workdir": str(tmp_path / "node1")}
+    # a lab state written before releases existed reads as Debian 12
+    old = {"name": "node1", "address": "10.77.0.10", "prefixlen": 24, "kind": "vm", "workdir": str(tmp_path / "node1")}
+    nodes = [old, {**old, "name": "node2", "release": "bookworm"}, {**old, "name": "node3", "release": "trixie"}]
     state = {
         "kind": "vm",
-        "nodes": [node],
+        "nodes": nodes,
         "timings": {"image_s": 12.4, "mirror_s": 3.6, "boot_to_ssh_s": 40.5, "total_s": 57.2},
     }
-    lab = Lab(tmp_path, state)  # its node has no PID: no memory to count
+    lab = Lab(tmp_path, state)  # its nodes have no PID: no memory to count
+    assert [node.release for node in lab.nodes()] == ["bookworm", "bookworm", "trixie"]
     assert up_summary(lab, state) == [
-        "lab up: 1 vm nodes in 57s (image 12s, mirror 4s, boot to SSH 40s), nodes' memory 0 MiB",
+        "lab up: 3 vm nodes (Debian 12 ×2, Debian 13 ×1) in 57s (image 12s, mirror 4s, boot to SSH 40s), "
+        "nodes' memory 0 MiB",
         f"inventory: {tmp_path}/inventory.yaml  (next: rdmaprov apply {tmp_path}/inventory.yaml)",
     ]
     assert down_summary(["node1", "rdmaprov0"]) == "lab down: removed node1, rdmaprov0"

@@ -1,4 +1,4 @@
-"""The lab's Debian 12 image: built once with debootstrap, cached by the hash of its recipe.
+"""The lab's Debian image, one per release: built once with debootstrap, cached by the hash of its recipe.
 
 It holds only what a freshly installed server has (systemd, openssh-server, python3, the
 kernel, whose modules include rdma_rxe) plus a first-boot unit that takes the node's name,
@@ -19,8 +19,8 @@ from pathlib import Path
 from rdmaprov.errors import UserError
 from rdmaprov.lab.paths import cache_root
 from rdmaprov.lab.proc import require, run
+from rdmaprov.lab.releases import Release
 
-SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 INCLUDE = [
     "systemd-sysv",
@@ -119,10 +119,10 @@ class Image:
         return self.root / "initrd.img"
 
 
-def recipe_hash() -> str:
+def recipe_hash(release: Release) -> str:
     """Changes whenever anything that goes into the image changes."""
     recipe = {
-        "suite": SUITE,
+        "suite": release.codename,
         "include": INCLUDE,
         "init": INIT_SCRIPT,
         "unit": INIT_UNIT,
@@ -133,11 +133,11 @@ def recipe_hash() -> str:
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def image_dir() -> Path:
-    return cache_root() / "images" / f"debian12-{recipe_hash()}"
+def image_dir(release: Release) -> Path:
+    return cache_root() / "images" / f"debian{release.version}-{recipe_hash(release)}"
 
 
-def _configure_rootfs(rootfs: Path) -> None:
+def _configure_rootfs(rootfs: Path, release: Release) -> None:
     (rootfs / "usr/local/sbin/rdmaprov-lab-init").write_text(INIT_SCRIPT)
     (rootfs / "usr/local/sbin/rdmaprov-lab-init").chmod(0o755)
     (rootfs / "etc/systemd/system/rdmaprov-lab-init.service").write_text(INIT_UNIT)
@@ -159,14 +159,14 @@ def _configure_rootfs(rootfs: Path) -> None:
         key.unlink()
     (rootfs / "etc/machine-id").write_text("")
     (rootfs / "etc/fstab").write_text("/dev/vda / ext4 defaults,errors=remount-ro 0 1\n")
-    (rootfs / "etc/apt/sources.list").write_text(f"deb {DEBIAN_MIRROR} {SUITE} main\n")
+    (rootfs / "etc/apt/sources.list").write_text(f"deb {DEBIAN_MIRROR} {release.codename} main\n")
     shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
     (rootfs / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
 
 
-def ensure_image(log=print) -> Image:
-    """Return the cached image for the current recipe, building it first if needed."""
-    image = Image(image_dir())
+def ensure_image(release: Release, log=print) -> Image:
+    """Return the release's cached image for the current recipe, building it first if needed."""
+    image = Image(image_dir(release))
     if (image.root / "complete").exists():
         return image
     require("debootstrap", "mke2fs", "qemu-img")
@@ -181,13 +181,20 @@ def ensure_image(log=print) -> Image:
     building.mkdir(parents=True)
     rootfs = building / "rootfs"
     started = time.monotonic()
-    log(f"lab: building the Debian 12 image (debootstrap, a few minutes) in {image.root}")
+    log(f"lab: building the {release.title} image (debootstrap, a few minutes) in {image.root}")
     run(
-        ["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", SUITE, str(rootfs), DEBIAN_MIRROR],
+        [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(INCLUDE)}",
+            release.codename,
+            str(rootfs),
+            DEBIAN_MIRROR,
+        ],
         "debootstrap",
         timeout=1800,
     )
-    _configure_rootfs(rootfs)
+    _configure_rootfs(rootfs, release)
     boot = rootfs / "boot"
     kernels = sorted(boot.glob("vmlinuz-*"))
     initrds = sorted(boot.glob("initrd.img-*"))
@@ -202,5 +209,5 @@ def ensure_image(log=print) -> Image:
     (building / "complete").write_text(f"{time.monotonic() - started:.1f}\n")
     shutil.rmtree(image.root, ignore_errors=True)
     building.rename(image.root)
-    log(f"lab: image built in {time.monotonic() - started:.0f}s")
+    log(f"lab: {release.title} image built in {time.monotonic() - started:.0f}s")
     return image

@@ -19,10 +19,11 @@ import gevent
 
 from rdmaprov.errors import UserError
 from rdmaprov.lab import mirror
-from rdmaprov.lab.image import HOSTKEY_MARK, ensure_image
+from rdmaprov.lab.image import HOSTKEY_MARK, Image, ensure_image
 from rdmaprov.lab.network import check_subnet_free, create_bridge, delete_link
 from rdmaprov.lab.nodes import Node, start_container, start_vm, stop_node, stop_process
 from rdmaprov.lab.proc import require, run
+from rdmaprov.lab.releases import DEFAULT_RELEASE, Release, find_release, node_releases
 
 MIRROR_PORT = 8079
 DEFAULT_SUBNET = "10.77.0.0/24"
@@ -31,7 +32,8 @@ DEFAULT_BRIDGE = "rdmaprov0"
 
 @dataclass
 class LabSettings:
-    nodes: int = 2
+    nodes: int | None = None  # None: one per release named, else 2
+    release: str = DEFAULT_RELEASE.codename  # one for all nodes, or a comma-separated one per node
     kind: str = "vm"
     subnet: str = DEFAULT_SUBNET
     bridge: str = DEFAULT_BRIDGE
@@ -82,28 +84,29 @@ class Lab:
         return [Node(**n) for n in self.state.get("nodes", [])]
 
 
-def _validate(settings: LabSettings) -> ipaddress.IPv4Network:
-    if settings.nodes < 1:
+def _validate(settings: LabSettings) -> tuple[ipaddress.IPv4Network, list[Release]]:
+    """The lab's subnet and each node's release, or a UserError saying what to fix."""
+    if settings.nodes is not None and settings.nodes < 1:
         raise UserError(f"--nodes {settings.nodes}: a lab needs at least 1 node")
+    releases = node_releases(settings.release, settings.nodes)
+    nodes = len(releases)
     if settings.kind not in ("vm", "container"):
         raise UserError(f"--kind {settings.kind}: use vm or container")
     if len(settings.bridge) > 11 or not settings.bridge.replace("-", "").isalnum():
         raise UserError(
             f"--bridge {settings.bridge}: use at most 11 letters, digits or '-' (tap and veth names derive from it)"
         )
-    if settings.kind == "vm" and settings.nodes > 8:
-        raise UserError(
-            f"--nodes {settings.nodes}: more than 8 emulated VMs do not fit 2 cores; use --kind container for scale"
-        )
+    if settings.kind == "vm" and nodes > 8:
+        raise UserError(f"--nodes {nodes}: more than 8 emulated VMs do not fit 2 cores; use --kind container for scale")
     try:
         subnet = ipaddress.IPv4Network(settings.subnet)
     except ValueError as exc:
         raise UserError(f"--subnet {settings.subnet}: {exc} (write it as 10.77.0.0/24)") from exc
     if not subnet.is_private:
         raise UserError(f"--subnet {subnet}: the lab needs a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16)")
-    if subnet.num_addresses < settings.nodes + 16:
-        raise UserError(f"--subnet {subnet} is too small for {settings.nodes} nodes")
-    return subnet
+    if subnet.num_addresses < nodes + 16:
+        raise UserError(f"--subnet {subnet} is too small for {nodes} nodes")
+    return subnet, releases
 
 
 def _ensure_client_key(lab: Lab) -> str:
@@ -203,7 +206,7 @@ def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_add
         "  mirror:",
         "    apt:",
         f"      url: http://{host_address}:{MIRROR_PORT}/debian",
-        "      suite: bookworm",
+        "      # no suite: each node takes its own release's (the mirror serves one per release)",
         f"      key: {lab.dir / 'mirror.asc'}",
         "      exclusive: true",
         "  nccl:",
@@ -215,7 +218,7 @@ def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_add
         "    hosts:",
     ]
     for node in nodes:
-        lines += [f"      {node.name}:", f"        address: {node.address}"]
+        lines += [f"      {node.name}:  # {find_release(node.release).title}", f"        address: {node.address}"]
     lab.inventory.write_text("\n".join(lines) + "\n")
 
 
@@ -232,9 +235,29 @@ def _room_for_containers(nodes: int, log) -> None:
         log(f"lab: raised fs.inotify.max_user_instances from {current} to {wanted} for {nodes} containers")
 
 
+def _images_and_mirror(lab: Lab, releases: list[Release], timings: dict[str, float], log) -> dict[str, Image]:
+    """Each release's image (built once) and one mirror with a suite per release; the time each
+    part took goes into `timings`."""
+    images: dict[str, Image] = {}
+    pools: dict[str, Path] = {}
+    timings.update(image_s=0.0, mirror_s=0.0)
+    for release in dict.fromkeys(releases):
+        step = time.monotonic()
+        images[release.codename] = ensure_image(release, log)
+        timings["image_s"] += time.monotonic() - step
+        step = time.monotonic()
+        pools[release.codename] = mirror.fetch_packages(images[release.codename], release, log)
+        timings["mirror_s"] += time.monotonic() - step
+    step = time.monotonic()
+    lab.dir.mkdir(parents=True, exist_ok=True)
+    mirror.build_repository(lab.dir, pools)
+    timings["mirror_s"] += time.monotonic() - step
+    return images
+
+
 def up(lab: Lab, settings: LabSettings, log=print) -> dict:
-    """Build (or reuse) the image and mirror, then boot the nodes in parallel and pin their keys."""
-    subnet = _validate(settings)
+    """Build (or reuse) the images and mirror, then boot the nodes in parallel and pin their keys."""
+    subnet, releases = _validate(settings)
     lab.load()
     if lab.state.get("nodes"):
         raise UserError(
@@ -249,17 +272,11 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
         raise UserError("the lab creates bridges, taps and namespaces: run it as root")
     check_subnet_free(subnet, settings.bridge)
     if settings.kind == "container":
-        _room_for_containers(settings.nodes, log)
-    timings: dict[str, float] = {}
+        _room_for_containers(len(releases), log)
 
     started = time.monotonic()
-    image = ensure_image(log)
-    timings["image_s"] = time.monotonic() - started
-    step = time.monotonic()
-    pool = mirror.fetch_packages(image, log)
-    lab.dir.mkdir(parents=True, exist_ok=True)
-    mirror.build_repository(lab.dir, pool)
-    timings["mirror_s"] = time.monotonic() - step
+    timings: dict[str, float] = {}
+    images = _images_and_mirror(lab, releases, timings, log)
 
     hosts = list(subnet.hosts())
     host_address = str(hosts[0])
@@ -271,8 +288,9 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
             prefixlen=subnet.prefixlen,
             kind=settings.kind,
             workdir=str(lab.dir / "nodes" / f"node{i}"),
+            release=release.codename,
         )
-        for i in range(1, settings.nodes + 1)
+        for i, release in enumerate(releases, start=1)
     ]
     lab.state = {
         "kind": settings.kind,
@@ -290,6 +308,7 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
         lab.state["mirror_pid"] = server.pid
         step = time.monotonic()
         for index, node in enumerate(nodes, start=1):
+            image = images[node.release]
             if settings.kind == "vm":
                 start_vm(node, image, settings.bridge, pubkey, settings.memory_mb, index)
             else:
@@ -388,6 +407,7 @@ def status(lab: Lab) -> list[dict]:
             {
                 "name": node.name,
                 "kind": node.kind,
+                "release": node.release,
                 "address": node.address,
                 "pid": node.pid,
                 "running": alive,

@@ -1,68 +1,109 @@
 """The lab's package mirror: the node stack's packages fetched on the host with apt, dependencies
-resolved against the image's own package database, indexed with apt-ftparchive, signed with a
-key of this lab, and served over HTTP on the lab bridge — the air-gapped path real users have.
+resolved against each release's image, indexed with apt-ftparchive, signed with a key of this lab,
+and served over HTTP on the lab bridge — the air-gapped path real users have. One repository holds
+a suite per release the lab's nodes run.
+
+apt runs with a configuration of its own (APT_CONFIG: its own sources, lists, caches and no
+apt.conf.d of the host), so the host's apt setup is neither read nor changed and a bookworm host
+fetches trixie packages as easily as its own.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from rdmaprov.errors import UserError
-from rdmaprov.lab.image import SUITE, Image
+from rdmaprov.lab.image import DEBIAN_MIRROR, Image
 from rdmaprov.lab.paths import cache_root
 from rdmaprov.lab.proc import require, run
+from rdmaprov.lab.releases import Release
 from rdmaprov.packages import lab_packages
+
+ARCHIVE_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 
 
 def _pool_dir(image: Image, packages: list[str]) -> Path:
-    key = hashlib.sha256((image.root.name + " ".join(packages)).encode()).hexdigest()[:16]
+    key = hashlib.sha256((image.root.name + " ".join(packages) + DEBIAN_MIRROR).encode()).hexdigest()[:16]
     return cache_root() / "mirror" / key
 
 
-def fetch_packages(image: Image, log=print) -> Path:
-    """Download the packages (and what the image lacks of their dependencies) once; cached."""
+def _apt_config(release: Release, image: Image, archives: Path) -> Path:
+    """A private apt configuration for `release`: the archive's suite, signed by Debian's keyring,
+    resolved against the image's package database."""
+    root = cache_root() / "apt" / release.codename
+    for sub in ("etc/apt.conf.d", "etc/preferences.d", "etc/sources.list.d", "etc/trusted.gpg.d", "lists/partial"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    (root / "etc/sources.list").write_text(
+        f"deb [signed-by={ARCHIVE_KEYRING}] {DEBIAN_MIRROR} {release.codename} main\n"
+    )
+    settings = {
+        "Dir::Etc": root / "etc",
+        "Dir::Etc::main": root / "etc/apt.conf",
+        "Dir::Etc::parts": root / "etc/apt.conf.d",
+        "Dir::State": root,
+        "Dir::State::lists": root / "lists",
+        "Dir::State::status": image.rootfs / "var/lib/dpkg/status",
+        "Dir::Cache": root / "cache",
+        "Dir::Cache::archives": archives,
+        "Dir::Log": root / "log",
+        "APT::Architecture": "amd64",
+        "Acquire::Languages": "none",
+        "Debug::NoLocking": "1",
+    }
+    conf = root / "apt.conf"
+    conf.write_text("".join(f'{key} "{value}";\n' for key, value in settings.items()))
+    return conf
+
+
+def _apt_get(conf: Path, args: list[str], what: str) -> None:
+    proc = subprocess.run(
+        ["apt-get", "-q", "-y", *args], capture_output=True, text=True, env=dict(os.environ, APT_CONFIG=str(conf))
+    )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
+        raise UserError(f"{what} failed (check that this machine reaches {DEBIAN_MIRROR}):\n{tail}")
+
+
+def download(image: Image, release: Release, packages: list[str], dest: Path) -> None:
+    """Download `packages` and what the release's image lacks of their dependencies into `dest`."""
+    require("apt-get")
+    if not ARCHIVE_KEYRING.exists():
+        raise UserError(f"checking Debian's signatures needs {ARCHIVE_KEYRING}: apt-get install debian-archive-keyring")
+    (dest / "partial").mkdir(parents=True, exist_ok=True)
+    conf = _apt_config(release, image, dest)
+    _apt_get(conf, ["update"], f"reading the {release.codename} package index")
+    _apt_get(
+        conf,
+        [
+            "--download-only",
+            "--no-install-recommends",
+            "-o",
+            "APT::Get::AllowUnauthenticated=false",
+            "install",
+            *packages,
+        ],
+        f"fetching {release.codename} packages",
+    )
+    shutil.rmtree(dest / "partial", ignore_errors=True)
+    if not list(dest.glob("*.deb")):
+        raise UserError(f"fetching {release.codename} packages produced no .deb files")
+
+
+def fetch_packages(image: Image, release: Release, log=print) -> Path:
+    """The lab mirror's packages for one release, downloaded once and cached."""
     packages = lab_packages()
     pool = _pool_dir(image, packages)
     if (pool / "complete").exists():
         return pool
-    require("apt-get", "apt-ftparchive")
-    log(f"lab: fetching {len(packages)} packages and their dependencies for the mirror")
+    log(f"lab: fetching {len(packages)} packages and their dependencies for {release.title}")
     partial = pool.with_name(pool.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    (partial / "debs" / "partial").mkdir(parents=True)
-    status = image.rootfs / "var/lib/dpkg/status"
-    cmd = [
-        "apt-get",
-        "-q",
-        "-y",
-        "--download-only",
-        "--no-install-recommends",
-        "-o",
-        f"Dir::State::status={status}",
-        "-o",
-        f"Dir::Cache::archives={partial / 'debs'}",
-        "-o",
-        "Debug::NoLocking=1",
-        "-o",
-        "APT::Get::AllowUnauthenticated=false",
-        "install",
-        *packages,
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        hint = (
-            "run `apt-get update` on this machine first"
-            if "Unable to locate" in proc.stderr
-            else "check that this machine reaches its Debian apt mirror"
-        )
-        raise UserError(f"fetching lab packages failed ({hint}):\n" + "\n".join(proc.stderr.strip().splitlines()[-6:]))
-    shutil.rmtree(partial / "debs" / "partial", ignore_errors=True)
-    if not list((partial / "debs").glob("*.deb")):
-        raise UserError("fetching lab packages produced no .deb files")
+    download(image, release, packages, partial / "debs")
     (partial / "complete").write_text("\n".join(packages) + "\n")
     shutil.rmtree(pool, ignore_errors=True)
     partial.rename(pool)
@@ -76,23 +117,22 @@ def _gpg(home: Path, *args: str, what: str) -> subprocess.CompletedProcess:
     )
 
 
-def build_repository(lab_dir: Path, pool: Path) -> Path:
-    """Index and sign the packages as a Debian repository under lab_dir/mirror/debian."""
-    require("gpg", "apt-ftparchive")
-    root = lab_dir / "mirror" / "debian"
-    shutil.rmtree(root, ignore_errors=True)
-    binary = root / "dists" / SUITE / "main" / "binary-amd64"
+def _index_suite(root: Path, suite: str, pool: Path) -> Path:
+    """dists/SUITE (Packages, Release) over pool/SUITE, a link to the suite's downloaded packages."""
+    dists = root / "dists" / suite
+    binary = dists / "main" / "binary-amd64"
     binary.mkdir(parents=True)
-    (root / "pool").symlink_to(pool / "debs")
-    packages = run(["apt-ftparchive", "packages", "pool"], "indexing the lab mirror", cwd=root).stdout
+    (root / "pool").mkdir(exist_ok=True)
+    (root / "pool" / suite).symlink_to(pool / "debs")
+    packages = run(["apt-ftparchive", "packages", f"pool/{suite}"], "indexing the lab mirror", cwd=root).stdout
     (binary / "Packages").write_text(packages)
     release = run(
         [
             "apt-ftparchive",
             "-o",
-            f"APT::FTPArchive::Release::Suite={SUITE}",
+            f"APT::FTPArchive::Release::Suite={suite}",
             "-o",
-            f"APT::FTPArchive::Release::Codename={SUITE}",
+            f"APT::FTPArchive::Release::Codename={suite}",
             "-o",
             "APT::FTPArchive::Release::Components=main",
             "-o",
@@ -103,10 +143,19 @@ def build_repository(lab_dir: Path, pool: Path) -> Path:
             ".",
         ],
         "writing the lab mirror's Release",
-        cwd=root / "dists" / SUITE,
+        cwd=dists,
     ).stdout
-    (root / "dists" / SUITE / "Release").write_text(release)
+    (dists / "Release").write_text(release)
+    return dists
 
+
+def build_repository(lab_dir: Path, pools: dict[str, Path]) -> Path:
+    """Index and sign the packages of each suite ({suite: pool}) as one Debian repository under
+    lab_dir/mirror/debian."""
+    require("gpg", "apt-ftparchive")
+    root = lab_dir / "mirror" / "debian"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
     home = lab_dir / "gnupg"
     if not home.exists():
         home.mkdir(mode=0o700)
@@ -119,17 +168,26 @@ def build_repository(lab_dir: Path, pool: Path) -> Path:
             "never",
             what="creating the lab mirror's signing key",
         )
-    dists = root / "dists" / SUITE
-    _gpg(
-        home,
-        "--yes",
-        "--clearsign",
-        "-o",
-        str(dists / "InRelease"),
-        str(dists / "Release"),
-        what="signing the lab mirror",
-    )
-    _gpg(home, "--yes", "-abs", "-o", str(dists / "Release.gpg"), str(dists / "Release"), what="signing the lab mirror")
+    for suite, pool in pools.items():
+        dists = _index_suite(root, suite, pool)
+        _gpg(
+            home,
+            "--yes",
+            "--clearsign",
+            "-o",
+            str(dists / "InRelease"),
+            str(dists / "Release"),
+            what="signing the lab mirror",
+        )
+        _gpg(
+            home,
+            "--yes",
+            "-abs",
+            "-o",
+            str(dists / "Release.gpg"),
+            str(dists / "Release"),
+            what="signing the lab mirror",
+        )
     key = _gpg(home, "--armor", "--export", what="exporting the lab mirror's key").stdout
     (lab_dir / "mirror.asc").write_text(key)
     # gpg leaves an agent daemon behind; the lab must not leave processes it does not track.

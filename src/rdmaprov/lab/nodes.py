@@ -13,6 +13,7 @@ from pathlib import Path
 from rdmaprov.lab.image import Image
 from rdmaprov.lab.network import create_tap, delete_link
 from rdmaprov.lab.proc import run
+from rdmaprov.lab.releases import DEFAULT_RELEASE
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Node:
     workdir: str
     pid: int | None = None
     link: str | None = None  # the tap (VM) or the nspawn machine name (container)
+    release: str = DEFAULT_RELEASE.codename  # the Debian codename the node runs
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -3,6 +3,7 @@ apart from the command line so that its texts can be checked without booting a l
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from rich.console import RenderableType
@@ -10,6 +11,7 @@ from rich.table import Table
 
 from rdmaprov.engine.results import EXIT_FAILURES, EXIT_OK
 from rdmaprov.lab.lab import Lab, node_rss_kib
+from rdmaprov.lab.releases import DEFAULT_RELEASE, find_release
 
 
 def up_summary(lab: Lab, state: dict) -> list[str]:
@@ -17,11 +19,17 @@ def up_summary(lab: Lab, state: dict) -> list[str]:
     timings = state["timings"]
     rss_mib = sum(node_rss_kib(node) for node in lab.nodes()) // 1024
     return [
-        f"lab up: {len(state['nodes'])} {state['kind']} nodes in {timings['total_s']:.0f}s "
+        f"lab up: {len(state['nodes'])} {state['kind']} nodes ({_releases(state)}) in {timings['total_s']:.0f}s "
         f"(image {timings['image_s']:.0f}s, mirror {timings['mirror_s']:.0f}s, "
         f"boot to SSH {timings['boot_to_ssh_s']:.0f}s), nodes' memory {rss_mib} MiB",
         f"inventory: {lab.inventory}  (next: rdmaprov apply {lab.inventory})",
     ]
+
+
+def _releases(state: dict) -> str:
+    """`Debian 12 ×2, Debian 13 ×1`: how many nodes run each release."""
+    versions = Counter(find_release(node.get("release", DEFAULT_RELEASE.codename)).version for node in state["nodes"])
+    return ", ".join(f"Debian {version} ×{count}" for version, count in versions.items())
 
 
 def down_summary(removed: list[str]) -> str:

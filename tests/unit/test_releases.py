@@ -1,0 +1,68 @@
+"""Mixed Debian releases: the lab's --release, the inventory it writes, package names renamed in
+Debian 13 (t64), and the all_reduce gate's refusal to span Open MPI 4 and 5."""
+
+from __future__ import annotations
+
+import pytest
+
+from rdmaprov.errors import UserError
+from rdmaprov.inventory import load_inventory
+from rdmaprov.lab.lab import Lab, LabSettings, write_inventory
+from rdmaprov.lab.nodes import Node
+from rdmaprov.lab.releases import find_release, node_releases
+from tests.conftest import FIXTURES
+
+LAB = FIXTURES / "lab"
+
+
+def _codenames(spec: str, nodes: int | None) -> list[str]:
+    return [r.codename for r in node_releases(spec, nodes)]
+
+
+def test_release_for_all_nodes_or_one_per_node():
+    assert _codenames("bookworm", None) == ["bookworm", "bookworm"]
+    assert _codenames("trixie", 3) == ["trixie"] * 3
+    assert _codenames("bookworm,trixie", None) == ["bookworm", "trixie"]
+    assert _codenames("12, 13,debian13", 3) == ["bookworm", "trixie", "trixie"]
+    assert find_release("Debian-13").version == "13"
+
+
+@pytest.mark.parametrize(
+    "spec, nodes, message",
+    [
+        (
+            "sid",
+            None,
+            "--release 'sid': the lab has no such Debian release (fix: use one of bookworm (12), trixie (13))",
+        ),
+        ("bookworm,trixie", 3, "--release names 2 releases for --nodes 3: give one release for every node, or one "),
+        ("bookworm,trixie", 3, "(fix: e.g. --release bookworm,bookworm,trixie)"),
+        ("bookworm,,trixie", None, "an empty release name"),
+    ],
+)
+def test_release_mistakes_say_what_to_write(spec, nodes, message):
+    with pytest.raises(UserError) as caught:
+        node_releases(spec, nodes)
+    assert message in str(caught.value)
+
+
+def test_lab_inventory_of_a_mixed_lab_leaves_the_suite_to_each_node(tmp_path):
+    lab = Lab(tmp_path)
+    nodes = [
+        Node(f"node{i}", f"10.77.0.{10 + i}", 24, "vm", str(tmp_path / f"node{i}"), release=release)
+        for i, release in enumerate(["bookworm", "bookworm", "trixie"], start=1)
+    ]
+    write_inventory(lab, LabSettings(release="bookworm,bookworm,trixie"), nodes, "10.77.0.1")
+    text = lab.inventory.read_text()
+    assert "\n      suite:" not in text  # the mirror serves bookworm and trixie; each node asks for its own
+    assert "      node3:  # Debian 13 (trixie)\n        address: 10.77.0.13\n" in text
+    inventory = load_inventory(lab.inventory, require_files=False)
+    assert inventory.host_names() == ["node1", "node2", "node3"]
+    assert inventory.hosts["node3"].node.apt_mirror.suite is None
+
+
+def test_each_release_has_its_own_image():
+    from rdmaprov.lab.image import image_dir
+
+    dirs = [image_dir(find_release(r)).name for r in ("bookworm", "trixie")]
+    assert dirs[0].startswith("debian12-") and dirs[1].startswith("debian13-") and dirs[0][9:] != dirs[1][9:]
