@@ -10,6 +10,8 @@ from rdmaprov.inventory import load_inventory
 from rdmaprov.lab.lab import Lab, LabSettings, write_inventory
 from rdmaprov.lab.nodes import Node
 from rdmaprov.lab.releases import find_release, node_releases
+from rdmaprov.packages import lab_packages
+from rdmaprov.parsers.system import parse_installed_packages, parse_os_release
 from tests.conftest import FIXTURES
 
 LAB = FIXTURES / "lab"
@@ -59,6 +61,23 @@ def test_lab_inventory_of_a_mixed_lab_leaves_the_suite_to_each_node(tmp_path):
     inventory = load_inventory(lab.inventory, require_files=False)
     assert inventory.host_names() == ["node1", "node2", "node3"]
     assert inventory.hosts["node3"].node.apt_mirror.suite is None
+
+
+def test_debian13_t64_libraries_count_as_their_old_names():
+    """Captured on a Debian 13 root with the node stack installed: librdmacm1 is now librdmacm1t64,
+    which provides the old name, so the stack's package list stays one list for both releases."""
+    text = (LAB / "dpkg_query_provides_debian13.txt").read_text()
+    assert "ii  librdmacm1t64 librdmacm1 (= 56.1-1)" in text
+    installed = parse_installed_packages(text)
+    assert set(lab_packages()) <= installed
+    assert {"librdmacm1t64", "librdmacm1", "libssl3", "libssl3t64", "rdma-core"} <= installed
+    assert "(=" not in " ".join(installed) and not any(name.endswith(",") for name in installed)
+    assert parse_installed_packages("rc  libold1t64 libold1 (= 1.0)\n") == set()
+
+
+def test_debian13_os_release():
+    trixie = parse_os_release((FIXTURES / "os-release" / "debian-13").read_text())
+    assert (trixie.family, trixie.codename, trixie.major) == ("debian", "trixie", "13")
 
 
 def test_each_release_has_its_own_image():

@@ -21,11 +21,14 @@ class Os(FactBase):
 
 
 class InstalledPackages(FactBase):
-    """Names of installed OS packages (dpkg or rpm)."""
+    """Names of installed OS packages (dpkg or rpm), and on dpkg the names they provide: Debian 13
+    renamed libraries for 64-bit time (librdmacm1 → librdmacm1t64, which provides librdmacm1), so
+    the old name is installed when its successor is."""
 
     def command(self) -> str:
         return (
-            "if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${db:Status-Abbrev} ${Package}\\n'; "
+            "if command -v dpkg-query >/dev/null; then "
+            "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Provides}\\n'; "
             "elif command -v rpm >/dev/null; then rpm -qa --qf '%{NAME}\\n'; fi"
         )
 

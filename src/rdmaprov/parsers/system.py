@@ -45,16 +45,23 @@ def parse_os_release(text: str) -> OsInfo:
 
 
 def parse_installed_packages(text: str) -> set[str]:
-    """Names of installed packages from `dpkg-query -W -f='${db:Status-Abbrev} ${Package}\\n'`
-    (only 'ii' lines count: 'rc' means removed with config left) or `rpm -qa --qf '%{NAME}\\n'`."""
+    """Names of installed packages, and the names they provide, from
+    `dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Provides}\\n'` (only 'ii' lines count: 'rc'
+    means removed with its config left; Provides reads `name (= version), other`), or names alone
+    from `rpm -qa --qf '%{NAME}\\n'`."""
     names: set[str] = set()
     for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and len(parts[0]) in (2, 3) and parts[0][0] in "iurhp":
-            if parts[0].startswith("ii"):
-                names.add(parts[1].split(":")[0])
-        elif len(parts) == 1:
-            names.add(parts[0])
+        first, _, rest = line.strip().partition(" ")
+        if not rest.strip():
+            if first:
+                names.add(first)
+            continue
+        if len(first) not in (2, 3) or first[0] not in "iurhp":
+            continue
+        if first.startswith("ii"):
+            package, _, provides = rest.strip().partition(" ")
+            names.add(package.split(":")[0])
+            names.update(item.split()[0].split(":")[0] for item in provides.split(",") if item.strip())
     return names
 
 
