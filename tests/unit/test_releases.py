@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from rdmaprov.errors import UserError
+from rdmaprov.health.gates.mpi import mixed_mpi_reason
 from rdmaprov.inventory import load_inventory
 from rdmaprov.lab.lab import Lab, LabSettings, write_inventory
 from rdmaprov.lab.nodes import Node
 from rdmaprov.lab.releases import find_release, node_releases
 from rdmaprov.packages import lab_packages
+from rdmaprov.parsers.mpi import MpiVersion, parse_mpirun_version
 from rdmaprov.parsers.system import parse_installed_packages, parse_os_release
 from tests.conftest import FIXTURES
 
@@ -78,6 +80,31 @@ def test_debian13_t64_libraries_count_as_their_old_names():
 def test_debian13_os_release():
     trixie = parse_os_release((FIXTURES / "os-release" / "debian-13").read_text())
     assert (trixie.family, trixie.codename, trixie.major) == ("debian", "trixie", "13")
+
+
+def test_mpirun_versions_of_both_releases():
+    assert parse_mpirun_version((LAB / "mpirun_version_openmpi4_debian12.txt").read_text()) == MpiVersion(
+        "Open MPI", "4.1.4"
+    )
+    five = parse_mpirun_version((LAB / "mpirun_version_openmpi5_debian13.txt").read_text())
+    assert five == MpiVersion("Open MPI", "5.0.7") and five.series == "Open MPI 5"
+    assert parse_mpirun_version("") is None
+
+
+def test_all_reduce_refuses_to_span_open_mpi_4_and_5_and_says_what_to_do():
+    four, five = MpiVersion("Open MPI", "4.1.4"), MpiVersion("Open MPI", "5.0.7")
+    assert mixed_mpi_reason({"node1": four, "node2": MpiVersion("Open MPI", "4.1.6")}) is None
+    reason = mixed_mpi_reason({"node1": four, "node2": four, "node3": five})
+    assert reason is not None
+    assert reason.startswith(
+        "one MPI job cannot span these nodes: Open MPI 4.1.4 on node1, node2; Open MPI 5.0.7 on node3."
+    )
+    assert "rdmaprov verify --gates --limit node1,node2" in reason and "mpi.source: prefix" in reason
+    missing = mixed_mpi_reason({"node1": four, "node2": "`mpirun --version` failed: sh: 1: mpirun: not found"})
+    assert missing == (
+        "no usable mpirun on node2 (node2: `mpirun --version` failed: sh: 1: mpirun: not found): run `rdmaprov "
+        "apply` (openmpi) or fix mpi.prefix"
+    )
 
 
 def test_each_release_has_its_own_image():

@@ -29,6 +29,7 @@ from rdmaprov.health.gates.bandwidth import (
 )
 from rdmaprov.health.gates.deadline import ITERATIONS, bytes_per_rank, slowest_link, sweep_deadline
 from rdmaprov.health.gates.pairs import Pair, run_in_rounds
+from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import AllReduceGate, NodeConfig
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
@@ -212,6 +213,12 @@ def all_reduce_over(
     if len(hosts) < 2:
         return GateResult(
             "all_reduce", subject, True, "skipped (one host: the node gate judges it alone)", status="skipped"
+        )
+    versions = read_mpi_versions(session, hosts)
+    mixed = mixed_mpi_reason(versions)
+    if mixed:
+        return GateResult(
+            "all_reduce", subject, False, mixed, details={"mpi": {h: str(v) for h, v in versions.items()}}
         )
     use_gpus = all(reports[h].gpus for h in hosts)
     launcher = hosts[0]

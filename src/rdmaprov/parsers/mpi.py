@@ -1,0 +1,37 @@
+"""`mpirun --version`: which MPI a node launches jobs with.
+
+Open MPI prints `mpirun (Open MPI) 4.1.4` (Debian 12) or `mpirun (Open MPI) 5.0.7` (Debian 13);
+other MPIs are kept as their first line, compared as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MpiVersion:
+    implementation: str  # "Open MPI", or another MPI's first line
+    version: str  # "4.1.4"; "" when the output names no version
+
+    @property
+    def series(self) -> str:
+        """What must match for ranks to run one job together: Open MPI's major version (4.x runs its
+        daemons with ORTE, 5.x with PRRTE), else the whole line."""
+        return f"{self.implementation} {self.version.split('.')[0]}" if self.version else self.implementation
+
+    def __str__(self) -> str:
+        return f"{self.implementation} {self.version}".strip()
+
+
+_OPEN_MPI = re.compile(r"\(Open MPI\)\s+(\d+\.\d+(?:\.\d+)?\S*)")
+
+
+def parse_mpirun_version(text: str) -> MpiVersion | None:
+    """The MPI behind `mpirun --version`'s output; None when it printed nothing (no mpirun)."""
+    match = _OPEN_MPI.search(text)
+    if match:
+        return MpiVersion("Open MPI", match.group(1))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return MpiVersion(lines[0], "") if lines else None
