@@ -67,15 +67,16 @@ def ssh_farm():
 @pytest.fixture(scope="session")
 def vm_lab(tmp_path_factory):
     """Three SoftRoCE-capable QEMU VMs, booted once per test session through `rdmaprov lab up`:
-    node1 and node2 are the cluster (`lab.inventory`); node3 waits to be bootstrapped into it."""
+    node1 and node2 are the cluster (`lab.inventory`), Debian 12; node3, Debian 13, waits to be
+    bootstrapped into it, so that the cluster becomes a mixed-release one, as during an upgrade."""
     _need_root()
-    from tests.support.lab import TestLab
+    from tests.support.lab import VM_LAB_RELEASES, TestLab
 
     attached = os.environ.get("RDMAPROV_TEST_LAB")
     if attached:  # a lab kept up between runs while working on lab tests (tests/support/keep_lab.py)
         yield TestLab.attach(Path(attached), "vm", 3, members=2)
         return
-    lab = TestLab(tmp_path_factory.mktemp("vmlab"), "vm", 3, "v", members=2).up()
+    lab = TestLab(tmp_path_factory.mktemp("vmlab"), "vm", 3, "v", members=2, release=VM_LAB_RELEASES).up()
     try:
         yield lab
     finally:

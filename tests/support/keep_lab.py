@@ -13,12 +13,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.support.lab import TestLab
+from tests.support.lab import VM_LAB_RELEASES, TestLab
 
 
 def main(action: str, root: str) -> int:
     if action == "up":
-        lab = TestLab(Path(root), "vm", 3, "k", members=2).up()
+        lab = TestLab(Path(root), "vm", 3, "k", members=2, release=VM_LAB_RELEASES).up()
         print(lab.dir)
         return 0
     lab = TestLab.attach(Path(root) / "lab-vm", "vm", 3, members=2)

@@ -17,13 +17,20 @@ def free_subnet() -> str:
     raise RuntimeError("no free subnet for the test lab")
 
 
+# The shared VM lab's nodes: node1 and node2 (the cluster) Debian 12, node3 Debian 13.
+VM_LAB_RELEASES = "bookworm,bookworm,trixie"
+
+
 class TestLab:
     """A lab started through the real CLI in its own directory."""
 
-    def __init__(self, root: Path, kind: str, nodes: int, tag: str, members: int | None = None) -> None:
+    def __init__(
+        self, root: Path, kind: str, nodes: int, tag: str, members: int | None = None, release: str = "bookworm"
+    ) -> None:
         self.dir = root / f"lab-{kind}"
         self.kind = kind
         self.nodes = nodes
+        self.release = release
         self.members = members or nodes
         self.bridge = f"rdt{os.getpid() % 10000}{tag}"
         self.subnet = free_subnet()
@@ -38,6 +45,8 @@ class TestLab:
             str(self.nodes),
             "--kind",
             self.kind,
+            "--release",
+            self.release,
             "--subnet",
             self.subnet,
             "--bridge",
