@@ -10,7 +10,7 @@ from rich.console import Console
 
 from rdmaprov import __version__
 from rdmaprov.errors import UserError
-from rdmaprov.lab.releases import DEFAULT_NODES, DEFAULT_RELEASE
+from rdmaprov.lab.releases import DEFAULT_NODES, DEFAULT_RELEASE, find_release
 from rdmaprov.lab.releases import HELP as RELEASE_HELP
 
 if TYPE_CHECKING:  # imported by the commands that use it, after main() patched gevent
@@ -283,6 +283,29 @@ def _cmd_lab_up(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
+def _cmd_lab_box(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.lab.box import box_name, ensure_box
+
+    release = find_release(args.release)
+    box = ensure_box(release, log=_log_to(err))
+    out.print(f"box: {box}", highlight=False)
+    out.print(f"next: vagrant box add --name {box_name(release)} {box}", highlight=False)
+    return 0
+
+
+def _cmd_lab_vagrant_inventory(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from pathlib import Path
+
+    from rdmaprov.inventory import load_inventory
+    from rdmaprov.lab.vagrant import write_inventory
+
+    inventory, known_hosts = write_inventory(Path(args.vagrant_dir), Path(args.output), args.netdev, log=_log_to(err))
+    load_inventory(inventory)  # what was written is a valid inventory, or the user hears why
+    out.print(f"inventory: {inventory}  (host keys: {known_hosts})", highlight=False)
+    out.print(f"next: rdmaprov apply {inventory}", highlight=False)
+    return 0
+
+
 def _cmd_lab_down(args: argparse.Namespace, out: Console, err: Console) -> int:
     from rdmaprov.lab.lab import down
     from rdmaprov.lab.report import down_summary
@@ -437,6 +460,30 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--bridge", default="rdmaprov0")
     up.add_argument("--memory", type=int, default=1024, help="MiB per VM")
     up.set_defaults(handler=_cmd_lab_up)
+
+    box = actions.add_parser(
+        "box",
+        help="make a Vagrant libvirt box of the lab image (no download needed)",
+        description="Make a Vagrant libvirt box (box.img, metadata.json, Vagrantfile) of the lab's image: a vagrant "
+        "user with passwordless sudo and Vagrant's insecure key, replaced at the first `vagrant up`. Cached; prints "
+        "the `vagrant box add` line to run.",
+    )
+    box.add_argument("--release", default=DEFAULT_RELEASE.codename, help="bookworm (12) or trixie (13)")
+    box.set_defaults(handler=_cmd_lab_box)
+
+    vagrant = actions.add_parser(
+        "vagrant-inventory",
+        help="an inventory for the machines of a Vagrant project, their host keys pinned",
+        description="Write an inventory for the running machines of a Vagrant project: how Vagrant reaches them "
+        "(`vagrant ssh-config`), their host keys and private network read over `vagrant ssh` and pinned in a "
+        "known_hosts file beside the inventory. Run it with the environment the machines were brought up with.",
+    )
+    vagrant.add_argument("--vagrant-dir", default=".", help="the Vagrant project (default: this directory)")
+    vagrant.add_argument("-o", "--output", default="vagrant.yaml", help="inventory to write (default vagrant.yaml)")
+    vagrant.add_argument(
+        "--netdev", help="the cluster network's interface (default: the one private network each machine has)"
+    )
+    vagrant.set_defaults(handler=_cmd_lab_vagrant_inventory)
 
     down = actions.add_parser("down", help="stop every node and remove what the lab created")
     down.set_defaults(handler=_cmd_lab_down)

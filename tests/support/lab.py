@@ -9,11 +9,14 @@ from pathlib import Path
 from tests.conftest import rdmaprov
 
 
-def free_subnet() -> str:
+def free_subnet(skip: int = 0) -> str:
+    """A /24 no interface here uses; `skip` free ones are passed over (a test needing two)."""
     used = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True).stdout
     for third in range(os.getpid() % 100 + 100, 250):
         if f" 10.78.{third}." not in used:
-            return f"10.78.{third}.0/24"
+            if skip == 0:
+                return f"10.78.{third}.0/24"
+            skip -= 1
     raise RuntimeError("no free subnet for the test lab")
 
 

@@ -3,6 +3,8 @@ Debian 13 (t64), and the all_reduce gate's refusal to span Open MPI 4 and 5."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rdmaprov.errors import UserError
@@ -112,3 +114,54 @@ def test_each_release_has_its_own_image():
 
     dirs = [image_dir(find_release(r)).name for r in ("bookworm", "trixie")]
     assert dirs[0].startswith("debian12-") and dirs[1].startswith("debian13-") and dirs[0][9:] != dirs[1][9:]
+
+
+def test_box_disk_has_one_bootable_partition_after_grub_space(tmp_path: Path):
+    import struct
+
+    from rdmaprov.lab.box import PART_START, _partition_table
+
+    raw = tmp_path / "disk.raw"
+    with raw.open("wb") as disk:
+        disk.truncate(64 * 1024**2)
+    _partition_table(raw, 64 * 1024**2)
+    mbr = raw.read_bytes()[:512]
+    status, _, kind, _, start, count = struct.unpack("<B3sB3sII", mbr[446:462])
+    assert (status, kind, start, start + count) == (0x80, 0x83, PART_START, 64 * 1024**2 // 512)
+    assert mbr[510:] == b"\x55\xaa" and mbr[462:510] == bytes(48)
+
+
+VAGRANT = FIXTURES / "vagrant"
+
+
+def test_vagrant_ssh_config_and_what_each_machine_shows():
+    from rdmaprov.lab.vagrant import READ, SPLIT, Machine, choose_interface, inventory_data, known_hosts_lines
+    from rdmaprov.parsers.vagrant import parse_host_keys, parse_ipv4_addresses, parse_ssh_config
+
+    machines = parse_ssh_config((VAGRANT / "ssh_config_2_machines.txt").read_text())
+    assert [(m.name, m.hostname, m.user, m.port) for m in machines] == [
+        ("node1", "10.78.112.36", "vagrant", 22),
+        ("node2", "10.78.112.106", "vagrant", 22),
+    ]
+    assert machines[0].identity.endswith("/project/.vagrant/machines/node1/libvirt/private_key")
+    assert SPLIT in READ
+    keys, _, addresses = (VAGRANT / "read_node1.txt").read_text().partition(SPLIT)
+    assert [kind for kind, _ in parse_host_keys(keys)] == ["ecdsa-sha2-nistp256", "ssh-ed25519", "ssh-rsa"]
+    found = parse_ipv4_addresses(addresses)
+    assert found == {"lo": ["127.0.0.1/8"], "eth0": ["10.78.112.36/24"], "eth1": ["10.78.111.11/24"]}
+    # the cluster network is the one Vagrant does not log in through
+    assert choose_interface(machines[0], found, None) == ("eth1", "10.78.111.11")
+    assert choose_interface(machines[0], found, "eth0") == ("eth0", "10.78.112.36")
+    with pytest.raises(UserError, match="node1 has no IPv4 address on eth7 .*: fix --netdev"):
+        choose_interface(machines[0], found, "eth7")
+    with pytest.raises(UserError, match="node1 has several networks .*: name the cluster's with --netdev"):
+        choose_interface(machines[0], {**found, "eth2": ["10.9.9.9/24"]}, None)
+
+    machine = Machine(machines[0], parse_host_keys(keys), "eth1", "10.78.111.11", 22)
+    assert known_hosts_lines([machine])[1].startswith("10.78.111.11 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDsvW")
+    data = inventory_data([machine], "vagrant.known_hosts")
+    assert data["defaults"]["rdma"] == {"netdevs": ["eth1"], "devices": ["rxe0"]}
+    assert data["groups"]["nodes"]["hosts"]["node1"] == {
+        "address": "10.78.111.11",
+        "ssh": {"key": machines[0].identity},
+    }

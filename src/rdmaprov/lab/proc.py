@@ -19,6 +19,8 @@ TOOLS = {
     "gpg": "gnupg",
     "ssh-keygen": "openssh-client",
     "ip": "iproute2",
+    "grub-mkimage": "grub-pc-bin",
+    "vagrant": "vagrant vagrant-libvirt",
 }
 
 
