@@ -28,8 +28,8 @@ from rdmaprov.health.gates.bandwidth import (
     parse_size,
 )
 from rdmaprov.health.gates.deadline import ITERATIONS, bytes_per_rank, slowest_link, sweep_deadline
-from rdmaprov.health.gates.pairs import Pair, run_in_rounds
 from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions
+from rdmaprov.health.gates.pairs import Pair, run_in_rounds
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import AllReduceGate, NodeConfig
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
