@@ -198,6 +198,22 @@ def test_a_failed_cluster_gate_in_apply_runs_the_diagnosis(vm_lab, tmp_path):
     assert code == 4 and "diagnosis" not in quiet
 
 
+def test_a_softroce_inventory_from_before_the_rail_and_latency_gates_still_passes(vm_lab, tmp_path, monkeypatch):
+    """It sets only ib_write_bw's floor, and the rail and latency gates are on by default: the
+    rail takes that floor, and the latency gate, with no SoftRoCE default, is skipped unrun."""
+    monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path / "state"))
+    data = yaml.safe_load(open(vm_lab.inventory))
+    data["cluster"]["gates"] = {"ib_write_bw": {"min_gbps": 0.01, "duration_s": 3}, "all_reduce": {"enabled": False}}
+    older = tmp_path / "older.yaml"
+    older.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, result = rdmaprov_json("verify", str(older), "--gates", timeout=900)
+    [rail] = _by_subject(result, "rail").values()
+    [latency] = _by_subject(result, "latency").values()
+    assert code == 0 and rail["passed"] and "= gates.ib_write_bw.min_gbps 0.01 Gb/s" in rail["reason"], rail
+    assert latency["status"] == "skipped" and latency["duration_s"] < 5, latency  # nothing ran
+    assert "no p99 default for softroce: set cluster.gates.latency.max_p99_us" in latency["reason"]
+
+
 def _with_build(vm_lab, tmp_path, version: str) -> str:
     """The lab inventory plus a declared build of the probe's C source, packed as a site would keep it."""
     from rdmaprov.deploys.gate_tools import probe_source

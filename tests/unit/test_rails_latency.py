@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 
 import jsonschema
 import pytest
 
 from rdmaprov.engine.results import RunResult
-from rdmaprov.health.baselines import apply_baselines, compare, load_parts, reset_parts
+from rdmaprov.health.baselines import apply_baselines, baseline_file, compare, load_parts, reset_parts
 from rdmaprov.health.diagnose import localize, rail_evidence
 from rdmaprov.health.facts_report import FactsReport
 from rdmaprov.health.gates.gpudirect import memory_plan, nearest_gpus
 from rdmaprov.health.gates.ib_write_bw import judge_bandwidth
 from rdmaprov.health.gates.latency import judge_lane, judge_latency, latency_limit, latency_tool
 from rdmaprov.health.gates.perftest import (
+    LANE_MARK,
     Endpoint,
     Lane,
     LaneOutput,
@@ -27,9 +29,11 @@ from rdmaprov.health.gates.perftest import (
     listening_ports,
     perftest_words,
     split_lanes,
+    stray_server_kill,
 )
 from rdmaprov.health.gates.rail import gpudirect_missing, rail_bounds
 from rdmaprov.health.gates.result import GateResult, subject_hosts
+from rdmaprov.health.gates.runner import cluster_gate_failed
 from rdmaprov.parsers.node import Gpu, NodeReport, parse_node_report
 from rdmaprov.parsers.nvidia_topo import parse_topo_matrix
 from rdmaprov.parsers.perftest import parse_lat_output
@@ -174,6 +178,37 @@ def test_the_lanes_script_runs_every_command_at_once_and_keeps_each_output_and_s
     assert "rdmaprov-perftest" not in subprocess.run(["ls", "/tmp"], capture_output=True, text=True).stdout
 
 
+def test_a_lane_killed_before_it_wrote_its_status_keeps_its_own_output():
+    text = f"{LANE_MARK} 0 exit 0\nrow0\n{LANE_MARK} 1 exit \nrow1"
+    assert split_lanes(text) == {0: (0, "row0"), 1: (None, "row1")}
+
+
+def test_stray_servers_are_killed_on_every_port_and_the_killing_shell_survives(tmp_path):
+    """Three fake servers named like perftest (argv[0] set by exec -a): the two of the pair's
+    ports die, the one whose port only starts the same is left, and the loop runs to its end."""
+    sleeper = "import time; time.sleep(60)"
+    started = [
+        subprocess.Popen(["bash", "-c", f'exec -a ib_fake_bw {sys.executable} -c "{sleeper}" -d rxe0 -p {port}'])
+        for port in (18600, 18601, 186010)
+    ]
+    try:
+        time.sleep(0.5)
+        done = subprocess.run(
+            ["sh", "-c", stray_server_kill("ib_fake_bw", {18600, 18601}) + "; echo end"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 0 and done.stdout.strip() == "end", done
+        for proc in started[:2]:
+            assert proc.wait(timeout=10) != 0
+        assert started[2].poll() is None
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+
+
 def test_listening_ports_from_ss():
     ss = (
         "State  Recv-Q Send-Q Local Address:Port Peer Address:Port\n"
@@ -198,17 +233,31 @@ def _lane(server_rate: float | None, client_rate: float | None, declared: bool =
 def test_a_rail_is_held_to_its_port_rate_with_the_sums_shown():
     client = (FIXTURES / "seed" / "ib_write_bw_client_roce_25g.txt").read_text()
     output = LaneOutput(_lane(25.0, 25.0), client, 0, "", 0)
-    result = judge_bandwidth("rail", output.lane.subject, output, rail_bounds(gates_config().rail))
+    defaults = gates_config()
+    result = judge_bandwidth("rail", output.lane.subject, output, rail_bounds(defaults.rail, defaults.ib_write_bw))
     assert (result.status, result.measured, result.threshold, result.expected) == ("fail", 23.14, 23.75, 25.0)
     assert result.reason == (
         "23.14 Gb/s (92.6% of the port rate) < 23.75 Gb/s = 0.95 × the port rate (irdma0 on node1 at 25 Gb/s)"
     )
     assert result.subject == "node1:irdma0 -> node2:irdma0" and result.details["rail"] == 2
-    lenient = rail_bounds(gates_config({"rail": {"fraction": 0.9, "warn_fraction": 0.95}}).rail)
+    settings = gates_config({"rail": {"fraction": 0.9, "warn_fraction": 0.95}})
+    lenient = rail_bounds(settings.rail, settings.ib_write_bw)
     warned = judge_bandwidth("rail", output.lane.subject, output, lenient)
     assert warned.status == "warn" and warned.reason.endswith("below the warning level 0.95 × 25 Gb/s")
     broken = LaneOutput(output.lane, client, 1, "", 0)
     assert judge_bandwidth("rail", "x", broken, lenient).reason.startswith("ib_write_bw exited 1: ")
+
+
+def test_a_rail_without_its_own_floor_takes_the_pair_gates_absolute_one():
+    """A SoftRoCE inventory from before the rail gate sets only gates.ib_write_bw.min_gbps."""
+    client = (FIXTURES / "seed" / "ib_write_bw_client_roce_25g.txt").read_text()
+    output = LaneOutput(_lane(25.0, 25.0), client, 0, "", 0)
+    older = gates_config({"ib_write_bw": {"min_gbps": 20}})
+    passed = judge_bandwidth("rail", "x", output, rail_bounds(older.rail, older.ib_write_bw))
+    assert passed.passed and ">= 20 Gb/s = gates.ib_write_bw.min_gbps 20 Gb/s;" in passed.reason
+    own = gates_config({"ib_write_bw": {"min_gbps": 20}, "rail": {"min_gbps": 24}})
+    failed = judge_bandwidth("rail", "x", output, rail_bounds(own.rail, own.ib_write_bw))
+    assert not failed.passed and failed.reason.endswith("< 24 Gb/s = gates.rail.min_gbps 24 Gb/s")
 
 
 def test_the_link_rate_is_the_lower_declared_one_or_the_higher_measured_one():
@@ -269,19 +318,19 @@ def test_latency_verdicts_show_their_sums():
     ancient = judge_latency(old, 2, latency_limit(settings, "infiniband"), 0.9)
     assert not ancient.passed and "printed no 99% percentile (perftest before July 2016)" in ancient.reason
     assert latency_limit(settings, "softroce") is None and latency_limit(settings, "erdma") is None
-    unset = judge_latency(felix, 2, None, 0.9)
-    assert not unset.passed and unset.reason.endswith("set cluster.gates.latency.max_p99_us")
     assert not judge_latency(felix, 64, latency_limit(settings, "infiniband"), 0.9).passed
 
 
 def test_a_latency_lane_that_broke_or_exited_badly_fails():
     settings = gates_config({"latency": {"max_p99_us": 50}}).latency
     felix = (PUBLIC / "ib_write_lat_client_cx3_ib_cpufreq_warnings_tabs.txt").read_text()
-    ok = judge_lane(LaneOutput(_lane(None, None), felix, 0, "", 0), settings, "roce")
+    limit = latency_limit(settings, "roce")
+    assert limit == (50, "gates.latency.max_p99_us")
+    ok = judge_lane(LaneOutput(_lane(None, None), felix, 0, "", 0), settings, limit)
     assert ok.passed and ok.gate == "latency" and ok.details["perftest_warnings"]
-    assert not judge_lane(LaneOutput(_lane(None, None), felix, 1, "", 0), settings, "roce").passed
+    assert not judge_lane(LaneOutput(_lane(None, None), felix, 1, "", 0), settings, limit).passed
     failed = (PUBLIC / "ib_write_bw_completion_with_error_status4_failed_run_iter_bw.txt").read_text()
-    broken = judge_lane(LaneOutput(_lane(None, None), failed, 1, "", 0), settings, "roce")
+    broken = judge_lane(LaneOutput(_lane(None, None), failed, 1, "", 0), settings, limit)
     assert broken.reason == (
         "ib_write_lat on node2 gave no result: perftest reported an error: Completion with error at client"
     )
@@ -349,7 +398,36 @@ def test_baselines_are_kept_per_cluster_and_flag_a_part_that_fell_even_while_it_
     assert off[0].baseline is None and load_parts("prod") == {}
 
 
+def test_a_damaged_baselines_file_costs_only_its_damaged_parts(tmp_path, monkeypatch):
+    monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path))
+    subject = "node1:mlx5_0 -> node2:mlx5_0"
+    good = {"gate": "rail", "subject": subject, "hosts": ["node1", "node2"], "unit": "Gb/s", "baseline": 390.0}
+    damaged = {
+        "rail zero": {**good, "baseline": 0},
+        "rail word": {**good, "samples": ["fast"]},
+        "rail list": [1, 2],
+        f"rail {subject}": good,
+    }
+    path = baseline_file("prod")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"parts": damaged}))
+    assert list(load_parts("prod")) == [f"rail {subject}"]
+    again = [GateResult("rail", subject, True, "x", 380.0, 300.0, "Gb/s")]
+    apply_baselines(again, "prod", gates_config().baseline)
+    assert again[0].baseline["value"] == 390.0 and not again[0].baseline["drift"]
+
+
 # diagnosis after a failed gate, and the result's JSON
+
+
+def test_only_a_cluster_gate_that_ran_and_fell_short_calls_for_a_diagnosis():
+    slow = GateResult("all_reduce", "a,b", False, "0.1 GB/s < 1 GB/s", 0.1, 1.0, "GB/s")
+    broke = GateResult("ib_write_bw", "a -> b", False, "ib_write_bw on b gave no result: Completion with error")
+    drift = GateResult("ib_write_bw", "a -> b", False, "x", 20.0, 10.0, "Gb/s", baseline={"drift": True})
+    mixed = GateResult("all_reduce", "a,b", False, "one MPI job cannot span", details={"mpi": {"a": "4.1.4"}})
+    rail = GateResult("rail", "a:mlx5_0 -> b:mlx5_0", False, "slow", 1.0, 10.0, "Gb/s")
+    assert cluster_gate_failed([slow]) and cluster_gate_failed([broke, drift])
+    assert not cluster_gate_failed([drift, mixed, rail])
 
 
 def test_subjects_name_their_hosts():
@@ -368,11 +446,13 @@ def test_all_reduce_pairs_localize_like_ib_write_bw_pairs():
 
 def test_a_suspects_rails_name_the_slow_hca():
     rails = [
+        GateResult("rail", "n2:mlx5_2 -> n7:mlx5_2", False, "ib_write_bw on n7 gave no result"),
         GateResult("rail", "n2:mlx5_0 -> n7:mlx5_0", True, "ok", 392.0, unit="Gb/s"),
         GateResult("rail", "n2:mlx5_3 -> n7:mlx5_3", False, "48 Gb/s < 380 Gb/s", 48.0, unit="Gb/s"),
         GateResult("rail", "n2:mlx5_1 -> n7:mlx5_1", True, "ok", 389.5, unit="Gb/s"),
     ]
     assert rail_evidence("n7", rails) == [
+        "n2:mlx5_2 -> n7:mlx5_2: ib_write_bw on n7 gave no result",
         "n2:mlx5_3 -> n7:mlx5_3: 48 Gb/s < 380 Gb/s",
         "every other rail of n7 >= 389.5 Gb/s",
     ]

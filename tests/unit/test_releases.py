@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rdmaprov.errors import UserError
 from rdmaprov.health.gates.mpi import mixed_mpi_reason
@@ -16,7 +17,8 @@ from rdmaprov.lab.releases import find_release, node_releases
 from rdmaprov.packages import lab_packages
 from rdmaprov.parsers.mpi import MpiVersion, parse_mpirun_version
 from rdmaprov.parsers.system import parse_installed_packages, parse_os_release
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, REPO
+from tests.support.inventories import gates_config
 
 LAB = FIXTURES / "lab"
 
@@ -165,3 +167,29 @@ def test_vagrant_ssh_config_and_what_each_machine_shows():
         "address": "10.78.111.11",
         "ssh": {"key": machines[0].identity},
     }
+
+
+def test_every_lab_inventory_gates_softroce_with_the_labs_own_settings():
+    """`lab up`, `lab vagrant-inventory` and inventories/lab.yaml share one set of gate settings:
+    with the fabric's defaults a healthy SoftRoCE lab fails (no latency default for SoftRoCE;
+    rails held to a fraction of the rxe port rate)."""
+    from rdmaprov.health.gates.latency import latency_limit
+    from rdmaprov.lab.gates import LAB_P99_US, softroce_gates
+    from rdmaprov.lab.vagrant import Machine, inventory_data
+    from rdmaprov.parsers.vagrant import parse_ssh_config
+
+    [ssh, _] = parse_ssh_config((VAGRANT / "ssh_config_2_machines.txt").read_text())
+    vagrant = inventory_data([Machine(ssh, [], "eth1", "10.78.111.11", 22)], "vagrant.known_hosts")
+    shipped = yaml.safe_load((REPO / "inventories" / "lab.yaml").read_text())
+    assert vagrant["cluster"]["gates"] == softroce_gates("eth1")
+    assert shipped["cluster"]["gates"] == softroce_gates("eth0")
+    gates = gates_config(vagrant["cluster"]["gates"])
+    assert latency_limit(gates.latency, "softroce") == (LAB_P99_US, "gates.latency.max_p99_us")
+    assert gates.rail.min_gbps == gates.ib_write_bw.min_gbps == 0.01 and gates.rail.enabled
+
+
+def test_an_unreadable_vagrant_ssh_config_line_is_named():
+    from rdmaprov.parsers.vagrant import parse_ssh_config
+
+    with pytest.raises(ValueError, match=r'^line 2: No closing quotation: IdentityFile "/home/a b/key$'):
+        parse_ssh_config('Host node1\n  IdentityFile "/home/a b/key\n')

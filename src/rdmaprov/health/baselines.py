@@ -77,13 +77,37 @@ def compare(
     return Comparison("steady", f"{change:+.1%} against {of}", change), record
 
 
+def _number(value: Any, positive: bool = False) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and (value > 0 or not positive)
+
+
+def sound(record: Any) -> bool:
+    """A part's record as this module writes it: a hand-edited or damaged one (a baseline of 0
+    would divide by zero, a word where a figure belongs) is dropped and recorded again."""
+    if not isinstance(record, dict):
+        return False
+    samples = record.get("samples", [])
+    return (
+        (record.get("baseline") is None or _number(record["baseline"], positive=True))
+        and isinstance(samples, list)
+        and all(_number(s) for s in samples)
+        and all(record.get(k) is None or _number(record[k]) for k in ("since", "last", "last_at"))
+        and isinstance(record.get("unit", ""), str)
+        and isinstance(record.get("hosts", []), list)
+    )
+
+
+def _load_parts(path: Path) -> dict[str, Any]:
+    return {key: record for key, record in load_section(path, "parts").items() if sound(record)}
+
+
 def apply_baselines(results: list[GateResult], cluster: str, settings: BaselineConfig) -> None:
     """Judge every passing figure against its part's past (in place: a drift turns a pass into a
     warning, or a failure with action fail) and keep the figures on the control machine."""
     if not settings.enabled:
         return
     path = baseline_file(cluster)
-    parts = load_section(path, "parts")
+    parts = _load_parts(path)
     now = time.time()
     for result in results:
         if result.status not in ("pass", "warn") or result.measured is None:
@@ -111,13 +135,13 @@ def apply_baselines(results: list[GateResult], cluster: str, settings: BaselineC
 
 
 def load_parts(cluster: str) -> dict[str, Any]:
-    return load_section(baseline_file(cluster), "parts")
+    return _load_parts(baseline_file(cluster))
 
 
 def reset_parts(cluster: str, hosts: list[str] | None) -> list[str]:
     """Drop the parts that involve any of `hosts` (every part with None); the keys dropped."""
     path = baseline_file(cluster)
-    parts = load_section(path, "parts")
+    parts = _load_parts(path)
     dropped = [k for k, p in parts.items() if hosts is None or set(p.get("hosts", [])) & set(hosts)]
     if dropped:
         save_section(path, "parts", {k: p for k, p in parts.items() if k not in dropped})

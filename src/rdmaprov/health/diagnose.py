@@ -118,9 +118,10 @@ def rail_evidence(suspect: str, rails: list[GateResult]) -> list[str]:
     how the others fared."""
     mine = [r for r in rails if suspect in r.hosts]
     failing = [f"{r.subject}: {r.reason}" for r in mine if not r.passed]
-    passed = [r.measured for r in mine if r.passed and r.measured is not None]
+    passed = [r for r in mine if r.passed and r.measured is not None]
     if failing and passed:
-        failing.append(f"every other rail of {suspect} >= {min(passed):.4g} {mine[0].unit}")
+        lowest = min(passed, key=lambda r: r.measured or 0.0)
+        failing.append(f"every other rail of {suspect} >= {lowest.measured:.4g} {lowest.unit}")
     return failing
 
 

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import TypeVar
 
 import gevent
+import yaml
 
 from rdmaprov.errors import UserError
 from rdmaprov.lab import mirror
+from rdmaprov.lab.gates import softroce_gates
 from rdmaprov.lab.image import HOSTKEY_MARK, Image, ensure_image
 from rdmaprov.lab.network import check_subnet_free, create_bridge, delete_link
 from rdmaprov.lab.nodes import Node, start_container, start_vm, stop_node, stop_process
@@ -152,10 +154,9 @@ def _collect(func: Callable[..., _T], *args: object) -> _T | UserError:
         return exc
 
 
-# SoftRoCE under TCG emulation has no latency default: p99 of a 2-byte ib_write_lat between two
-# lab VMs measured 4.5-11 ms, and up to 34 ms while other VMs loaded the same two cores
-# (2026-11-23; tests/fixtures/lab/ib_write_lat_*_rxe0_tcg_*.txt), so the lab allows 100 ms.
-LAB_P99_US = 100000
+def _indented(data: dict, spaces: int) -> list[str]:
+    """`data` as YAML block lines, indented to sit under a key of the inventory being written."""
+    return [" " * spaces + line for line in yaml.safe_dump(data, sort_keys=False).splitlines()]
 
 
 def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_address: str) -> None:
@@ -172,24 +173,7 @@ def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_add
         f"    known_hosts: {lab.known_hosts}",
         "    connect_timeout: 30",
         "  gates:",
-        "    ib_write_bw:",
-        f"      enabled: {'true' if softroce else 'false'}",
-        "      min_gbps: 0.01",
-        "      duration_s: 3",
-        "    rail:",
-        f"      enabled: {'true' if softroce else 'false'}",
-        "      min_gbps: 0.01",
-        "      duration_s: 3",
-        "      size: 65536",
-        "    latency:",
-        f"      enabled: {'true' if softroce else 'false'}",
-        f"      max_p99_us: {LAB_P99_US}",
-        "      iterations: 1000",
-        "    all_reduce:",
-        "      min_busbw_gbs: 0.0001",
-        "      max_bytes: 4M",
-        "      timeout_s: 300",
-        f"      launcher_ifname: {netdev}",
+        *_indented(softroce_gates(netdev, rdma=softroce), 4),
         "defaults:",
         f"  fabric: {'softroce' if softroce else 'roce'}",
     ]

@@ -19,6 +19,8 @@ from pathlib import Path
 import yaml
 
 from rdmaprov.errors import UserError
+from rdmaprov.inventory import load_inventory
+from rdmaprov.lab.gates import softroce_gates
 from rdmaprov.lab.proc import require
 from rdmaprov.parsers.vagrant import VagrantSsh, parse_host_keys, parse_ipv4_addresses, parse_ssh_config
 
@@ -111,10 +113,7 @@ def inventory_data(machines: list[Machine], known_hosts: str) -> dict:
         "cluster": {
             "name": "vagrant",
             "ssh": {"user": machines[0].ssh.user, "known_hosts": known_hosts, "connect_timeout": 30},
-            "gates": {
-                "ib_write_bw": {"min_gbps": 0.01, "duration_s": 3},
-                "all_reduce": {"min_busbw_gbs": 0.0001, "max_bytes": "4M", "timeout_s": 300, "launcher_ifname": netdev},
-            },
+            "gates": softroce_gates(netdev),
         },
         "defaults": {
             "fabric": "softroce",
@@ -128,7 +127,11 @@ def inventory_data(machines: list[Machine], known_hosts: str) -> dict:
 def write_inventory(directory: Path, output: Path, netdev: str | None = None, log=print) -> tuple[Path, Path]:
     """Read the project's machines and write `output` and its known_hosts file beside it."""
     require("vagrant")
-    machines_ssh = parse_ssh_config(_vagrant(directory, ["ssh-config"]))
+    config = _vagrant(directory, ["ssh-config"])
+    try:
+        machines_ssh = parse_ssh_config(config)
+    except ValueError as exc:
+        raise UserError(f"cannot read `vagrant ssh-config` in {directory}: {exc}") from None
     if not machines_ssh:
         raise UserError(f"`vagrant ssh-config` in {directory} listed no machine: run `vagrant up` first")
     machines = []
@@ -142,7 +145,18 @@ def write_inventory(directory: Path, output: Path, netdev: str | None = None, lo
         f"# Host keys were read over `vagrant ssh` and are pinned in {known_hosts.name}; read them again after a\n"
         "# machine is rebuilt. The gates' thresholds only prove that RDMA and MPI work in VMs (SoftRoCE).\n"
     )
+    # Checked before anything is replaced: an inventory that would not load must not overwrite a
+    # working one, nor its known_hosts file the keys that one pins.
     output.parent.mkdir(parents=True, exist_ok=True)
-    known_hosts.write_text("\n".join(known_hosts_lines(machines)) + "\n")
-    output.write_text(header + yaml.safe_dump(data, sort_keys=False))
+    staged = output.with_name(output.name + ".tmp")
+    staged.write_text(header + yaml.safe_dump(data, sort_keys=False))
+    try:
+        load_inventory(staged, require_files=False)
+    except UserError:
+        staged.unlink()
+        raise
+    staged_keys = known_hosts.with_name(known_hosts.name + ".tmp")
+    staged_keys.write_text("\n".join(known_hosts_lines(machines)) + "\n")
+    staged_keys.replace(known_hosts)
+    staged.replace(output)
     return output, known_hosts

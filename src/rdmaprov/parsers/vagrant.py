@@ -22,8 +22,11 @@ def parse_ssh_config(text: str) -> list[VagrantSsh]:
     own key; quoted when its path has spaces). Options Vagrant adds for itself
     (StrictHostKeyChecking no, UserKnownHostsFile /dev/null) are not carried over."""
     blocks: list[dict[str, str]] = []
-    for line in text.splitlines():
-        words = shlex.split(line.strip(), comments=True) if line.strip() else []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            words = shlex.split(line.strip(), comments=True) if line.strip() else []
+        except ValueError as exc:
+            raise ValueError(f"line {number}: {exc}: {line.strip()}") from None
         if len(words) < 2:
             continue
         key, value = words[0].lower(), words[1]

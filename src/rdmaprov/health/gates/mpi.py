@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from rdmaprov.engine.session import Session
 from rdmaprov.parsers.mpi import MpiVersion, parse_mpirun_version
+from rdmaprov.quoting import sh
 
 
 def mpirun_path(session: Session, name: str) -> str:
@@ -23,7 +24,7 @@ def read_mpi_versions(session: Session, hosts: list[str]) -> dict[str, MpiVersio
     """Each host's MPI, or why it could not be read (no mpirun there), all hosts at once."""
 
     def read(name: str) -> MpiVersion | str:
-        result = session.run(name, f"{mpirun_path(session, name)} --version", 60)
+        result = session.run(name, f"{sh(mpirun_path(session, name))} --version", 60)
         version = parse_mpirun_version(result.stdout) if result.ok else None
         if version is None:
             said = (result.stderr or result.stdout).strip().splitlines()

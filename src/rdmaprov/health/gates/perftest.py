@@ -6,7 +6,9 @@ the client node, each process in the background with its output in a file of its
 eight rails cost two SSH channels, not sixteen (sshd allows ten sessions per connection by
 default). Every process is bounded by `timeout`; the command then prints each lane's output
 behind a marker line with its exit status. The clients dial only once every server listens, and
-servers still running when the clients are done are killed by their TCP port.
+servers still running when the clients are done are killed by their command line: the program's
+name first (so neither the shell that runs them nor the one that kills them matches) and the
+lane's TCP port.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from rdmaprov.parsers.node import NodeReport
 from rdmaprov.quoting import sh, sh_join
 
 LANE_MARK = "@@ rdmaprov lane"
-_LANE = re.compile(rf"^{LANE_MARK} (\d+) exit (\d+)$")
+# A lane killed before it wrote its status prints an empty one
+_LANE = re.compile(rf"^{LANE_MARK} (\d+) exit (\d*)$")
 # How long servers get to listen, and how much longer than a process's own timeout the command
 # that runs them all may take (the processes end first, so their output is still printed).
 LISTEN_S = 30
@@ -144,15 +147,16 @@ def lanes_script(commands: Sequence[list[str]], timeout_s: int) -> str:
     return "\n".join(parts)
 
 
-def split_lanes(text: str) -> dict[int, tuple[int, str]]:
-    """{lane: (exit status, output)} from what lanes_script printed."""
-    lanes: dict[int, tuple[int, list[str]]] = {}
+def split_lanes(text: str) -> dict[int, tuple[int | None, str]]:
+    """{lane: (exit status or None when it left none, output)} from what lanes_script printed."""
+    lanes: dict[int, tuple[int | None, list[str]]] = {}
     current: list[str] | None = None
     for line in text.splitlines():
         mark = _LANE.match(line)
         if mark:
             current = []
-            lanes[int(mark.group(1))] = (int(mark.group(2)), current)
+            status = mark.group(2)
+            lanes[int(mark.group(1))] = (int(status) if status else None, current)
         elif current is not None:
             current.append(line)
     return {lane: (status, "\n".join(lines)) for lane, (status, lines) in lanes.items()}
@@ -163,12 +167,32 @@ def listening_ports(ss_output: str) -> set[int]:
     return {int(m.group(1)) for m in re.finditer(r"\S:(\d+)\s", ss_output)}
 
 
-def _wait_listening(session: Session, host: str, ports: set[int], deadline: float) -> bool:
-    while time.monotonic() < deadline:
+def _wait_listening(session: Session, host: str, ports: set[int], deadline: float, server: gevent.Greenlet) -> bool:
+    """Whether every port listens before the deadline; a server command that already ended
+    (it could not bind, the program is missing) will never listen."""
+    while time.monotonic() < deadline and not server.ready():
         if ports <= listening_ports(session.run(host, "ss -tln").stdout):
             return True
         gevent.sleep(0.5)
     return False
+
+
+def stray_server_kill(program: str, ports: set[int]) -> str:
+    """Kill the servers of these ports that are still running. The pattern is anchored at the
+    program's name: unanchored, it matched the shell running this loop (its own command line
+    holds the pattern), which killed itself at the first port and left the other rails' servers
+    to be met by the next pair test on the same ports."""
+    patterns = " ".join(sh(f"^{program} .*-p {port}( |$)") for port in sorted(ports))
+    return f'for p in {patterns}; do pkill -f "$p"; done; true'
+
+
+def _server_said(server: gevent.Greenlet) -> str:
+    """The last lines a server command that ended printed, for the reason it never listened."""
+    if not (server.ready() and server.successful() and server.value):
+        return ""
+    lines = [line.strip() for line in (server.value.stdout + "\n" + server.value.stderr).splitlines()]
+    said = [line for line in lines if line and not line.startswith(LANE_MARK)][-3:]
+    return f": {' | '.join(said)}" if said else ""
 
 
 def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutput] | str:
@@ -183,15 +207,16 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
     ports = {lane.tcp_port for lane in lanes}
     server_job = gevent.spawn(session.run, server, servers, tool.timeout_s + GRACE_S)
     try:
-        if not _wait_listening(session, server, ports, time.monotonic() + min(tool.timeout_s, LISTEN_S)):
+        deadline = time.monotonic() + min(tool.timeout_s, LISTEN_S)
+        if not _wait_listening(session, server, ports, deadline, server_job):
             listed = ", ".join(str(p) for p in sorted(ports))
-            return f"the {tool.program} server on {server} did not start listening on port {listed}"
+            said = _server_said(server_job)
+            return f"the {tool.program} server on {server} did not start listening on port {listed}{said}"
         client_result = session.run(client, clients, tool.timeout_s + GRACE_S)
         server_job.join(timeout=10)
     finally:
         if not server_job.ready():
-            stray = " ".join(sh(f"{tool.program} .*-p {port} ") for port in sorted(ports))
-            session.run(server, f'for p in {stray}; do pkill -f "$p"; done; true')
+            session.run(server, stray_server_kill(tool.program, ports))
             server_job.join(timeout=10)
     server_out = split_lanes(server_job.value.stdout) if server_job.successful() and server_job.value else {}
     client_out = split_lanes(client_result.stdout)

@@ -17,16 +17,20 @@ from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, judge_bandwidth, p
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
 from rdmaprov.health.gates.perftest import Endpoint, Lane, endpoint, rail_devices, run_lanes
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.inventory.config import RailGate
+from rdmaprov.inventory.config import IbWriteBwGate, RailGate
 from rdmaprov.parsers.node import NodeReport
 
 RAIL_BASE_PORT = 18600
 
 
-def rail_bounds(settings: RailGate) -> Bounds:
-    return Bounds(
-        settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps, "gates.rail.min_gbps"
-    )
+def rail_bounds(settings: RailGate, pair_gate: IbWriteBwGate) -> Bounds:
+    """A rail's floor: its own min_gbps, else the pair gate's absolute floor (the same
+    measurement, one HCA each: a SoftRoCE inventory written before the rail gate existed set only
+    that one), else the fraction of the port rate."""
+    minimum, source = settings.min_gbps, "gates.rail.min_gbps"
+    if minimum is None and pair_gate.min_gbps is not None:
+        minimum, source = pair_gate.min_gbps, "gates.ib_write_bw.min_gbps"
+    return Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, minimum, source)
 
 
 def pair_lanes(
@@ -97,7 +101,9 @@ def run_rail_pair(session: Session, server: str, client: str, reports: dict[str,
     if isinstance(outputs, str):
         return results + [GateResult("rail", lane.subject, False, outputs) for lane in lanes]
     for output in outputs:
-        result = judge_bandwidth("rail", output.lane.subject, output, rail_bounds(settings))
+        result = judge_bandwidth(
+            "rail", output.lane.subject, output, rail_bounds(settings, session.inventory.gates.ib_write_bw)
+        )
         result.details["memory"] = {e.name: memory[e.name].why for e in (output.lane.server, output.lane.client)}
         results.append(result)
     return results

@@ -38,4 +38,11 @@ def run_gates(
 
 
 def cluster_gate_failed(results: list[GateResult]) -> bool:
-    return any(r.gate in CLUSTER_GATES and not r.passed for r in results)
+    """Whether a cluster gate failed in a way a diagnosis can localize: its test ran and fell
+    short or broke. Not a baseline drift (judged against the part's own past, which the pair
+    tests do not know: they would clear every node and contradict the gate), nor a job refused
+    before it ran because the nodes' MPI series cannot mix (every pair across them fails alike)."""
+    return any(
+        r.gate in CLUSTER_GATES and not r.passed and not (r.baseline or {}).get("drift") and "mpi" not in r.details
+        for r in results
+    )

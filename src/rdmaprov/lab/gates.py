@@ -1,0 +1,32 @@
+"""The gate settings of a SoftRoCE lab, in one place for every inventory a lab gets (`lab up`,
+`lab vagrant-inventory`, inventories/lab.yaml): rxe under TCG emulation moves ~0.1 Gb/s and its
+p99 latency is milliseconds, so the fabric's defaults (fractions of the port rate; no SoftRoCE
+latency default at all) would fail every healthy lab. A copy per inventory drifted once: the
+Vagrant inventory lacked the rail and latency settings the gates had come to need.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# p99 of a 2-byte ib_write_lat over rxe0 on two TCG VMs: 4.5-11 ms, up to 34 ms while other VMs
+# loaded the same cores (tests/fixtures/lab/ib_write_lat_*): 100 ms fails only a stuck link.
+LAB_P99_US = 100000
+
+
+def softroce_gates(launcher_ifname: str, rdma: bool = True) -> dict[str, Any]:
+    """cluster.gates for a lab whose nodes talk over `launcher_ifname`; without `rdma` (containers,
+    no rxe in their kernel) only the all_reduce gate's CPU probe runs."""
+    return {
+        "ib_write_bw": {"enabled": rdma, "min_gbps": 0.01, "duration_s": 3},
+        # 64 KiB messages as ib_write_bw: 1 MiB ones gain nothing on emulated SoftRoCE
+        "rail": {"enabled": rdma, "min_gbps": 0.01, "duration_s": 3, "size": 65536},
+        "latency": {"enabled": rdma, "max_p99_us": LAB_P99_US, "iterations": 1000},
+        # a healthy sweep takes ~10 s on the lab; its threshold is too low to bound it
+        "all_reduce": {
+            "min_busbw_gbs": 0.0001,
+            "max_bytes": "4M",
+            "timeout_s": 300,
+            "launcher_ifname": launcher_ifname,
+        },
+    }
