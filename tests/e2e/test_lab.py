@@ -13,6 +13,7 @@ import time
 import pytest
 import yaml
 
+from rdmaprov.health.baselines import baseline_file
 from tests.conftest import REPO, rdmaprov, rdmaprov_json
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
@@ -159,9 +160,14 @@ def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_ow
         for node in ("node1", "node2"):
             assert vm_lab.ssh(node, "pgrep -a ib_write || true").stdout.strip() == ""
 
-        # rail 1 policed to 40 % of its own past: above the floor, below its baseline
-        rate = max(bandwidth[rails[1]]["measured"] * 1000 * 0.4, 5)
-        assert vm_lab.ssh("node1", police + f"rate {rate:.0f}mbit burst 64k drop").returncode == 0
+        # rail 1's recorded past made ten times today's figure (as if its link had degraded
+        # since): it still clears the floor, and is flagged below its own baseline. Policing the
+        # link to a fraction of its past did not do here: RC over a policed rxe link stalls on its
+        # retransmits and measured 0 Gb/s (seen in CI).
+        path = baseline_file(yaml.safe_load(open(inventory))["cluster"]["name"])
+        stored = json.loads(path.read_text())
+        stored["parts"][f"rail {rails[1]}"]["baseline"] = bandwidth[rails[1]]["measured"] * 10
+        path.write_text(json.dumps(stored))
         _, drifted = rdmaprov_json("verify", inventory, "--gates", timeout=900)
         rail1 = _by_subject(drifted, "rail")[rails[1]]
         assert rail1["passed"] and rail1["status"] == "warn" and rail1["baseline"]["drift"], rail1
