@@ -508,7 +508,7 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
         [v for v in result["verify"] if v["status"] != "ok"],
         gates,
     )
-    assert hosts["node3"]["status"] == "changed"
+    assert hosts["node3"]["status"] == "changed", hosts["node3"]["error"]
     # old nodes: only SSH trust ran there, and it changed (they now trust and know node3)
     for old in ("node1", "node2"):
         assert {op["deploy"] for op in hosts[old]["ops"]} == {"ssh_trust"}

@@ -19,13 +19,14 @@ from rdmaprov.parsers.system import parse_os_release
 
 # The apt install command exactly as a Debian/Ubuntu node gets it, up to the package names.
 APT_INSTALL = (
-    "for try in $(seq 60); do out=$(DEBIAN_FRONTEND=noninteractive dpkg --configure -a 2>&1) && break; "
-    'case "$out" in *"locked by another process"*) [ "$try" = 60 ] && '
-    '{ echo "rdmaprov: gave up after 5 min waiting for the dpkg lock: $out" >&2; exit 1; }; '
-    'echo "rdmaprov note: waiting for the dpkg lock ($try/60, 5 s each): $(echo "$out" | head -n 1)" >&2; '
-    'sleep 5;; *) printf "%s\\n" "$out" >&2; exit 1;; esac; done; '
-    "apt-get -o DPkg::Lock::Timeout=300 update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 "
-    "install -y -q --no-install-recommends "
+    'retry_locked() { what=$1; shift; for try in $(seq 60); do out=$("$@" 2>&1) && return 0; '
+    'case "$out" in *"locked by another process"*|*"Could not get lock"*) [ "$try" = 60 ] && '
+    '{ echo "rdmaprov: gave up after 5 min waiting for the $what lock: $out" >&2; return 1; }; '
+    'echo "rdmaprov note: waiting for the $what lock ($try/60, 5 s each): $(echo "$out" | grep -m 1 lock)" >&2; '
+    'sleep 5;; *) printf "%s\\n" "$out" >&2; return 1;; esac; done; }; '
+    "retry_locked dpkg env DEBIAN_FRONTEND=noninteractive dpkg --configure -a || exit 1; "
+    "retry_locked 'package lists' apt-get -o DPkg::Lock::Timeout=300 update -q || exit 1; "
+    "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "
 )
 
 OS_RELEASE = Path(__file__).resolve().parent.parent / "fixtures" / "os-release"

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from rdmaprov.engine.connection import CommandEnd, explain, parse_uptime, relay_notes
-from rdmaprov.operations.packages import DPKG_RECOVER
+from rdmaprov.operations.packages import DPKG_RECOVER, RETRY_LOCKED
 from rdmaprov.parsers.failure import failure_reason, is_noise
 from tests.conftest import FIXTURES
 
@@ -131,6 +131,27 @@ def test_dpkg_recovery_waits_while_the_lock_is_held_and_says_so(tmp_path):
         "rdmaprov note: waiting for the dpkg lock (1/60, 5 s each): dpkg: error: dpkg frontend lock was locked by"
         in proc.stderr
     )
+    assert 3 <= time.monotonic() - started < 30
+
+
+def test_an_apt_update_still_holding_the_package_lists_is_waited_for_and_named(tmp_path):
+    """A killed apply leaves its `apt-get update` running on the node (or apt-daily runs one):
+    the next update meets the lists' lock, which DPkg::Lock::Timeout does not cover. Real
+    apt-get, on package lists of this test's own."""
+    lists = tmp_path / "lists"
+    (lists / "partial").mkdir(parents=True)
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "sources.list").touch()
+    own = f"-o Dir::State::Lists={lists} -o Dir::Etc::SourceList={tmp_path}/sources.list "
+    own += f"-o Dir::Etc::SourceParts={tmp_path}/parts"
+    lock = os.open(lists / "lock", os.O_RDWR | os.O_CREAT)
+    fcntl.lockf(lock, fcntl.LOCK_EX)
+    threading.Timer(3, lambda: os.close(lock)).start()
+    script = f"{RETRY_LOCKED}; retry_locked 'package lists' apt-get {own} update -q || exit 1; echo updated"
+    started = time.monotonic()
+    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "updated", proc.stderr
+    assert "rdmaprov note: waiting for the package lists lock (1/60, 5 s each): E: Could not get lock " in proc.stderr
     assert 3 <= time.monotonic() - started < 30
 
 

@@ -17,17 +17,22 @@ from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
 from rdmaprov.parsers.system import OsInfo
 from rdmaprov.quoting import NOTE_PREFIX
 
-# An apply killed during an install leaves dpkg half-configured ("dpkg was interrupted") and
-# perhaps a dpkg still holding the lock: finish that first, retrying only while another process
-# holds the lock (a note each try, shown live), for up to 60 × 5 s; any other error (a full disk…)
-# fails at once with dpkg's own words instead of being retried and then installed over.
-DPKG_RECOVER = (
-    "for try in $(seq 60); do out=$(DEBIAN_FRONTEND=noninteractive dpkg --configure -a 2>&1) && break; "
-    'case "$out" in *"locked by another process"*) [ "$try" = 60 ] && '
-    '{ echo "rdmaprov: gave up after 5 min waiting for the dpkg lock: $out" >&2; exit 1; }; '
-    f'echo "{NOTE_PREFIX}waiting for the dpkg lock ($try/60, 5 s each): $(echo "$out" | head -n 1)" >&2; sleep 5;; '
-    '*) printf "%s\\n" "$out" >&2; exit 1;; esac; done'
+# A lock another process holds is waited for, a note each try (shown live), for up to 60 × 5 s;
+# any other error (a full disk…) fails at once with the tool's own words instead of being retried
+# and then installed over. Two locks are met: an apply killed during an install leaves dpkg
+# half-configured ("dpkg was interrupted") and perhaps a dpkg still holding its lock, finished
+# first with `dpkg --configure -a`; and an `apt-get update` still running (the killed apply's,
+# left behind on the node, or apt-daily's on a fresh boot) holds the package lists' lock, which
+# apt-get's DPkg::Lock::Timeout does not wait for (seen on the lab: "E: Could not get lock
+# /var/lib/apt/lists/lock. It is held by process 3957 (apt-get)").
+RETRY_LOCKED = (
+    'retry_locked() { what=$1; shift; for try in $(seq 60); do out=$("$@" 2>&1) && return 0; '
+    'case "$out" in *"locked by another process"*|*"Could not get lock"*) [ "$try" = 60 ] && '
+    '{ echo "rdmaprov: gave up after 5 min waiting for the $what lock: $out" >&2; return 1; }; '
+    f'echo "{NOTE_PREFIX}waiting for the $what lock ($try/60, 5 s each): $(echo "$out" | grep -m 1 lock)" >&2; '
+    'sleep 5;; *) printf "%s\\n" "$out" >&2; return 1;; esac; done; }'
 )
+DPKG_RECOVER = f"{RETRY_LOCKED}; retry_locked dpkg env DEBIAN_FRONTEND=noninteractive dpkg --configure -a || exit 1"
 APT = "apt-get -o DPkg::Lock::Timeout=300"
 
 
@@ -36,7 +41,8 @@ def install_command(family: str, missing: list[str], os_major: str = "") -> str:
     names = " ".join(shlex.quote(p) for p in missing)
     if family == "debian":
         return (
-            f"{DPKG_RECOVER}; {APT} update -q && DEBIAN_FRONTEND=noninteractive {APT} install -y -q "
+            f"{DPKG_RECOVER}; retry_locked 'package lists' {APT} update -q || exit 1; "
+            f"DEBIAN_FRONTEND=noninteractive {APT} install -y -q "
             f"--no-install-recommends {names}"
         )
     return f"{rhel_tool(os_major)} install -y {names}"
