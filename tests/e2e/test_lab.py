@@ -553,14 +553,14 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
 
 
 _POLICE_ROCE = (
-    "tc qdisc replace dev eth0 ingress && tc filter replace dev eth0 parent ffff: protocol ip "
+    "tc qdisc replace dev eth0 clsact && tc filter replace dev eth0 egress protocol ip "
     "u32 match ip protocol 17 0xff match ip dport 4791 0xffff action police rate 200kbit burst 32k drop"
 )
 
 
 def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab):
     """Three converged VMs (after the bootstrap test): healthy, every node is cleared in one round;
-    with node3's incoming RoCE traffic policed for real, node3 alone is named, in two rounds."""
+    with node3's RoCE traffic policed for real, node3 alone is named, in two rounds."""
     full = vm_lab.full_inventory
     code, healthy = rdmaprov_json("diagnose", full, timeout=900)
     assert (code, healthy["suspects"], healthy["cleared"], healthy["rounds"]) == (
@@ -569,16 +569,19 @@ def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab):
         ["node1", "node2", "node3"],
         1,
     ), healthy
-    # node3's RoCE traffic (UDP 4791) is policed where it comes in, and nothing else: SSH to node3
-    # keeps its speed, so the policer can always be removed. An egress tbf on the whole link did not
-    # do: in CI the throttle could then not be removed over SSH, and on a lab VM an rxe packet still
-    # queued in an egress qdisc when its QP was destroyed crashed the 6.1 kernel (net_tx_action).
+    # node3's RoCE traffic (UDP 4791) is policed as it leaves (the writes it sends, the acks of
+    # those it receives), and nothing else: SSH to node3 keeps its speed, so the policer can always
+    # be removed. A policer drops and queues nothing. An egress tbf on the whole link did not do: in
+    # CI the throttle could then not be removed over SSH, and on a lab VM an rxe packet still queued
+    # in an egress qdisc when its QP was destroyed crashed the 6.1 kernel (net_tx_action). Policing
+    # only what node3 receives did not do either: a writer on node3 then loses only acks, and the
+    # diagnosis cleared it.
     throttle = vm_lab.ssh("node3", _POLICE_ROCE)
     assert throttle.returncode == 0, throttle.stderr
     try:
         code, slow = rdmaprov_json("diagnose", full, timeout=900)
     finally:
-        unthrottled = vm_lab.ssh("node3", "tc qdisc del dev eth0 ingress", timeout=120)
+        unthrottled = vm_lab.ssh("node3", "tc qdisc del dev eth0 clsact", timeout=120)
         assert unthrottled.returncode == 0, unthrottled.stderr
     assert code == 4 and list(slow["suspects"]) == ["node3"], slow
     assert slow["cleared"] == ["node1", "node2"] and slow["rounds"] == 2
