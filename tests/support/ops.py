@@ -20,7 +20,7 @@ from rdmaprov.parsers.system import parse_os_release
 # The apt install command exactly as a Debian/Ubuntu node gets it, up to the package names.
 APT_INSTALL = (
     'retry_locked() { what=$1; shift; for try in $(seq 60); do out=$("$@" 2>&1) && return 0; '
-    'case "$out" in *"locked by another process"*|*"Could not get lock"*) [ "$try" = 60 ] && '
+    'case "$out" in *"locked by another process"*|*"lock was locked by"*|*"Could not get lock"*) [ "$try" = 60 ] && '
     '{ echo "rdmaprov: gave up after 5 min waiting for the $what lock: $out" >&2; return 1; }; '
     'echo "rdmaprov note: waiting for the $what lock ($try/60, 5 s each): $(echo "$out" | grep -m 1 lock)" >&2; '
     'sleep 5;; *) printf "%s\\n" "$out" >&2; return 1;; esac; done; }; '

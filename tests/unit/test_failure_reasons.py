@@ -155,6 +155,24 @@ def test_an_apt_update_still_holding_the_package_lists_is_waited_for_and_named(t
     assert 3 <= time.monotonic() - started < 30
 
 
+def test_debian_13s_wording_of_a_held_dpkg_lock_is_waited_for_too(tmp_path):
+    """dpkg 1.22 names the holder instead of "another process". The line is the real one; the
+    command that prints it once (then succeeds) stands where dpkg --configure -a runs."""
+    said = (FIXTURES / "lab" / "dpkg_configure_lock_held_debian13.txt").read_text().strip()
+    once = tmp_path / "once"
+    locked = f'if [ -e {once} ]; then exit 0; fi; touch {once}; echo "{said}" >&2; exit 2'
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["sh", "-c", f"{RETRY_LOCKED}; retry_locked dpkg sh -c '{locked}' || exit 1; echo recovered"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "recovered", proc.stderr
+    assert proc.stderr.strip() == f"rdmaprov note: waiting for the dpkg lock (1/60, 5 s each): {said}"
+    assert 5 <= time.monotonic() - started < 30
+
+
 def test_dpkg_recovery_fails_at_once_on_any_other_error(tmp_path):
     env = _private_dpkg(tmp_path)
     (tmp_path / "var/lib/dpkg/status").write_text("this is not a dpkg status file\n")

@@ -24,10 +24,12 @@ from rdmaprov.quoting import NOTE_PREFIX
 # first with `dpkg --configure -a`; and an `apt-get update` still running (the killed apply's,
 # left behind on the node, or apt-daily's on a fresh boot) holds the package lists' lock, which
 # apt-get's DPkg::Lock::Timeout does not wait for (seen on the lab: "E: Could not get lock
-# /var/lib/apt/lists/lock. It is held by process 3957 (apt-get)").
+# /var/lib/apt/lists/lock. It is held by process 3957 (apt-get)"). dpkg words its lock two ways:
+# "…frontend lock was locked by another process with pid N" (Debian 12's 1.21) and "…frontend
+# lock was locked by /usr/bin/apt-get process with pid N" (Debian 13's 1.22, seen in CI).
 RETRY_LOCKED = (
     'retry_locked() { what=$1; shift; for try in $(seq 60); do out=$("$@" 2>&1) && return 0; '
-    'case "$out" in *"locked by another process"*|*"Could not get lock"*) [ "$try" = 60 ] && '
+    'case "$out" in *"locked by another process"*|*"lock was locked by"*|*"Could not get lock"*) [ "$try" = 60 ] && '
     '{ echo "rdmaprov: gave up after 5 min waiting for the $what lock: $out" >&2; return 1; }; '
     f'echo "{NOTE_PREFIX}waiting for the $what lock ($try/60, 5 s each): $(echo "$out" | grep -m 1 lock)" >&2; '
     'sleep 5;; *) printf "%s\\n" "$out" >&2; return 1;; esac; done; }'
