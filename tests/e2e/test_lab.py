@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -124,6 +125,19 @@ def _by_subject(result: dict, gate: str) -> dict[str, dict]:
     return {g["subject"]: g for g in result["gates"] if g["gate"] == gate}
 
 
+def _gates_until(inventory: str, settled, start_over=lambda: None, tries: int = 3) -> tuple[int, dict]:
+    """verify --gates until `settled(result)`, at most `tries` runs. Two rails share each lab VM's
+    one emulated CPU, and now and then one of them completes nothing in its window under CI's
+    load (seen: rxe1 0 Gb/s while rxe0 passed, once in three runs): a step that needs a healthy
+    rail runs again, as many as three times, instead of failing on the emulation."""
+    for _ in range(tries):
+        start_over()
+        code, result = rdmaprov_json("verify", inventory, "--gates", timeout=900)
+        if settled(result):
+            break
+    return code, result
+
+
 def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_own_past(vm_lab, tmp_path, monkeypatch):
     """Two rails per VM (rxe0 on eth0, rxe1 on a macvlan), both tested at once: a verdict per HCA
     for bandwidth and for p99 latency. Then rxe1's traffic into node1 is policed: first to well
@@ -131,7 +145,8 @@ def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_ow
     (that HCA fails, the other passes). Policing drops at ingress instead of queueing: an rxe
     packet still queued in an egress qdisc when its QP is destroyed crashed a lab VM's 6.1 kernel
     (seen with tbf while trying this)."""
-    monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path / "state"))  # this test's own baselines
+    state = tmp_path / "state"
+    monkeypatch.setenv("RDMAPROV_STATE", str(state))  # this test's own baselines
     for i, node in enumerate(("node1", "node2")):
         _second_rail(vm_lab, node, i)
     # Two rails share each VM's one emulated CPU: with 1 MiB messages for 10 s (perftest measures
@@ -145,7 +160,12 @@ def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_ow
     rails = ["node1:rxe0 -> node2:rxe0", "node1:rxe1 -> node2:rxe1"]
     police = "tc qdisc replace dev mv0 ingress && tc filter replace dev mv0 parent ffff: matchall action police "
     try:
-        _, first = rdmaprov_json("verify", inventory, "--gates", timeout=900)
+
+        def both_passed(result: dict) -> bool:
+            return all(g["passed"] for g in result["gates"] if g["gate"] == "rail")
+
+        # each attempt from no baselines, so that each rail's first figure is its baseline
+        _, first = _gates_until(inventory, both_passed, lambda: shutil.rmtree(state, ignore_errors=True))
         bandwidth, latency = _by_subject(first, "rail"), _by_subject(first, "latency")
         assert sorted(bandwidth) == rails and sorted(latency) == rails, first["gates"]
         for subject in rails:
@@ -168,14 +188,14 @@ def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_ow
         stored = json.loads(path.read_text())
         stored["parts"][f"rail {rails[1]}"]["baseline"] = bandwidth[rails[1]]["measured"] * 10
         path.write_text(json.dumps(stored))
-        _, drifted = rdmaprov_json("verify", inventory, "--gates", timeout=900)
+        _, drifted = _gates_until(inventory, lambda result: _by_subject(result, "rail")[rails[1]]["passed"])
         rail1 = _by_subject(drifted, "rail")[rails[1]]
         assert rail1["passed"] and rail1["status"] == "warn" and rail1["baseline"]["drift"], rail1
         assert "below its baseline" in rail1["reason"] and "gates.baseline.max_drop 5%" in rail1["reason"]
 
         # rail 1 policed under the floor: that HCA fails, the other passes
         assert vm_lab.ssh("node1", police + "rate 1mbit burst 32k drop").returncode == 0
-        code, broken = rdmaprov_json("verify", inventory, "--gates", timeout=900)
+        code, broken = _gates_until(inventory, lambda result: _by_subject(result, "rail")[rails[0]]["passed"])
         bandwidth = _by_subject(broken, "rail")
         assert code == 4 and not bandwidth[rails[1]]["passed"] and bandwidth[rails[0]]["passed"], bandwidth
         assert "< 0.002 Gb/s = gates.rail.min_gbps" in bandwidth[rails[1]]["reason"]
