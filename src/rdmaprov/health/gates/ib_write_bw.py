@@ -6,12 +6,19 @@ every HCA with the same runner (perftest.py).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import Bounds, judge
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import Lane, LaneOutput, Tool, endpoint, rail_devices, run_lanes
+from rdmaprov.health.gates.perftest import (
+    Lane,
+    LaneOutput,
+    Tool,
+    endpoint,
+    failed_on_exit,
+    last_lines,
+    rail_devices,
+    run_lanes,
+)
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import IbWriteBwGate, RailGate
 from rdmaprov.parsers.node import NodeReport
@@ -44,7 +51,7 @@ def judge_bandwidth(gate: str, subject: str, output: LaneOutput, bounds: Bounds)
     except ValueError as exc:
         parsed, error = None, str(exc)
     if parsed is None:
-        tail = [line.strip() for line in output.client.splitlines() if line.strip()][-3:]
+        tail = last_lines(output.client)
         why = f": {error}" if error else ""
         return GateResult(
             gate,
@@ -53,9 +60,9 @@ def judge_bandwidth(gate: str, subject: str, output: LaneOutput, bounds: Bounds)
             f"ib_write_bw on {lane.client.host} gave no result{why}: {' | '.join(tail) or 'no output'}",
             details={"rail": lane.rail},
         )
-    verdict = judge(parsed.average_gbps, "Gb/s", bounds, lane.reference())
-    if verdict.passed and output.client_status not in (0, None):
-        verdict = replace(verdict, status="fail", reason=f"ib_write_bw exited {output.client_status}: {verdict.reason}")
+    verdict = failed_on_exit(
+        judge(parsed.average_gbps, "Gb/s", bounds, lane.reference()), "ib_write_bw", output.client_status
+    )
     details = {
         "rail": lane.rail,
         "server_device": lane.server.device,

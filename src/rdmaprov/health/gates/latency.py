@@ -15,12 +15,10 @@ depends on the host) have no default: `gates.latency.max_p99_us` sets it.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import Verdict, failed
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import LaneOutput, Tool, run_lanes
+from rdmaprov.health.gates.perftest import LaneOutput, Tool, failed_on_exit, last_lines, run_lanes
 from rdmaprov.health.gates.rail import pair_lanes
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import LatencyGate
@@ -74,14 +72,11 @@ def judge_lane(output: LaneOutput, settings: LatencyGate, limit: tuple[float, st
     except ValueError as exc:
         parsed, error = None, str(exc)
     if error or parsed is None:
-        tail = [line.strip() for line in output.client.splitlines() if line.strip()][-3:]
-        why = error or " | ".join(tail) or "no output"
+        why = error or " | ".join(last_lines(output.client)) or "no output"
         return GateResult("latency", lane.subject, False, f"ib_write_lat on {lane.client.host} gave no result: {why}")
-    verdict = judge_latency(parsed, settings.size, limit, settings.warn_fraction)
-    if verdict.passed and output.client_status not in (0, None):
-        verdict = replace(
-            verdict, status="fail", reason=f"ib_write_lat exited {output.client_status}: {verdict.reason}"
-        )
+    verdict = failed_on_exit(
+        judge_latency(parsed, settings.size, limit, settings.warn_fraction), "ib_write_lat", output.client_status
+    )
     row = parsed.row(settings.size)
     details = {
         "rail": lane.rail,

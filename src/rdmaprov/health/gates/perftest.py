@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gevent
 
 from rdmaprov.engine.session import Session
 from rdmaprov.health.checks import expected_devices
-from rdmaprov.health.gates.bandwidth import Reference
+from rdmaprov.health.gates.bandwidth import Reference, Verdict
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.quoting import sh, sh_join
@@ -186,12 +186,25 @@ def stray_server_kill(program: str, ports: set[int]) -> str:
     return f'for p in {patterns}; do pkill -f "$p"; done; true'
 
 
+def last_lines(text: str, count: int = 3) -> list[str]:
+    """The last non-blank lines of a perftest output (marker lines left out), for a reason."""
+    lines = [line.strip() for line in text.splitlines()]
+    return [line for line in lines if line and not line.startswith(LANE_MARK)][-count:]
+
+
+def failed_on_exit(verdict: Verdict, program: str, status: int | None) -> Verdict:
+    """A passing figure from a run that exited non-zero fails: perftest printed a result, then
+    broke (a completion error at teardown, a timeout)."""
+    if verdict.passed and status not in (0, None):
+        return replace(verdict, status="fail", reason=f"{program} exited {status}: {verdict.reason}")
+    return verdict
+
+
 def _server_said(server: gevent.Greenlet) -> str:
     """The last lines a server command that ended printed, for the reason it never listened."""
     if not (server.ready() and server.successful() and server.value):
         return ""
-    lines = [line.strip() for line in (server.value.stdout + "\n" + server.value.stderr).splitlines()]
-    said = [line for line in lines if line and not line.startswith(LANE_MARK)][-3:]
+    said = last_lines(server.value.stdout + "\n" + server.value.stderr)
     return f": {' | '.join(said)}" if said else ""
 
 
