@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rdmaprov.engine.session import Session
 from rdmaprov.errors import UserError
 from rdmaprov.health.gates.mpi import mixed_mpi_reason
 from rdmaprov.inventory import load_inventory
@@ -108,6 +109,31 @@ def test_all_reduce_refuses_to_span_open_mpi_4_and_5_and_says_what_to_do():
     assert missing == (
         "no usable mpirun on node2 (node2: `mpirun --version` failed: sh: 1: mpirun: not found): run `rdmaprov "
         "apply` (openmpi) or fix mpi.prefix"
+    )
+
+
+def test_mixed_mpi_groups_come_in_inventory_order_whoever_answers_first(tmp_path):
+    """CI saw node3 (Open MPI 5) answer `mpirun --version` before node1 and node2, and the refusal
+    named its group first: a verdict's words must not depend on which node was quicker."""
+    import gevent
+
+    lab = Lab(tmp_path)
+    nodes = [Node(f"node{i}", f"10.77.0.{10 + i}", 24, "vm", str(tmp_path / f"node{i}")) for i in (1, 2, 3)]
+    write_inventory(lab, LabSettings(), nodes, "10.77.0.1")
+    names = ["node1", "node2", "node3"]
+    versions = {"node1": MpiVersion("Open MPI", "4.1.4"), "node2": MpiVersion("Open MPI", "4.1.4")}
+    versions["node3"] = MpiVersion("Open MPI", "5.0.7")
+
+    def answer(name: str) -> MpiVersion:
+        gevent.sleep(0.02 * (3 - names.index(name)))  # node3 first, node1 last
+        return versions[name]
+
+    session = Session(load_inventory(lab.inventory, require_files=False), names)
+    answered = session.each(names, answer)
+    assert list(answered) == names
+    reason = mixed_mpi_reason(answered)
+    assert reason is not None and reason.startswith(
+        "one MPI job cannot span these nodes: Open MPI 4.1.4 on node1, node2; Open MPI 5.0.7 on node3."
     )
 
 

@@ -35,8 +35,8 @@ def _read_everywhere(state: State, cls: type[FactBase], kwargs: dict[str, Any]) 
     hosts = [h for h in state.inventory if h in state.active_hosts]
     gevent.joinall([gevent.spawn(read, h) for h in hosts])
     if needed:
-        raise FactNeeded(f"{cls.__name__} on {', '.join(needed)}")
-    return found
+        raise FactNeeded(f"{cls.__name__} on {', '.join(sorted(needed))}")
+    return {h.name: found[h.name] for h in hosts if h.name in found}  # inventory order, not answer order
 
 
 def cluster_fact(cls: type[FactBase], **kwargs: Any) -> dict[str, Any]:

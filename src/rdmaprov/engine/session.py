@@ -64,7 +64,9 @@ class Session:
         return self.state.inventory.get_host(name)
 
     def each(self, names: list[str], work: Callable[[str], Any]) -> dict[str, Any]:
-        """work(name) for every name at once; an exception is that host's result."""
+        """work(name) for every name at once; an exception is that host's result. The results come
+        in the order of `names`, not of who answered first, so what is built from them (a verdict's
+        words, the JSON) is the same on every run."""
         results: dict[str, Any] = {}
 
         def one(name: str) -> None:
@@ -75,7 +77,7 @@ class Session:
 
         with ctx_state.use(self.state):
             gevent.joinall([gevent.spawn(one, name) for name in names])
-        return results
+        return {name: results[name] for name in names}
 
     def fact(self, cls: type[FactBase], arguments: Callable[[str], dict[str, Any]] | None = None) -> dict[str, Any]:
         """The fact from every connected host, with `arguments(name)` as that host's fact
