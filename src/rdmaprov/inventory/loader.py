@@ -126,6 +126,13 @@ def _group_conflicts(
     return problems
 
 
+def in_file_order(problems: list[Problem]) -> list[Problem]:
+    """Each problem once, in the order a reader of the file meets them. Problems at the same
+    place keep the order they were found in (a set's order would change from run to run)."""
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda p: (p.line or 0, p.column or 0))
+
+
 def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     """Load and fully validate one inventory; raises UserError listing every problem.
 
@@ -159,9 +166,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     warnings: list[Problem] = []
     problems += schema_problems(data, smap)
     if problems:
-        raise UserError(
-            foreign_inventory(path, text, data) or sorted(problems, key=lambda p: (p.line or 0, p.column or 0))
-        )
+        raise UserError(foreign_inventory(path, text, data) or in_file_order(problems))
 
     base = path.resolve().parent
     schema, root = node_schema()
@@ -269,7 +274,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         )
     problems.extend(gate_problems(cluster.get("gates") or {}, set(hosts), smap))
     if problems:
-        raise UserError(sorted(set(problems), key=lambda p: (p.line or 0, p.column or 0)))
+        raise UserError(in_file_order(problems))
 
     filled = fill_defaults(cluster, root["properties"]["cluster"], root)
     members: dict[str, list[str]] = {g: [] for g in (data.get("groups") or {})}
@@ -286,7 +291,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         ssh_trust=SshTrustConfig.from_settings(filled["ssh_trust"]),
         parallel=cluster.get("parallel"),
         raw=data,
-        warnings=sorted(set(warnings), key=lambda p: (p.line or 0, p.column or 0)),
+        warnings=in_file_order(warnings),
     )
 
 
