@@ -209,3 +209,34 @@ hosts:
     assert select_hosts(inv, ["g*,login"]) == ["g1", "g2", "login"]
     with pytest.raises(UserError, match="matches no host or group"):
         select_hosts(inv, ["gpu9"])
+
+
+def test_a_gid_index_that_is_no_number_is_named_as_itself(tmp_path):
+    """It once surfaced as `NCCL_IB_HCA: invalid literal for int()`, with the fix for the HCA list."""
+    path = _write(
+        tmp_path,
+        "cluster: {name: c}\ndefaults:\n  fabric: roce\n  nccl:\n    env: {NCCL_IB_GID_INDEX: x}\nhosts: {a: {}}\n",
+    )
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{path}:5:30: defaults.nccl.env.NCCL_IB_GID_INDEX: string 'x' does not have the ")
+    assert "fix: write a whole number, e.g. 3" in problem and "NCCL_IB_HCA" not in problem
+    for good in ("3", 3):
+        inventory = load_inventory(
+            _write(
+                tmp_path,
+                f"cluster: {{name: c}}\nhosts:\n  a:\n    vars:\n      nccl:\n"
+                f"        env: {{NCCL_IB_GID_INDEX: {good!r}}}\n",
+            ),
+            require_files=False,
+        )
+        assert inventory.hosts["a"].node.gid_index == 3
+
+
+def test_problems_at_one_place_keep_the_order_they_were_found_in():
+    """A set's order changes with Python's hash seed: the same inventory gave its problems in a
+    different order from run to run."""
+    from rdmaprov.errors import Problem
+    from rdmaprov.inventory.loader import in_file_order
+
+    late, first, second = (Problem("f", m, line=line, column=1) for m, line in (("c", 9), ("b", 2), ("a", 2)))
+    assert in_file_order([late, first, second, first]) == [first, second, late]
