@@ -1,8 +1,7 @@
 """Benchmark: `rdmaprov diagnose` on the lab's SoftRoCE VMs (ib_write_bw pairs over rxe) and on
 32 containers (no RDMA in the host kernel: the pair test is the all_reduce gate's CPU probe over
-a pair, mpirun over TCP), healthy and with the last node's egress policed (tc police: packets
-over the rate are dropped, none are queued; on the VMs only RoCE's UDP port 4791, so SSH to the
-node keeps its speed).
+a pair, mpirun over TCP), healthy and with the last node slowed down on the way out (on the VMs
+only RoCE's UDP port 4791, policed; on the containers the whole link, shaped: see throttle()).
 
 Reports the diagnose time as rounds × one pair test: each round's wall time (its longest test,
 when the pairs of a round run at once) against the sum of its tests (what testing them one after
@@ -26,15 +25,22 @@ from common import REPO, lab_down, lab_up, measure, rdmaprov, run_json, table, w
 CONTAINER_TAGS = "package_sources,rdma_userspace,openmpi,ssh_trust,limits,nccl_env,gate_tools"
 
 
-def police(dev: str, rate: str, roce_only: bool) -> str:
-    """Drop what a node sends over `rate`; clsact holds no queue, so no packet waits in one (an
-    rxe packet queued in an egress qdisc when its QP is destroyed can crash the lab VMs' kernel).
-    `roce_only`: only RoCE v2 (UDP 4791), the traffic ib_write_bw measures."""
-    match = "protocol ip u32 match ip protocol 17 0xff match ip dport 4791 0xffff" if roce_only else "matchall"
-    return (
-        f"tc qdisc replace dev {dev} clsact && "
-        f"tc filter replace dev {dev} egress {match} action police rate {rate} burst 32k drop"
-    )
+def throttle(dev: str, rate: str, kind: str) -> tuple[str, str]:
+    """Commands that slow what a node sends to `rate`, and that undo it.
+
+    VMs (their own kernel): RoCE v2 only (UDP 4791, what ib_write_bw measures), policed on egress
+    with clsact, which holds no queue: an rxe packet queued in an egress qdisc when its QP is
+    destroyed can crash the lab VMs' kernel, and SSH to the node keeps its speed. Containers share
+    this machine's kernel, which has no police action (CONFIG_NET_ACT_POLICE is not set here):
+    a token bucket (tbf) shapes the whole link instead; at the rates used SSH stays usable."""
+    if kind == "vm":
+        match = "protocol ip u32 match ip protocol 17 0xff match ip dport 4791 0xffff"
+        return (
+            f"tc qdisc replace dev {dev} clsact && "
+            f"tc filter replace dev {dev} egress {match} action police rate {rate} burst 32k drop",
+            f"tc qdisc del dev {dev} clsact",
+        )
+    return f"tc qdisc replace dev {dev} root tbf rate {rate} burst 32k latency 50ms", f"tc qdisc del dev {dev} root"
 
 
 def neighbour_count(nodes: int) -> int:
@@ -102,7 +108,7 @@ def with_threshold(inventory: str, busbw_gbs: float) -> str:
 
 
 def scenario(lab_dir: Path, kind: str, nodes: int, subnet: str, bridge: str) -> dict:
-    """Boot, converge, diagnose healthy, then with the last node policed; take the lab down."""
+    """Boot, converge, diagnose healthy, then with the last node slowed down; take the lab down."""
     dev = "eth0" if kind == "vm" else "host0"
     lab_up(lab_dir, kind, nodes, subnet, bridge)
     inventory = str(lab_dir / "inventory.yaml")
@@ -118,18 +124,20 @@ def scenario(lab_dir: Path, kind: str, nodes: int, subnet: str, bridge: str) -> 
             rate, policed = "200kbit", inventory
         else:
             # the CPU probe's floor in the container lab is 0.0001 GB/s, which any link clears:
-            # hold every pair to a quarter of the slowest healthy pair's busbw, and police the last
+            # hold every pair to a quarter of the slowest healthy pair's busbw, and shape the last
             # node to an eighth of it (slowest / 8 GB/s is `slowest` Gbit/s)
             slowest = min(t["measured"] for t in raw["tests"] if t["gate"] == "all_reduce")
             policed = with_threshold(inventory, slowest / 4)
             rate = f"{max(int(slowest * 1000), 1)}mbit"
         slow = f"node{nodes}"
-        assert ssh(lab_dir, slow, police(dev, rate, roce_only=kind == "vm")).returncode == 0
+        slow_down, undo = throttle(dev, rate, kind)
+        done = ssh(lab_dir, slow, slow_down)
+        assert done.returncode == 0, f"could not slow {slow} down: {done.stderr or done.stdout}"
         try:
             throttled, _ = diagnose_once(policed, nodes)
         finally:
-            if ssh(lab_dir, slow, f"tc qdisc del dev {dev} clsact").returncode != 0:
-                print(f"warning: could not remove the policer on {slow}", file=sys.stderr)
+            if ssh(lab_dir, slow, undo).returncode != 0:
+                print(f"warning: could not take the throttle off {slow}", file=sys.stderr)
         return {
             "nodes": nodes,
             "converge_s": round(converge.wall_s, 1),
@@ -172,6 +180,7 @@ def main() -> None:
     doc: dict = {}
     if not args.skip_vms:
         doc["vms"] = scenario(REPO / "bench" / ".lab-diagnose-vm", "vm", args.vms, "10.79.3.0/24", "rdbdiag0")
+        write_result("diagnose", doc)  # kept should the container lab fail
     if not args.skip_containers:
         doc["containers"] = scenario(
             REPO / "bench" / ".lab-diagnose-ct", "container", args.containers, "10.79.4.0/24", "rdbdiag1"
