@@ -21,42 +21,119 @@ CONTAINER_TAGS = "package_sources,rdma_userspace,ssh_trust,limits,nccl_env"
 
 @dataclass
 class Measured:
-    """One command: exit status, wall time, the child's peak RSS, and its stdout."""
+    """One command: exit status, wall time, its memory and CPU, and its stdout.
+
+    `peak_rss_mib` is the largest single process's peak RSS (the kernel's accounting, as before
+    the runs were split across processes); `peak_tree_rss_mib` and `peak_tree_pss_mib` are the
+    largest sum over the command and every process it started, sampled every 50 ms: RSS counts
+    pages that forked processes share once per process, PSS splits them among the sharers, so
+    PSS is what the control machine really holds. `cpu_s` is user + system time of the command
+    and all its descendants; `load_1m` the machine's 1-minute load average when it started.
+    """
 
     code: int
     wall_s: float
     peak_rss_mib: float
     stdout: str
     stderr: str
+    cpu_s: float = 0.0
+    peak_tree_rss_mib: float = 0.0
+    peak_tree_pss_mib: float = 0.0
+    load_1m: float = 0.0
 
 
-# Runs one command and writes the command's own peak RSS (KiB) to a file: RUSAGE_CHILDREN of
-# this one-child wrapper is that child alone.
+# Runs one command and writes its peak RSS (KiB) and CPU seconds to a file: RUSAGE_CHILDREN of
+# this one-child wrapper is that child and every descendant it waited for.
 _WRAPPER = (
     "import resource, subprocess, sys; "
     "code = subprocess.call(sys.argv[2:]); "
-    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+    "open(sys.argv[1], 'w').write(f'{u.ru_maxrss} {u.ru_utime + u.ru_stime}'); "
     "sys.exit(code)"
 )
 
 
+def load_1m() -> float:
+    with open("/proc/loadavg") as handle:
+        return float(handle.read().split()[0])
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _tree_memory_kib(root: int) -> tuple[int, int]:
+    """(sum of RSS, sum of PSS) in KiB over `root`'s descendants (the wrapper itself excluded)."""
+    rss = pss = 0
+    todo = _children(root)
+    while todo:
+        pid = todo.pop()
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Rss:"):
+                    rss += int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss += int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+        todo += _children(pid)
+    return rss, pss
+
+
 def measure(argv: list[str], env: dict[str, str] | None = None, timeout: int = 3600) -> Measured:
-    """Run argv; wall time, and peak RSS of that process as the kernel accounted it."""
+    """Run argv; wall time, CPU time, and peak memory of it and what it started."""
     import tempfile
+    import threading
 
     with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        load = load_1m()
         started = time.monotonic()
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [sys.executable, "-c", _WRAPPER, rss.name, *argv],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             cwd=REPO,
             env=dict(os.environ, **(env or {})),
-            timeout=timeout,
         )
+        peak = [0, 0]
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.05):
+                tree = _tree_memory_kib(proc.pid)
+                peak[0], peak[1] = max(peak[0], tree[0]), max(peak[1], tree[1])
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        finally:
+            done.set()
+            sampler.join()
         wall = time.monotonic() - started
-        rss_kib = int(rss.read() or 0)
-    return Measured(proc.returncode, wall, rss_kib / 1024, proc.stdout, proc.stderr)
+        fields = (rss.read() or "0 0").split()
+    return Measured(
+        proc.returncode,
+        wall,
+        int(fields[0]) / 1024,
+        stdout,
+        stderr,
+        cpu_s=float(fields[1]),
+        peak_tree_rss_mib=peak[0] / 1024,
+        peak_tree_pss_mib=peak[1] / 1024,
+        load_1m=load,
+    )
 
 
 def rdmaprov(*args: str) -> list[str]:

@@ -6,6 +6,7 @@ Everything created is named with a per-run prefix and removed by name and by PID
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import subprocess
@@ -75,22 +76,32 @@ class SSHHostFarm:
         tag = f"{os.getpid() % 10000:04d}"
         self.prefix = f"rpt{tag}"
         self.bridge = f"{self.prefix}br"
-        self.subnet = self._free_subnet()
+        self.network = self._free_network()
         self.client_key = self.root / "client"
         self.known_hosts = self.root / "known_hosts"
 
-    def _free_subnet(self) -> str:
-        used = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True).stdout
-        for third in range(os.getpid() % 200 + 20, 256):
-            candidate = f"10.231.{third}"
-            if f" {candidate}." not in used:
+    def _free_network(self) -> ipaddress.IPv4Network:
+        """A /24 in 10.231/16 for up to 240 hosts (what the tests use), else a /21 in 10.232/16 for
+        up to 2,000 (the scale benchmarks), overlapping no network of this machine."""
+        used = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True).stdout.split()
+        taken = [ipaddress.ip_interface(word).network for word in used if "/" in word and "." in word]
+        length, second = (24, 231) if self.count <= 240 else (21, 232)
+        if self.count > 2000:
+            raise ValueError("at most 2,000 test hosts")
+        step = 1 << (24 - length)
+        for third in [*range(os.getpid() % 200 + 20, 256), *range(0, 256)]:
+            candidate = ipaddress.ip_network(f"10.{second}.{third - third % step}.0/{length}")
+            if not any(candidate.overlaps(net) for net in taken):
                 return candidate
-        raise RuntimeError("no free 10.231.x.0/24 subnet for test hosts")
+        raise RuntimeError(f"no free 10.{second}.x.0/{length} network for test hosts")
+
+    def address_of(self, index: int) -> str:
+        return str(self.network.network_address + 10 + index)
 
     def start(self) -> SSHHostFarm:
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.client_key))
         _run("ip", "link", "add", self.bridge, "type", "bridge")
-        _run("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+        _run("ip", "addr", "add", f"{self.network.network_address + 1}/{self.network.prefixlen}", "dev", self.bridge)
         _run("ip", "link", "set", self.bridge, "up")
         lines = []
         for index in range(1, self.count + 1):
@@ -99,8 +110,10 @@ class SSHHostFarm:
             pub = (host.workdir / "hostkey.pub").read_text().split()
             lines.append(f"{host.address} {pub[0]} {pub[1]}")
         self.known_hosts.write_text("\n".join(lines) + "\n")
+        for host in self.hosts:  # all started first, then each waited for: hundreds start in seconds
+            self._launch_sshd(host)
         for host in self.hosts:
-            self.start_sshd(host)
+            self._wait_sshd(host)
         return self
 
     def _create(self, index: int) -> SSHHost:
@@ -108,7 +121,7 @@ class SSHHostFarm:
         netns = f"{self.prefix}n{index}"
         workdir = self.root / name
         (workdir / "mnt").mkdir(parents=True)
-        address = f"{self.subnet}.{10 + index}"
+        address = self.address_of(index)
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(workdir / "hostkey"))
         shutil.copy(f"{self.client_key}.pub", workdir / "authorized_keys")
         (workdir / "sshd_config").write_text(_SSHD_CONFIG.format(address=address))
@@ -117,12 +130,16 @@ class SSHHostFarm:
         _run("ip", "netns", "add", netns)
         _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
         _run("ip", "link", "set", veth, "master", self.bridge, "up")
-        _run("ip", "-n", netns, "addr", "add", f"{address}/24", "dev", "eth0")
+        _run("ip", "-n", netns, "addr", "add", f"{address}/{self.network.prefixlen}", "dev", "eth0")
         _run("ip", "-n", netns, "link", "set", "eth0", "up")
         _run("ip", "-n", netns, "link", "set", "lo", "up")
         return SSHHost(name=name, address=address, netns=netns, workdir=workdir)
 
     def start_sshd(self, host: SSHHost) -> None:
+        self._launch_sshd(host)
+        self._wait_sshd(host)
+
+    def _launch_sshd(self, host: SSHHost) -> None:
         log = open(host.workdir / "sshd.log", "ab")
         proc = subprocess.Popen(
             [
@@ -147,7 +164,10 @@ class SSHHostFarm:
         host.pid = proc.pid
         self._procs = getattr(self, "_procs", {})
         self._procs[host.name] = proc
-        deadline = time.monotonic() + 10
+
+    def _wait_sshd(self, host: SSHHost) -> None:
+        proc = self._procs[host.name]
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if b"Server listening" in (host.workdir / "sshd.log").read_bytes():
                 return
@@ -184,8 +204,9 @@ class SSHHostFarm:
             timeout=30,
         )
 
-    def inventory(self, path: Path, extra: str = "") -> Path:
-        """Write an inventory for these hosts; `extra` is appended YAML (defaults:, etc.)."""
+    def inventory(self, path: Path, extra: str = "", hosts: list[SSHHost] | None = None, timeout: int = 5) -> Path:
+        """Write an inventory for these hosts (or some of them); `extra` is appended YAML
+        (defaults:, etc.); `timeout` is ssh.connect_timeout."""
         lines = [
             "cluster:",
             "  name: testfarm",
@@ -193,20 +214,20 @@ class SSHHostFarm:
             "    user: root",
             f"    key: {self.client_key}",
             f"    known_hosts: {self.known_hosts}",
-            "    connect_timeout: 5",
+            f"    connect_timeout: {timeout}",
             "groups:",
             "  nodes:",
             "    hosts:",
         ]
-        for host in self.hosts:
+        for host in self.hosts if hosts is None else hosts:
             lines += [f"      {host.name}:", f"        address: {host.address}"]
         path.write_text("\n".join(lines) + "\n" + extra)
         return path
 
     def stop(self) -> None:
-        for host in self.hosts:
+        for index, host in enumerate(self.hosts, 1):
             self.stop_sshd(host)
             subprocess.run(["ip", "netns", "del", host.netns], capture_output=True)
-            subprocess.run(["ip", "link", "del", f"{self.prefix}v{self.hosts.index(host) + 1}"], capture_output=True)
+            subprocess.run(["ip", "link", "del", f"{self.prefix}v{index}"], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
