@@ -33,6 +33,11 @@ rm -f "$R"/etc/ssh/ssh_host_*
 cp "$D/hostkey" "$R/etc/ssh/ssh_host_ed25519_key"
 ssh-keygen -y -f "$D/hostkey" > "$R/etc/ssh/ssh_host_ed25519_key.pub"
 rm -rf "$R/root/.ssh"
+# root's shell start-up as a stock node has it, not this machine's (pyenv init there ran ~100
+# processes for every command, ten times what the command itself cost)
+rm -f "$R/root/.bashrc" "$R/root/.profile" "$R/root/.bash_profile" "$R/root/.bash_login"
+[ -f /usr/share/base-files/dot.bashrc ] && cp /usr/share/base-files/dot.bashrc "$R/root/.bashrc"
+[ -f /usr/share/base-files/dot.profile ] && cp /usr/share/base-files/dot.profile "$R/root/.profile"
 hostname "$2"
 exec chroot "$R" /usr/sbin/sshd -D -e -f /etc/rdmaprov-test/sshd_config
 """

@@ -48,21 +48,33 @@ class FactCache:
         self.wanted: dict[str, dict[Key, dict[str, Any]]] = {}
         self.changed_hosts: set[str] = set()
         self.discovering = False
+        self.passes = 0  # discovery passes begun: what a pass saw holds until the next one
+
+    def lookup(self, target, cls: type[FactBase], kwargs: dict[str, Any]) -> tuple[bool, Any]:
+        """(True, value) when the value can be served without reading the host, else (False, None)."""
+        if target.name in self.changed_hosts:
+            return False, None
+        known = self.values.get(target.name, {})
+        key = _key(cls, kwargs)
+        return (True, known[key]) if key in known else (False, None)
+
+    def want(self, target, cls: type[FactBase], kwargs: dict[str, Any]) -> None:
+        """Note the fact for the host's next batch."""
+        self.wanted.setdefault(target.name, {})[_key(cls, kwargs)] = kwargs
 
     def get(self, target, cls: type[FactBase], kwargs: dict[str, Any]) -> Any:
-        key = _key(cls, kwargs)
-        if target.name not in self.changed_hosts:
-            known = self.values.get(target.name, {})
-            if key in known:
-                return known[key]
-            if self.discovering:
-                self.wanted.setdefault(target.name, {})[key] = kwargs
-                raise FactNeeded(f"{cls.__name__} on {target.name}")
-            # Read live before anything changed here (a deploy's own planning): keep it for the run.
-            value = target.get_fact(cls, **kwargs)
-            self.values.setdefault(target.name, {})[key] = value
+        hit, value = self.lookup(target, cls, kwargs)
+        if hit:
             return value
-        return target.get_fact(cls, **kwargs)
+        if target.name in self.changed_hosts:
+            return target.get_fact(cls, **kwargs)
+        if self.discovering:
+            self.want(target, cls, kwargs)
+            raise FactNeeded(f"{cls.__name__} on {target.name}")
+        # Read live before anything changed here (a deploy's own planning): keep it for the run.
+        value = target.get_fact(cls, **kwargs)
+        self.values.setdefault(target.name, {})[_key(cls, kwargs)] = value
+        return value
 
     def mark_changed(self, name: str) -> None:
         self.changed_hosts.add(name)
@@ -177,23 +189,33 @@ def prefetch(
     seed: dict[str, list[tuple[type[FactBase], dict]]],
     passes: int = 4,
 ) -> None:
-    """Discover and batch-read the facts `evaluate(host)` asks for, pass by pass, all hosts at once."""
+    """Discover and batch-read the facts `evaluate(host)` asks for, pass by pass, all hosts at once.
+
+    A run split across processes (engine/shards.py) takes each step in lockstep with the other
+    shards: a pass may note facts wanted on this shard's hosts for another shard's cluster fact,
+    so wanted facts are taken only once every shard has evaluated, and the next pass begins
+    only once every shard has read.
+    """
     cache = cache_of(state)
     if cache is None:
         return
+    link = context_of(state).link
     for name, items in seed.items():
         for cls, kwargs in items:
             cache.wanted.setdefault(name, {})[_key(cls, kwargs)] = kwargs
     by_name = {h.name: h for h in hosts}
-    for _ in range(passes):
+    for number in range(passes):
+        cache.passes += 1
         cache.discovering = True
         try:
             with ctx_state.use(state):
                 gevent.joinall([gevent.spawn(evaluate, h) for h in hosts])
         finally:
             cache.discovering = False
+        if link is not None:
+            link.sync(("discovered", number), None)
         wanted = {name: items for name, items in cache.take_wanted().items() if name in by_name}
-        if not wanted:
+        if not (any(link.sync(("wanted", number), bool(wanted))) if link is not None else wanted):
             return
 
         def read(name: str, wanted: dict[str, dict[Key, dict[str, Any]]] = wanted) -> None:
@@ -204,3 +226,5 @@ def prefetch(
 
         with ctx_state.use(state):
             gevent.joinall([gevent.spawn(read, name) for name in wanted])
+        if link is not None:
+            link.sync(("read", number), None)

@@ -59,13 +59,14 @@ def connector_data(spec: HostSpec) -> dict[str, Any]:
     return data
 
 
-def build_state(inventory: Inventory, selected: list[str]) -> State:
-    """A pyinfra State over the selected hosts, parallel across all of them."""
+def build_state(inventory: Inventory, selected: list[str], parallel: int | None = None) -> State:
+    """A pyinfra State over the selected hosts, `parallel` at once (default: all of them, or
+    `cluster.parallel`)."""
     names_with_data = [(name, connector_data(inventory.hosts[name])) for name in selected]
     pyinfra_inventory = PyinfraInventory((names_with_data, {}))
     timeout = max(inventory.hosts[name].ssh.connect_timeout for name in selected)
     config = Config(
-        PARALLEL=inventory.parallel or len(selected),
+        PARALLEL=parallel or inventory.parallel or len(selected),
         CONNECT_TIMEOUT=timeout,
         FAIL_PERCENT=None,
     )

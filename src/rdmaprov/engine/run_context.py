@@ -20,9 +20,12 @@ from weakref import WeakKeyDictionary
 from gevent.lock import Semaphore
 from pyinfra.api import State
 
+from rdmaprov.errors import UserError
+
 if TYPE_CHECKING:
     from rdmaprov.engine.connection import CommandEnd
     from rdmaprov.engine.factcache import FactCache
+    from rdmaprov.engine.shards import ShardLink
     from rdmaprov.inventory.model import SSHSettings
 
 
@@ -32,10 +35,20 @@ class EngineSettings:
 
     # RDMAPROV_FACT_BATCH=0 reads every fact on its own, as plain pyinfra does.
     fact_batching: bool = True
+    # RDMAPROV_SHARDS=N runs the hosts in N processes (1: one process); unset: engine/shards.py decides.
+    shards: int | None = None
 
     @classmethod
     def from_environment(cls) -> EngineSettings:
-        return cls(fact_batching=os.environ.get("RDMAPROV_FACT_BATCH", "1") != "0")
+        shards = os.environ.get("RDMAPROV_SHARDS", "").strip()
+        if shards and not (shards.isdigit() and int(shards) > 0):
+            raise UserError(
+                f"RDMAPROV_SHARDS={shards}: give a number of processes (1: all hosts in one) or leave it unset "
+                "(one per core once there are enough hosts)"
+            )
+        return cls(
+            fact_batching=os.environ.get("RDMAPROV_FACT_BATCH", "1") != "0", shards=int(shards) if shards else None
+        )
 
 
 @dataclass
@@ -59,9 +72,14 @@ class RunContext:
     settings: EngineSettings = field(default_factory=EngineSettings)
     notes: RunNotes = field(default_factory=RunNotes)
     facts: FactCache | None = None  # the batched fact cache (engine/factcache.py), when batching
-    # Facts read from every host at once (engine/cluster.py), by (fact, arguments).
+    # Facts read from every host at once (engine/cluster.py), by (fact, arguments); while facts
+    # are discovered, what the current pass saw: (pass, {host: value}, hosts still to be read).
     cluster_facts: dict[tuple, dict[str, Any]] = field(default_factory=dict)
+    cluster_pass: dict[tuple, tuple[int, dict[str, Any], list[str]]] = field(default_factory=dict)
     cluster_lock: Semaphore = field(default_factory=Semaphore)
+    # Every host of the run, in its order; a shard's State holds only its own (engine/shards.py).
+    hosts: list[str] = field(default_factory=list)
+    link: ShardLink | None = None  # the other shards of a run split across processes
     # Builds each host declared while planning ({slot: {host: settings}}) and, once worked out,
     # every declaring host's build id ({slot: {host: build id}}): operations/builds.py.
     builds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
@@ -84,6 +102,11 @@ def start_run(state: State, settings: EngineSettings | None = None) -> RunContex
     context = RunContext(settings=settings or EngineSettings.from_environment())
     _CONTEXTS[state] = context
     return context
+
+
+def run_hosts(state: State) -> list[str]:
+    """Every host of the run on `state`, in order (plain pyinfra: the State's own)."""
+    return context_of(state).hosts or [host.name for host in state.inventory]
 
 
 def context_of(state: State) -> RunContext:

@@ -30,7 +30,8 @@ from rdmaprov.engine.factcache import FactCache, prefetch, read_fact
 from rdmaprov.engine.interrupt import Interrupt
 from rdmaprov.engine.pyinfra_state import build_state, connect
 from rdmaprov.engine.results import HostResult, OpResult, OpStatus, RunResult
-from rdmaprov.engine.run_context import context_of
+from rdmaprov.engine.run_context import EngineSettings, context_of
+from rdmaprov.engine.shards import Alone, Lockstep, ShardLink, run_sharded, shard_count
 from rdmaprov.inventory.model import Inventory
 
 
@@ -151,10 +152,19 @@ def _each_host(state: State, hosts: list, work: Callable) -> None:
 
 
 def _plan(
-    state: State, inventory: Inventory, options: RunOptions, results: dict[str, HostResult], observer: Observer
-) -> _Plan:
-    """Plan every connected host at once; a host whose planning raises is failed with the reason."""
+    state: State,
+    inventory: Inventory,
+    options: RunOptions,
+    results: dict[str, HostResult],
+    observer: Observer,
+    peers: ShardLink | Alone,
+    reached: int,
+) -> tuple[_Plan, int]:
+    """Plan every connected host at once; a host whose planning raises is failed with the reason.
+    `reached` counts the connected hosts of the whole run; returns the plan and how many hosts of
+    the whole run are still active."""
     plan = _Plan()
+    context = context_of(state)
 
     def plan_one(host) -> None:
         ctx = NodeContext(host=inventory.hosts[host.name], inventory=inventory, selected=options.hosts)
@@ -181,15 +191,21 @@ def _plan(
             results[host.name].warnings.extend(ctx.warnings)
 
     hosts = list(state.inventory.get_active_hosts())
-    observer.phase("plan", len(hosts))
+    if reached:
+        observer.phase("plan", reached)
     _each_host(state, hosts, plan_one)
     for host in hosts:
         if results[host.name].status == "failed":
             state.active_hosts.discard(host)
             state.failed_hosts.add(host)
     hosts = list(state.inventory.get_active_hosts())
+    # Build placement needs every host's declared builds, whichever shard planned it.
+    planned = peers.sync(("planned", None), (context.builds, len(hosts)))
+    for builds, _ in planned:
+        for slot, by_host in builds.items():
+            context.builds.setdefault(slot, {}).update(by_host)
     prefetch(state, hosts, lambda host: _discover(state, host), seed={h.name: [(AppliedRecordFact, {})] for h in hosts})
-    context_of(state).notes.clear()
+    context.notes.clear()
 
     def read_record(host) -> None:
         with ctx_host.use(host):
@@ -201,7 +217,7 @@ def _plan(
         results[host.name].last_applied = record.applied_at
 
     _each_host(state, hosts, read_record)
-    return plan
+    return plan, sum(active for _, active in planned)
 
 
 def _discover(state: State, host) -> None:
@@ -269,9 +285,7 @@ def _check_ops(state: State, plan: _Plan, results: dict[str, HostResult], observ
                 )
                 observer.op_done(host.name, name, status)
 
-    hosts = list(state.inventory.get_active_hosts())
-    observer.phase("check", len(hosts))
-    _each_host(state, hosts, check_host)
+    _each_host(state, list(state.inventory.get_active_hosts()), check_host)
 
 
 def _deploy_of(plan: _Plan, host: str, op_hash: str) -> str | None:
@@ -395,12 +409,45 @@ def _settle_lost(state: State, results: dict[str, HostResult], run_started: floa
 
 
 def run(inventory: Inventory, options: RunOptions, observer: Observer | None = None) -> RunResult:
-    """Connect to the selected hosts, plan the deploys on each, then apply them or only check."""
+    """Connect to the selected hosts, plan the deploys on each, then apply them or only check;
+    across several processes when there are many hosts (engine/shards.py)."""
     observer = observer or NullObserver()
     # pyinfra signals "the last host failed" by raising in a greenlet; it is a result, not a crash.
     hub = gevent.get_hub()
     if PyinfraError not in hub.NOT_ERROR:
         hub.NOT_ERROR = tuple(hub.NOT_ERROR) + (PyinfraError,)
+    started = time.monotonic()
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    count = shard_count(len(options.hosts), EngineSettings.from_environment().shards)
+    if count == 1:
+        result = _run_hosts(inventory, options, options.hosts, observer, None)
+    else:
+        parts = run_sharded(
+            options.hosts,
+            count,
+            observer,
+            lambda hosts, relay, link: _run_hosts(inventory, options, hosts, relay, link),
+        )
+        by_name = {host.name: host for part in parts for host in part.hosts}
+        result = RunResult(options.command, str(inventory.path), inventory.name, started_at)
+        result.hosts = [by_name[name] for name in options.hosts]
+        result.interrupted = any(part.interrupted for part in parts)
+    result.started_at = started_at
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+def _parallel(inventory: Inventory, options: RunOptions, hosts: list[str]) -> int:
+    """This process's share of `cluster.parallel` (hosts worked on at once in the whole run)."""
+    if not inventory.parallel:
+        return len(hosts)
+    return max(1, round(inventory.parallel * len(hosts) / len(options.hosts)))
+
+
+def _run_hosts(
+    inventory: Inventory, options: RunOptions, hosts: list[str], observer: Observer, link: ShardLink | None
+) -> RunResult:
+    """The run on `hosts`: all of the run's, or one shard's when `link` ties it to the others."""
     started = time.monotonic()
     run_result = RunResult(
         command=options.command,
@@ -408,9 +455,14 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
         cluster=inventory.name,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-    results = {name: HostResult(name=name, address=inventory.hosts[name].address) for name in options.hosts}
-    state = build_state(inventory, options.hosts)
+    results = {name: HostResult(name=name, address=inventory.hosts[name].address) for name in hosts}
+    state = build_state(inventory, hosts, _parallel(inventory, options, hosts))
     context = context_of(state)
+    context.hosts = list(options.hosts)
+    context.link = link
+    peers = link or Alone()
+    if link is not None:
+        link.attach(state)
     context.notify = observer.note
     notes = context.notes
     if context.settings.fact_batching:
@@ -426,29 +478,38 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
                 results[host.name].status = "unreachable"
                 results[host.name].error = unreachable[host.name]
             observer.host_done(host.name, "connect", host.name not in unreachable, results[host.name].error or "")
+        reached = sum(peers.sync(("connected", None), len(state.active_hosts)))
 
-        plan = _Plan()
-        if state.active_hosts:
-            state.set_stage(StateStage.Prepare)
-            plan = _plan(state, inventory, options, results, observer)
-        if state.active_hosts:
-            if options.command == "check":
+        state.set_stage(StateStage.Prepare)
+        plan, active = _plan(state, inventory, options, results, observer, peers, reached)
+        if options.command == "check":
+            if active:
+                observer.phase("check", active)
+            if state.active_hosts:
                 _check_ops(state, plan, results, observer)
-            else:
-                state.set_stage(StateStage.Execute)
-                observer.phase("apply", len(state.active_hosts))
-                with Interrupt(state, observer.note) as interrupt:
-                    try:
+        elif active:
+            here = bool(state.active_hosts)
+            state.set_stage(StateStage.Execute)
+            observer.phase("apply", active)
+            with Interrupt(state, observer.note) as interrupt:
+                try:
+                    if here:
+                        if link is not None:
+                            state.add_callback_handler(Lockstep(link))
                         run_ops(state)
-                    except PyinfraError:
-                        pass  # the last active host failed; each failure is collected below
+                except PyinfraError:
+                    pass  # the last active host failed; each failure is collected below
+                finally:
+                    peers.leave("op")
+            if here:
                 _collect_applied(state, plan, results)
                 _record_applied(state, inventory, plan, results)
-                if interrupt.requested:
-                    run_result.interrupted = True
-                    _mark_interrupted(state, interrupt.running, results)
-                else:
-                    _settle_lost(state, results, started)
+            if interrupt.requested:
+                run_result.interrupted = True
+                _mark_interrupted(state, interrupt.running, results)
+            elif here:
+                _settle_lost(state, results, started)
+        peers.sync(("finished", None), None)  # no shard disconnects while another may still read its hosts
     finally:
         try:
             state.set_stage(StateStage.Disconnect)
@@ -463,6 +524,6 @@ def run(inventory: Inventory, options: RunOptions, observer: Observer | None = N
         result.reboot_required = notes.reboots.get(result.name, [])
         result.round_trips = context.round_trips.get(result.name, 0)
         result.settle()
-    run_result.hosts = [results[name] for name in options.hosts]
+    run_result.hosts = [results[name] for name in hosts]
     run_result.duration_s = time.monotonic() - started
     return run_result

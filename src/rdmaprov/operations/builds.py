@@ -29,7 +29,7 @@ from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec
 from rdmaprov.engine.cluster import cluster_fact
 from rdmaprov.engine.desired import executing, operation
 from rdmaprov.engine.factcache import fact
-from rdmaprov.engine.run_context import context_of
+from rdmaprov.engine.run_context import context_of, run_hosts
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, KeptArchive
 from rdmaprov.facts.gpu import Gpus
 from rdmaprov.facts.system import Os
@@ -105,7 +105,7 @@ def placement(name: str, slot: str, settings: Settings | None) -> Placement:
         return Placement(None)
     keys = _peer_keys(rec, slot)
     installed = cluster_fact(BuildInstalled, prefix=own.prefix, dirname=own.dirname)
-    group = [h.name for h in ctx_state.get().inventory if h.name == host.name or keys.get(h.name) == own.key]
+    group = [name for name in run_hosts(ctx_state.get()) if name == host.name or keys.get(name) == own.key]
     needing = tuple(peer for peer in group if peer not in installed or installed[peer].key != own.key)
     return Placement(own, group[0], needing)
 
