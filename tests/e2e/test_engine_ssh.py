@@ -406,6 +406,11 @@ def test_a_build_is_compiled_once_shipped_verified_and_rebuilt_once_per_version(
             inv,
             BUILD.format(version=version, tarball=tarball if tarball.exists() else _greet_tarball(tmp_path, version)),
         )
+        # without SSH trust between the nodes, the control machine sends the archive to each
+        # (tests/e2e/test_fanout.py: nodes passing it on to each other)
+        inv.write_text(
+            inv.read_text().replace("  name: testfarm\n", "  name: testfarm\n  ssh_trust: {enabled: false}\n")
+        )
         return rdmaprov_json("apply", str(inv), "--tags", "builds", "--skip-verify", "--skip-gates")
 
     code, first = apply("1.0")
@@ -434,12 +439,12 @@ def test_a_build_is_compiled_once_shipped_verified_and_rebuilt_once_per_version(
     for host in ssh_farm.hosts:
         assert ssh_farm.ssh(host, "/opt/greet/current/bin/greet").stdout.strip() == "greet 1.0"
         assert ssh_farm.ssh(host, "cat /opt/greet/current/.rdmaprov-build").stdout.split()[1] == sha
-    # only the builder compiled: nobody else has a build directory, and only it keeps the archive
+    # only the builder compiled: nobody else has a build directory; each keeps its copy to pass on
     assert ssh_farm.ssh(ssh_farm.hosts[0], "ls /var/cache/rdmaprov/artifacts").stdout.split() == cached
     for other in ssh_farm.hosts[1:]:
         assert ssh_farm.ssh(
             other, "ls -A /var/cache/rdmaprov/artifacts; test -e /var/cache/rdmaprov/build || echo never-built"
-        ).stdout.split() == ["never-built"]
+        ).stdout.split() == [*cached, "never-built"]
 
     code, again = apply("1.0")
     assert code == 0 and all(h["changed"] == 0 for h in again["hosts"]), again
@@ -458,7 +463,7 @@ def test_a_build_is_compiled_once_shipped_verified_and_rebuilt_once_per_version(
 
     # A damaged archive in the control machine's cache is refused by the node's checksum check.
     node3 = ssh_farm.hosts[2]
-    ssh_farm.ssh(node3, "rm -rf /opt/greet/1.1-*")
+    ssh_farm.ssh(node3, "rm -rf /opt/greet/1.1-* /var/cache/rdmaprov/artifacts/greet-1.1-*")
     archive = next(p for p in artifact_store.glob("greet-1.1-*.tar.gz"))
     archive.write_bytes(archive.read_bytes()[:-10] + b"0123456789")
     code, damaged = apply("1.1")

@@ -79,10 +79,17 @@ def _same(one: dict, sharded: dict) -> None:
     assert not differences, "\n".join(differences[:20])
 
 
-def test_sharded_runs_give_the_results_of_one_process(ssh_farm, tmp_path):
+@pytest.fixture
+def leave_no_build(ssh_farm, tmp_path):
+    """The farm is shared: what this test built and installed goes again afterwards."""
+    yield
+    _forget_the_apply(ssh_farm, tmp_path / "artifacts")
+
+
+def test_sharded_runs_give_the_results_of_one_process(ssh_farm, tmp_path, leave_no_build):
     inventory = ssh_farm.inventory(
         tmp_path / "farm.yaml",
-        NCCL_DEFAULTS.format(debug="WARN")
+        NCCL_DEFAULTS.format(debug="SHARDS")
         + BUILD.format(version="1.0", tarball=_greet_tarball(tmp_path, "1.0")).replace("defaults:\n", ""),
     )
     artifacts = tmp_path / "artifacts"
@@ -107,7 +114,7 @@ def test_sharded_runs_give_the_results_of_one_process(ssh_farm, tmp_path):
     assert ssh_farm.ssh(ssh_farm.hosts[2], "/opt/greet/current/bin/greet").stdout.strip() == "greet 1.0"
 
     # drift on two nodes: a hand edit (corrective) and a removed profile
-    ssh_farm.ssh(ssh_farm.hosts[1], "sed -i 's/NCCL_DEBUG=WARN/NCCL_DEBUG=TRACE/' /etc/nccl.conf")
+    ssh_farm.ssh(ssh_farm.hosts[1], "sed -i 's/NCCL_DEBUG=SHARDS/NCCL_DEBUG=TRACE/' /etc/nccl.conf")
     ssh_farm.ssh(ssh_farm.hosts[2], "rm /etc/profile.d/nccl.sh")
     (code, one), (code_sharded, sharded) = (_run("check", inventory, shards, artifacts) for shards in (1, 3))
     assert code == code_sharded == 2
@@ -135,7 +142,8 @@ def test_serial_batches_are_each_split_and_max_fail_stops_the_next(ssh_farm, tmp
     monkeypatch.setenv("RDMAPROV_SHARDS", "2")
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
-    inventory = ssh_farm.inventory(tmp_path / "farm.yaml", NCCL_DEFAULTS.format(debug="VERSION"))
+    # NCCL_DEBUG values of this test's own: the other tests on these hosts expect to change theirs
+    inventory = ssh_farm.inventory(tmp_path / "farm.yaml", NCCL_DEFAULTS.format(debug="SERIAL-A"))
     env = dict(os.environ, RDMAPROV_ARTIFACTS=str(artifacts))
     tags = ("--tags", "limits,nccl_env", "--skip-verify")
 
@@ -158,7 +166,7 @@ def test_serial_batches_are_each_split_and_max_fail_stops_the_next(ssh_farm, tmp
         "batch 2/2: node3",
     ]
 
-    inventory = ssh_farm.inventory(tmp_path / "farm.yaml", NCCL_DEFAULTS.format(debug="INFO"))
+    inventory = ssh_farm.inventory(tmp_path / "farm.yaml", NCCL_DEFAULTS.format(debug="SERIAL-B"))
     ssh_farm.stop_sshd(ssh_farm.hosts[0])
     try:
         code, result, err = apply("--serial", "2", "--max-fail", "0%")
@@ -166,5 +174,5 @@ def test_serial_batches_are_each_split_and_max_fail_stops_the_next(ssh_farm, tmp
         ssh_farm.start_sshd(ssh_farm.hosts[0])
     assert code == 6, err
     assert [h["status"] for h in result["hosts"]] == ["unreachable", "changed", "skipped"]
-    assert "NCCL_DEBUG=INFO" in ssh_farm.ssh(ssh_farm.hosts[1], "cat /etc/nccl.conf").stdout
-    assert "NCCL_DEBUG=INFO" not in ssh_farm.ssh(ssh_farm.hosts[2], "cat /etc/nccl.conf").stdout
+    assert "NCCL_DEBUG=SERIAL-B" in ssh_farm.ssh(ssh_farm.hosts[1], "cat /etc/nccl.conf").stdout
+    assert "NCCL_DEBUG=SERIAL-B" not in ssh_farm.ssh(ssh_farm.hosts[2], "cat /etc/nccl.conf").stdout

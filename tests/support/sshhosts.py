@@ -7,6 +7,7 @@ Everything created is named with a per-run prefix and removed by name and by PID
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import shutil
 import subprocess
@@ -56,6 +57,9 @@ Subsystem sftp internal-sftp
 """
 
 
+_FARMS = itertools.count()
+
+
 def _run(*cmd: str) -> None:
     subprocess.run(cmd, check=True, capture_output=True)
 
@@ -78,7 +82,7 @@ class SSHHostFarm:
     hosts: list[SSHHost] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        tag = f"{os.getpid() % 10000:04d}"
+        tag = f"{os.getpid() % 10000:04d}{next(_FARMS)}"  # a process may run several farms
         self.prefix = f"rpt{tag}"
         self.bridge = f"{self.prefix}br"
         self.network = self._free_network()

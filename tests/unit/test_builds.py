@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from rdmaprov.builds import store
-from rdmaprov.builds.scripts import build_script, install_script
+from rdmaprov.builds.fanout import CONTROL, rounds, routes
+from rdmaprov.builds.scripts import DAMAGED, build_script, install_script, receive_script
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.facts.builds import InstalledBuild, parse_installed_build
 
@@ -125,3 +126,61 @@ def test_installed_build_fact_parser():
         "abc123", "f" * 64, "1.0-abc12345"
     )
     assert parse_installed_build(["current "]) == InstalledBuild()
+
+
+# --- shipping an archive node to node (builds/fanout.py) ---------------------------------------
+
+
+def test_holders_double_each_round_and_every_node_falls_back_towards_a_holder_then_the_control_machine():
+    nodes = [f"n{i}" for i in range(2, 9)]
+    plan = routes(["n1"], nodes)
+    # round 1: n1 -> n2; round 2: n1 -> n3, n2 -> n4; round 3: n1..n4 -> n5..n8
+    assert {node: sources[0] for node, sources in plan.items()} == {
+        "n2": "n1", "n3": "n1", "n4": "n2", "n5": "n1", "n6": "n2", "n7": "n3", "n8": "n4",
+    }  # fmt: skip
+    assert plan["n8"] == ("n4", "n2", "n1", CONTROL)  # its parent, then who gave it to the parent, ...
+    assert all(sources[-1] == CONTROL for sources in plan.values())
+    assert rounds(1, 7) == 3
+
+
+def test_without_a_holder_the_control_machine_sends_to_two_nodes_only():
+    nodes = [f"n{i}" for i in range(1, 65)]
+    plan = routes([], nodes)
+    from_control = [node for node, sources in plan.items() if sources[0] == CONTROL]
+    assert from_control == ["n1", "n2"]
+    senders = [sources[0] for sources in plan.values()]
+    assert max(senders.count(node) for node in nodes) <= 6  # each holder sends once a round
+    assert rounds(0, 64) == 6  # 1 round from the control machine, then 2 -> 4 -> ... -> 64
+
+
+def test_several_holders_are_roots_and_each_others_fallbacks():
+    plan = routes(["a", "b"], ["c", "d", "e", "f"])
+    assert plan == {
+        "c": ("a", "b", CONTROL), "d": ("b", "a", CONTROL), "e": ("a", "b", CONTROL), "f": ("b", "a", CONTROL),
+    }  # fmt: skip
+    assert routes(["a"], []) == {} and rounds(3, 0) == 0
+
+
+def test_a_received_copy_is_kept_only_when_its_sha256_is_the_archives(tmp_path):
+    """receive_script as a node runs it, for the copy the control machine uploaded as .part."""
+    spec = _spec(tmp_path)
+    artifacts = tmp_path / "node" / "artifacts"
+    artifacts.mkdir(parents=True)
+    payload = b"the archive"
+    sha = hashlib.sha256(payload).hexdigest()
+
+    def receive(content: bytes) -> subprocess.CompletedProcess:
+        (artifacts / f"{spec.archive}.part").write_bytes(content)
+        script = receive_script(spec, sha).replace("/var/cache/rdmaprov", str(tmp_path / "node"))
+        return subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+
+    damaged = receive(b"the archivf")
+    assert damaged.returncode == DAMAGED
+    assert damaged.stderr.startswith(
+        f"rdmaprov: the copy of {spec.archive} from the control machine is damaged (sha256 "
+    )
+    assert f"expected {sha[:16]}…)" in damaged.stderr and list(artifacts.iterdir()) == []  # nothing left behind
+    assert receive(payload).returncode == 0
+    assert (artifacts / spec.archive).read_bytes() == payload
+    assert (artifacts / f"{spec.archive}.sha256").read_text() == f"{sha}  {spec.archive}\n"
+    assert not (artifacts / f"{spec.archive}.part").exists()

@@ -317,6 +317,21 @@ def _build(
     return out
 
 
+def test_nccl_static_library_is_left_out_of_the_build_unless_asked_for(tmp_path):
+    """libnccl_static.a is 80 of a build's ~128 MB and no program loads it: it is not shipped to
+    every node unless nccl.static_library asks (for linking statically on the nodes)."""
+    from rdmaprov.inventory import load_inventory
+
+    default = nccl_build(NCCL, os_fact("ubuntu-22.04"), [A100])
+    wanted = nccl_build({**NCCL, "static_library": True}, os_fact("ubuntu-22.04"), [A100])
+    assert default.script.splitlines()[-1] == 'rm -f "$STAGE"/lib/libnccl_static.a'
+    assert "libnccl_static" not in wanted.script and wanted.key != default.key
+    path = tmp_path / "inv.yaml"
+    path.write_text("cluster: {name: c}\nhosts:\n  a: {vars: {nccl: {static_library: true}}}\n  b: {}\n")
+    hosts = load_inventory(str(path), require_files=False).hosts
+    assert hosts["a"].node.nccl.static_library is True and hosts["b"].node.nccl.static_library is False
+
+
 def test_nccl_is_built_on_the_first_node_only_and_shipped_to_the_others(artifact_store):
     spec = nccl_build(NCCL, os_fact("ubuntu-22.04"), [A100])
     bare = {h: InstalledBuild() for h in ("gpu1", "gpu2", "gpu3")}
@@ -339,11 +354,7 @@ def test_nccl_is_built_on_the_first_node_only_and_shipped_to_the_others(artifact
     ]
     install = shipped[3].splitlines()
     assert install[2].startswith(f"sha256sum -c --quiet {spec.archive}.sha256 || ")
-    assert (
-        install[-3].endswith("/opt/nccl/current")
-        and install[-2] == f"rm -f {spec.archive} {spec.archive}.sha256"
-        and install[-1] == "ldconfig"
-    )
+    assert install[-2].endswith("/opt/nccl/current") and install[-1] == "ldconfig"  # the node keeps its copy
     # the builder installs its own archive and keeps it (no upload)
     assert not any(c.startswith("upload") for c in _build(artifact_installed, "gpu1", bare))
 

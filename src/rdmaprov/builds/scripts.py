@@ -8,7 +8,7 @@ archive, an interrupted install leaves the previous version current.
 from __future__ import annotations
 
 from rdmaprov.builds.spec import ARTIFACT_DIR, MARKER, BuildSpec
-from rdmaprov.quoting import fail_command, sh
+from rdmaprov.quoting import fail_command, sh, sh_join
 
 SOURCE_TARBALL = "source.tar"
 
@@ -73,6 +73,43 @@ def build_script(spec: BuildSpec) -> str:
         f"cd {ARTIFACT_DIR} && mv -f {archive}.tmp {archive} && sha256sum {archive} > {archive}.sha256.tmp && mv -f "
         f"{archive}.sha256.tmp {archive}.sha256",
         f"rm -rf {work}",
+    ]
+    return "\n".join(lines)
+
+
+# How the receiving node tells the control machine why a copy failed (builds/fanout.py routes
+# around the source either way).
+UNREADABLE = 3  # the source could not be reached or read
+DAMAGED = 4  # the copy does not match the archive's sha256
+
+
+def receive_script(
+    spec: BuildSpec, sha256: str, source: str = "", address: str = "", user: str = "root", deadline: int = 600
+) -> str:
+    """On the receiving node: copy the archive from `source` (a node at `address`, over the
+    cluster's SSH trust as `user`, within `deadline` seconds; none: the control machine has just
+    uploaded it as <archive>.part), check it against `sha256`, and keep it with its checksum file.
+    Exits UNREADABLE or DAMAGED, removing the copy, when it cannot be kept."""
+    archive = sh(spec.archive)
+    part = sh(f"{spec.archive}.part")
+    origin = source or "the control machine"
+    lines = ["set -e", f"mkdir -p {ARTIFACT_DIR}", f"cd {ARTIFACT_DIR}"]
+    if source:
+        as_user = ["runuser", "-u", user, "--"] if user != "root" else []
+        options = ["BatchMode=yes", "StrictHostKeyChecking=yes", "ConnectTimeout=10", "ServerAliveInterval=5"]
+        ssh = sh_join(
+            [*as_user, "ssh", *[w for o in options for w in ("-o", o)], address, f"cat {spec.remote_archive}"]
+        )
+        unreadable = sh(f"rdmaprov: cannot copy {spec.archive} from {source}")
+        give_up = f"{{ rm -f {part}; echo {unreadable} >&2; exit {UNREADABLE}; }}"
+        lines.append(f"timeout -k 5 {int(deadline)} {ssh} > {part} || {give_up}")
+    damaged = sh(f"rdmaprov: the copy of {spec.archive} from {origin} is damaged")
+    lines += [
+        f"echo {sh(f'{sha256}  {spec.archive}.part')} | sha256sum -c --quiet - >/dev/null 2>&1 || "
+        f"{{ got=$(sha256sum {part} | cut -c1-16); rm -f {part}; "
+        f"printf '%s (sha256 %s…, expected %s…)\\n' {damaged} \"$got\" {sha256[:16]} >&2; exit {DAMAGED}; }}",
+        f"mv -f {part} {archive}",
+        f"echo {sh(f'{sha256}  {spec.archive}')} > {archive}.sha256.tmp && mv -f {archive}.sha256.tmp {archive}.sha256",
     ]
     return "\n".join(lines)
 

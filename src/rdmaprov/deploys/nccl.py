@@ -84,6 +84,10 @@ def nccl_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> Bu
         f'make -j"$JOBS" src.build CUDA_HOME={sh(cuda_home(cuda))} NVCC_GENCODE={sh_double(code)}\n'
         'mkdir -p "$STAGE" && cp -a build/lib build/include "$STAGE"/'
     )
+    if not settings.get("static_library"):
+        # 80 of a build's ~128 MB (H100), needed by no program at run time: not shipped to every node
+        script += '\nrm -f "$STAGE"/lib/libnccl_static.a'
+
     return BuildSpec(
         name="nccl",
         version=settings["version"],
@@ -159,6 +163,7 @@ def nccl_settings(ctx: NodeContext) -> dict[str, Any] | None:
         "arch": gpu.arch,
         "cuda": gpu.cuda_version,
         "prefix": nccl.prefix,
+        "static_library": nccl.static_library,
     }
 
 

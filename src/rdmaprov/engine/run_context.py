@@ -23,10 +23,11 @@ from pyinfra.api import State
 from rdmaprov.errors import UserError
 
 if TYPE_CHECKING:
+    from rdmaprov.engine.board import Board
     from rdmaprov.engine.connection import CommandEnd
     from rdmaprov.engine.factcache import FactCache
     from rdmaprov.engine.shards import ShardLink
-    from rdmaprov.inventory.model import SSHSettings
+    from rdmaprov.inventory.model import Inventory, SSHSettings
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class RunContext:
     # Every host of the run, in its order; a shard's State holds only its own (engine/shards.py).
     hosts: list[str] = field(default_factory=list)
     link: ShardLink | None = None  # the other shards of a run split across processes
+    inventory: Inventory | None = None  # the run's inventory (None under plain pyinfra)
+    board: Board | None = None  # who holds which build archive (builds/fanout.py), once shipping starts
     # Builds each host declared while planning ({slot: {host: settings}}) and, once worked out,
     # every declaring host's build id ({slot: {host: build id}}): operations/builds.py.
     builds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)

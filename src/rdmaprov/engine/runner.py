@@ -24,6 +24,7 @@ from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.applied import RECORD_PATH, AppliedRecord, AppliedRecordFact, classify, merged_record, write_record
+from rdmaprov.engine.board import Board
 from rdmaprov.engine.connection import answered_again, explain
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.factcache import FactCache, prefetch, read_fact
@@ -127,6 +128,10 @@ def describe(command) -> str:
     if isinstance(command, FileDownloadCommand):
         return f"download {command.src} to {command.dest} (control machine)"
     if isinstance(command, FunctionCommand):
+        # An argument that says what the call does in words (operations/builds.py's Shipment).
+        shown = [arg.shown() for arg in command.args if callable(getattr(arg, "shown", None))]
+        if shown:
+            return shown[0]
         return f"{command.function.__name__.strip('_')} {' '.join(map(str, command.args))} (control machine)"
     if isinstance(command, FileUploadCommand):
         source = command.src
@@ -459,10 +464,12 @@ def _run_hosts(
     state = build_state(inventory, hosts, _parallel(inventory, options, hosts))
     context = context_of(state)
     context.hosts = list(options.hosts)
+    context.inventory = inventory
+    context.board = Board()
     context.link = link
     peers = link or Alone()
     if link is not None:
-        link.attach(state)
+        link.attach(state, context.board)
     context.notify = observer.note
     notes = context.notes
     if context.settings.fact_batching:

@@ -42,6 +42,7 @@ from pyinfra.api import FactBase, State
 from pyinfra.api.state import BaseStateCallback
 from pyinfra.context import ctx_state
 
+from rdmaprov.engine.board import Board
 from rdmaprov.engine.cluster import read_here
 from rdmaprov.engine.results import RunResult
 
@@ -108,6 +109,7 @@ class ShardLink:
         self.index = index
         self.lock = Semaphore()
         self.state: State | None = None  # set once the shard's State exists: cluster reads use it
+        self.board: Board | None = None
         self.waiting: dict[Any, AsyncResult] = {}
         self.ids = itertools.count()
         self.bye = Event()
@@ -118,12 +120,15 @@ class ShardLink:
         gevent.spawn(self._listen)
         gevent.spawn(self._flush_events)
 
-    def attach(self, state: State) -> None:
+    def attach(self, state: State, board: Board) -> None:
         """This shard's State, set for the process's whole life: pyinfra's state context is
         process-wide, and a greenlet answering another shard's cluster read must not unset it
-        under the run's own greenlets when it finishes."""
+        under the run's own greenlets when it finishes. What this shard's hosts come to hold
+        goes to the other shards."""
         self.state = state
+        self.board = board
         ctx_state.set(state)
+        board.publish = lambda item, host, holds: self.send(("board", item, host, holds))
 
     def send(self, message: tuple) -> None:
         """Send `message`, after the events that came before it."""
@@ -149,6 +154,8 @@ class ShardLink:
                 self.waiting.pop(message[1]).set(message[2])
             elif kind == "read":
                 gevent.spawn(self._serve, *message[1:])
+            elif kind == "board" and self.board is not None:
+                self.board.receive(*message[1:])
             elif kind == "bye":
                 self.bye.set()
                 return
@@ -278,6 +285,10 @@ class _Coordinator:
             elif kind == "answer":
                 shard.asked.discard(message[1])
                 self.answers.pop(message[1]).set(message[2])
+            elif kind == "board":  # what one shard's host holds, every other shard learns
+                for other in self.shards:
+                    if other is not shard and not other.ended:
+                        self.send(other, message)
             elif kind == "events":
                 for method, args in message[1]:
                     self._event(shard, method, args)

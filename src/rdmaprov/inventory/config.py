@@ -142,6 +142,7 @@ class NcclConfig:
     gencode: str | None
     prefix: str
     env: Mapping[str, Any]
+    static_library: bool = False  # ship lib/libnccl_static.a too (nodes need it only to link statically)
 
     @property
     def source_kind(self) -> str:
@@ -250,6 +251,7 @@ class NodeConfig:
                 nccl.get("gencode"),
                 nccl["prefix"],
                 _frozen(nccl.get("env") or {}),
+                bool(nccl["static_library"]),
             ),
             erdma=ErdmaConfig(
                 erdma.get("repo"),

@@ -17,6 +17,7 @@ import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from io import BytesIO
+from pathlib import Path
 from typing import Any
 
 from pyinfra import host
@@ -24,17 +25,21 @@ from pyinfra.api import FileDownloadCommand, FileUploadCommand, FunctionCommand,
 from pyinfra.context import ctx_state
 
 from rdmaprov.builds import store
-from rdmaprov.builds.scripts import SOURCE_TARBALL, build_script, install_script, switch_current
+from rdmaprov.builds.fanout import CONTROL, routes, wait_s
+from rdmaprov.builds.scripts import SOURCE_TARBALL, build_script, install_script, receive_script, switch_current
 from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec
 from rdmaprov.engine.cluster import cluster_fact
 from rdmaprov.engine.desired import executing, operation
 from rdmaprov.engine.factcache import fact
+from rdmaprov.engine.notes import warn
+from rdmaprov.engine.pyinfra_state import privileges
 from rdmaprov.engine.run_context import context_of, run_hosts
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, KeptArchive
 from rdmaprov.facts.gpu import Gpus
 from rdmaprov.facts.system import Os
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
+from rdmaprov.quoting import fail_command
 
 Settings = dict[str, Any]
 
@@ -196,9 +201,93 @@ def artifact_fetched(recipe: str, slot: str, settings: Settings | None):
     yield FunctionCommand(_commit, (spec.archive,), {})
 
 
+@dataclass
+class Shipment:
+    """How one node receives an archive: its sources in order (builds/fanout.py), the nodes that
+    held it before shipping began, and, once tried, why it could not be received."""
+
+    spec: BuildSpec
+    sources: tuple[str, ...]
+    holders: tuple[str, ...]
+    problem: str = ""
+
+    def shown(self) -> str:
+        names = [source or "the control machine" for source in self.sources]
+        return f"receive {self.spec.archive} from {', else '.join(names)} (sha256 checked)"
+
+
+def _receive(state, host, shipment: Shipment) -> bool:  # pyinfra passes these two by their names
+    """Runs on the control machine in the receiving node's turn: try each source in order (a node
+    once it holds a checked copy, or the control machine's cache) until this node keeps a copy
+    whose sha256 is the archive's, then tell the nodes waiting for this one. Returns True either
+    way: a failure is told by the command that follows, with its reason."""
+    context = context_of(state)
+    board, inventory, spec = context.board, context.inventory, shipment.spec
+    assert board is not None and inventory is not None
+    local = store.local_path(spec.archive)
+    sha = Path(f"{local}.sha256").read_text().split()[0]
+    patience = wait_s(local.stat().st_size)
+    sudo = privileges(host)
+    tried: list[str] = []
+    for source in shipment.sources:
+        name = source or "the control machine"
+        if source == CONTROL:
+            sent = host.put_file(str(local), f"{spec.remote_archive}.part", **sudo)
+            ok, output = (
+                host.run_shell_command(StringCommand(receive_script(spec, sha)), **sudo) if sent else (False, None)
+            )
+        else:
+            holds = True if source in shipment.holders else board.wait(spec.archive, source, patience)
+            if not holds:
+                tried.append(
+                    f"{source} {'could not get it' if holds is False else f'did not hold it within {patience:.0f} s'}"
+                )
+                continue
+            address = inventory.hosts[source].address
+            script = receive_script(spec, sha, source, address, inventory.ssh_trust.user, int(patience))
+            ok, output = host.run_shell_command(StringCommand(script), **sudo)
+        if ok:
+            board.mark(spec.archive, host.name, True)
+            if tried:  # a damaged or missing copy elsewhere is worth a look
+                warn(f"{spec.archive}: {'; '.join(tried)}; received it from {name}")
+            return True
+        said = [line for line in (output.stderr_lines if output else []) if line.startswith("rdmaprov: ")]
+        tried.append(said[-1][len("rdmaprov: ") :] if said else f"the copy from {name} failed")
+    board.mark(spec.archive, host.name, False)
+    shipment.problem = f"{spec.archive} could not be received: {'; '.join(tried)}"
+    return True
+
+
+def _shipment(spec: BuildSpec, place: Placement) -> Shipment:
+    """This node's sources: holders are the nodes keeping a copy that matches the control
+    machine's (in a check, also the builder that is yet to build); the nodes to receive it are
+    those that need the build, reached this run, and hold no copy."""
+    state = ctx_state.get()
+    kept = cluster_fact(KeptArchive, archive=spec.archive)  # every reached node: its copy's sha256, or ""
+    local = Path(f"{store.local_path(spec.archive)}.sha256")
+    reference = local.read_text().split()[0] if local.is_file() else None
+    to_build = not store.cached(spec.archive)
+    holders = [
+        name
+        for name in run_hosts(state)
+        if name in kept and (kept[name] and kept[name] in (reference, None) or name == place.builder and to_build)
+    ]
+    targets = [name for name in place.needing if name in kept and name not in holders]
+    sources = routes(holders, targets).get(host.name, (CONTROL,))
+    return Shipment(spec, sources, tuple(holders))
+
+
+def _fans_out() -> bool:
+    """Whether nodes pass archives to each other: under rdmaprov (not plain pyinfra), with the
+    cluster's SSH trust, which gives every node a key the others accept and their pinned host keys."""
+    context = context_of(ctx_state.get())
+    return context.board is not None and context.inventory is not None and context.inventory.ssh_trust.enabled
+
+
 @operation()
 def artifact_installed(recipe: str, slot: str, settings: Settings | None):
-    """On every node: unpack its build under <prefix>/<version>-<id>, checksum first, and make it current."""
+    """On every node: receive the archive when it has none (from another node, sha256 checked at
+    every hop; builds/fanout.py), unpack it under <prefix>/<version>-<id> and make it current."""
     place = placement(recipe, slot, settings)
     spec = place.spec
     if spec is None:
@@ -221,8 +310,16 @@ def artifact_installed(recipe: str, slot: str, settings: Settings | None):
                 f"{spec.name} {spec.version} is not available to install: its build on {place.builder} failed or did "
                 f"not run (see {place.builder}'s result)"
             )
-        local = str(store.local_path(spec.archive))
-        yield StringCommand(f"mkdir -p {ARTIFACT_DIR}")
-        yield FileUploadCommand(local, spec.remote_archive)
-        yield FileUploadCommand(f"{local}.sha256", f"{spec.remote_archive}.sha256")
-    yield StringCommand(install_script(spec, keep_archive=host.name == place.builder))
+        if _fans_out():
+            shipment = _shipment(spec, place)
+            yield FunctionCommand(_receive, (shipment,), {})
+            if shipment.problem:  # known once _receive ran: pyinfra runs each command as it comes
+                yield StringCommand(fail_command(shipment.problem, "check those nodes' disks and SSH, then rerun"))
+                return
+        else:
+            local = str(store.local_path(spec.archive))
+            yield StringCommand(f"mkdir -p {ARTIFACT_DIR}")
+            yield FileUploadCommand(local, spec.remote_archive)
+            yield FileUploadCommand(f"{local}.sha256", f"{spec.remote_archive}.sha256")
+    # Every node keeps its copy: it may pass it on, now or to a node that joins later.
+    yield StringCommand(install_script(spec, keep_archive=True))
