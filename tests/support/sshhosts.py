@@ -18,7 +18,7 @@ from pathlib import Path
 
 _START = """set -e
 D="$1"
-mount -t tmpfs tmpfs "$D/mnt"
+[ "$3" = disk ] || mount -t tmpfs tmpfs "$D/mnt"  # disk: what hosts write stays in $D/mnt on disk
 mkdir -p "$D/mnt/upper" "$D/mnt/work" "$D/mnt/root"
 mount -t overlay overlay -o lowerdir=/,upperdir="$D/mnt/upper",workdir="$D/mnt/work" "$D/mnt/root"
 R="$D/mnt/root"
@@ -80,6 +80,9 @@ class SSHHostFarm:
     count: int
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rdmaprov-hosts-")))
     hosts: list[SSHHost] = field(default_factory=list)
+    # What each host writes goes to memory (tmpfs), or with disk=True to files under `root`:
+    # for benchmarks that ship hundreds of MB to each of dozens of hosts.
+    disk: bool = False
 
     def __post_init__(self) -> None:
         tag = f"{os.getpid() % 10000:04d}{next(_FARMS)}"  # a process may run several farms
@@ -165,6 +168,7 @@ class SSHHostFarm:
                 str(host.workdir / "start.sh"),
                 str(host.workdir),
                 host.name,
+                "disk" if self.disk else "memory",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -48,7 +48,7 @@ from rdmaprov.engine.results import RunResult
 
 # Hosts per shard before another process pays off: below it, forking and the lockstep cost more
 # than the CPU a second core takes over (bench/RESULTS.md, "sharding threshold").
-HOSTS_PER_SHARD = 16
+HOSTS_PER_SHARD = 32
 
 EVENT_BATCH_S = 0.1  # how long a shard's progress may wait to be drawn
 
