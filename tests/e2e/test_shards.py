@@ -176,3 +176,35 @@ def test_serial_batches_are_each_split_and_max_fail_stops_the_next(ssh_farm, tmp
     assert [h["status"] for h in result["hosts"]] == ["unreachable", "changed", "skipped"]
     assert "NCCL_DEBUG=SERIAL-B" in ssh_farm.ssh(ssh_farm.hosts[1], "cat /etc/nccl.conf").stdout
     assert "NCCL_DEBUG=SERIAL-B" not in ssh_farm.ssh(ssh_farm.hosts[2], "cat /etc/nccl.conf").stdout
+
+
+def test_verify_and_facts_read_across_processes_say_what_one_process_says(ssh_farm, tmp_path):
+    """Verify without gates and `facts` keep no connection after reading: with many hosts they
+    read in one process per core. These hosts have no RDMA device, so verify fails its checks:
+    the same findings, the same way, with a host down."""
+    inventory = ssh_farm.inventory(tmp_path / "farm.yaml", NCCL_DEFAULTS.format(debug="WARN"))
+
+    def both(command: str) -> tuple[dict, dict]:
+        out = []
+        for shards in ("1", "3"):
+            proc = subprocess.run(
+                [sys.executable, "-m", "rdmaprov", command, str(inventory), "--json"],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=dict(os.environ, RDMAPROV_SHARDS=shards),
+                cwd=REPO,
+            )
+            assert proc.returncode == 4, proc.stderr  # unreachable host, failed checks
+            out.append(json.loads(proc.stdout))
+        return out[0], out[1]
+
+    ssh_farm.stop_sshd(ssh_farm.hosts[1])
+    try:
+        one, sharded = both("verify")
+        facts_one, facts_sharded = both("facts")
+    finally:
+        ssh_farm.start_sshd(ssh_farm.hosts[1])
+    _same(one, sharded)
+    assert [v["status"] for v in sharded["verify"]] == ["failed", "unreachable", "failed"]
+    assert facts_sharded == facts_one and "unreachable" in facts_sharded["node2"]

@@ -144,3 +144,38 @@ def test_a_crashed_shard_fails_the_run_with_its_traceback_and_leaves_no_process(
     for pid in shards:  # each one ended and was reaped
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_what_a_host_comes_to_hold_reaches_the_other_shards_and_a_silent_one_times_out():
+    """engine/board.py across processes: node1's shard says it holds the archive; node7's shard,
+    waiting for it, goes on; nobody says anything about node2, so its waiter gives up."""
+    from rdmaprov.engine.board import Board
+
+    def work(hosts: list[str], observer, link: ShardLink) -> RunResult:
+        board = Board()
+        link.board = board
+        board.publish = lambda item, host, holds: link.send(("board", item, host, holds))
+        result = _result(hosts)
+        link.sync(("ready", None), None)
+        if link.index == 0:
+            gevent.sleep(0.3)
+            board.mark("blob.tar.gz", "node1", True)
+        else:
+            result.hosts[0].warnings = [
+                f"node1: {board.wait('blob.tar.gz', 'node1', 10)}",
+                f"node2: {board.wait('blob.tar.gz', 'node2', 0.5)}",
+            ]
+        link.sync(("finished", None), None)
+        return result
+
+    parts = run_sharded(HOSTS, 2, Recorder(), work)
+    assert parts[1].hosts[0].warnings == ["node1: True", "node2: None"]
+
+
+def test_a_board_mark_wakes_its_waiter_and_says_false_for_a_host_that_could_not():
+    from rdmaprov.engine.board import Board
+
+    board = Board()
+    gevent.spawn_later(0.1, board.mark, "a", "node3", False)
+    assert board.wait("a", "node3", 5) is False
+    assert board.wait("a", "node4", 0.05) is None

@@ -44,7 +44,6 @@ from pyinfra.context import ctx_state
 
 from rdmaprov.engine.board import Board
 from rdmaprov.engine.cluster import read_here
-from rdmaprov.engine.results import RunResult
 
 # Hosts per shard before another process pays off: below it, forking and the lockstep cost more
 # than the CPU a second core takes over (bench/RESULTS.md, "sharding threshold").
@@ -53,7 +52,7 @@ HOSTS_PER_SHARD = 32
 EVENT_BATCH_S = 0.1  # how long a shard's progress may wait to be drawn
 
 Step = tuple[str, Any]  # a lockstep point: (family, detail), e.g. ("op", op hash)
-Work = Callable[[list[str], Any, "ShardLink"], RunResult]  # (hosts, observer, link) -> result
+Work = Callable[[list[str], Any, "ShardLink"], Any]  # (hosts, observer, link) -> the shard's result
 
 
 def shard_count(hosts: int, forced: int | None, cpus: int | None = None) -> int:
@@ -113,7 +112,7 @@ class ShardLink:
         self.waiting: dict[Any, AsyncResult] = {}
         self.ids = itertools.count()
         self.bye = Event()
-        # Progress events go in batches: one message per event was half a shard's CPU.
+        # Progress events go in batches: a message per event was a shard's largest cost in a profile.
         self.events: list[tuple[str, tuple]] = []
 
     def start(self) -> None:
@@ -239,7 +238,7 @@ class _Shard:
     pid: int
     sock: Any
     lock: Semaphore = field(default_factory=Semaphore)
-    result: RunResult | None = None
+    result: Any = None
     ended: bool = False  # sent its result, or died
     interrupted: bool = False  # Ctrl-C came outside an apply's operations (KeyboardInterrupt)
     crash: str | None = None
@@ -427,8 +426,8 @@ def _child(sock, index: int, hosts: list[str], work: Work) -> NoReturn:
         os._exit(code)
 
 
-def run_sharded(hosts: list[str], count: int, observer: Any, work: Work) -> list[RunResult]:
-    """Run `work` on `count` shards of `hosts` at once; their results in shard order.
+def run_sharded(hosts: list[str], count: int, observer: Any, work: Work) -> list[Any]:
+    """Run `work` on `count` shards of `hosts` at once; their results (picklable) in shard order.
 
     Raises KeyboardInterrupt when Ctrl-C came outside an apply's operations (as one process
     would), and RuntimeError with a shard's traceback when one crashed.

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rdmaprov.engine.results import EXIT_FAILURES, EXIT_OK
-from rdmaprov.engine.session import Session
-from rdmaprov.health.verify import read_reports
+from rdmaprov.engine.session import read_everywhere
+from rdmaprov.facts.node import NodeFacts
 from rdmaprov.inventory.model import Inventory
 from rdmaprov.parsers.node import NodeReport
 
@@ -35,5 +35,5 @@ class FactsReport:
 
 def read_facts(inventory: Inventory, hosts: list[str]) -> FactsReport:
     """Connect to `hosts`, read each one's report, and disconnect."""
-    with Session(inventory, hosts) as session:
-        return FactsReport(read_reports(session), dict(session.unreachable))
+    readings = read_everywhere(inventory, hosts, NodeFacts)
+    return FactsReport(readings.values, readings.unreachable)

@@ -9,7 +9,7 @@ from typing import Any
 
 import requests
 
-from rdmaprov.engine.session import Session
+from rdmaprov.engine.session import Readings, Session, read_everywhere
 from rdmaprov.facts.node import NodeFacts
 from rdmaprov.health.checks import verify_node
 from rdmaprov.health.counters import counter_findings, load_reads, save_reads, state_file
@@ -116,11 +116,13 @@ def read_reports(session: Session) -> dict[str, NodeReport | Exception]:
 
 
 def verify_hosts(
-    session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception] | None = None
+    session: Session | Readings, hosts: list[str], reports: dict[str, NodeReport | Exception] | None = None
 ) -> list[HostVerification]:
     """A verification per host: its findings, or why it could not be read."""
     inventory = session.inventory
-    reports = reports if reports is not None else read_reports(session)
+    reports = (
+        reports if reports is not None else session.values if isinstance(session, Readings) else read_reports(session)
+    )
     # HTTP checks of all hosts at once: a silent exporter costs its retry window once, not per host.
     readable = [name for name in hosts if name not in session.unreachable and isinstance(reports.get(name), NodeReport)]
     exporters = session.each(readable, lambda name: exporter_findings(inventory.hosts[name]))
@@ -174,6 +176,9 @@ def post_deploy(
     through one set of SSH connections to `connect` (default `hosts`); `newcomers` focuses the
     pairwise gate on new nodes. With `diagnose`, a failed cluster gate (ib_write_bw, all_reduce)
     is followed by the diagnosis over the gated hosts, on the same connections."""
+    if not gates:  # nothing needs the connections afterwards (no gate, so no diagnosis): read across processes
+        readings = read_everywhere(inventory, connect or hosts, NodeFacts)
+        return Health(verify_hosts(readings, hosts) if verify else None, [])
     with Session(inventory, connect or hosts) as session:
         reports = read_reports(session)
         verifications = verify_hosts(session, hosts, reports) if verify else None
