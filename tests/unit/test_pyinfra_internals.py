@@ -81,3 +81,20 @@ def test_operations_keep_their_generator_for_testing_and_planning():
 
 def test_gevent_hub_lets_the_engine_mark_pyinfra_errors_as_results():
     assert isinstance(gevent.get_hub().NOT_ERROR, tuple)
+
+
+def test_global_arguments_are_looked_up_where_the_engine_remembers_them():
+    """engine/pyinfra_state.py replaces pyinfra's all_global_arguments (type hints worked out on
+    every operation call and fact read) by its first answer, in both modules that call it."""
+    from typing import get_type_hints
+
+    from pyinfra.api import arguments, facts
+
+    import rdmaprov.engine.pyinfra_state  # noqa: F401
+
+    assert "all_global_arguments()" in inspect.getsource(arguments.pop_global_arguments)
+    assert "all_global_arguments()" in inspect.getsource(
+        facts.get_fact
+    ) or "all_global_arguments()" in inspect.getsource(facts)
+    assert arguments.all_global_arguments() == list(get_type_hints(arguments.AllArguments).items())
+    assert facts.all_global_arguments is arguments.all_global_arguments

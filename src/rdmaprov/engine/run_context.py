@@ -83,6 +83,8 @@ class RunContext:
     link: ShardLink | None = None  # the other shards of a run split across processes
     inventory: Inventory | None = None  # the run's inventory (None under plain pyinfra)
     board: Board | None = None  # who holds which build archive (builds/fanout.py), once shipping starts
+    # What an operation works out once for every host of the run (operations/ssh.py's trust blocks).
+    shared: dict[str, Any] = field(default_factory=dict)
     # Builds each host declared while planning ({slot: {host: settings}}) and, once worked out,
     # every declaring host's build id ({slot: {host: build id}}): operations/builds.py.
     builds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
