@@ -174,3 +174,53 @@ def test_a_peer_the_others_cannot_reach_is_routed_around(six, tmp_path):
         assert "cannot copy greet-1.0-" in warning and "from node2" in warning and "received it from node1" in warning
         assert _sha_installed(six, six.hosts[int(name[-1]) - 1]) == _sha_installed(six, six.hosts[0])
     assert _control_bytes(six) - before < 400_000  # still not one copy from the control machine
+
+
+@pytest.mark.parametrize("shards", ["1", "3"], ids=["one-process", "three-processes"])
+def test_ctrl_c_while_nodes_wait_for_or_pull_a_copy_reports_them_interrupted(six, tmp_path, shards, monkeypatch):
+    """node2 sends its copy slowly (its cat sleeps first); node4 and node6 pull from it. Ctrl-C
+    twice stops them now, as it stops any running command: they are reported interrupted. In
+    three processes the second Ctrl-C also reaches a shard that finished and waits for the others."""
+    monkeypatch.setenv("RDMAPROV_SHARDS", shards)
+    import json
+    import signal
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    assert _apply(six, tmp_path, "1.0")[0] in (0, 2)
+    node2 = six.hosts[1]
+    _forget(six, six.hosts[1:])
+    wrapper = '#!/bin/sh\ncase "$1" in *.tar.gz) sleep 60;; esac\nexec /run/cat.real "$@"\n'
+    done = six.ssh(
+        node2,
+        f"cp /usr/bin/cat /run/cat.real && printf %s {shlex.quote(wrapper)} > /run/slow-cat && chmod +x /run/slow-cat "
+        "&& mount --bind /run/slow-cat /usr/bin/cat",
+    )
+    assert done.returncode == 0, done.stderr
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rdmaprov", "apply", str(tmp_path / "six.yaml"), "--tags", "builds"]
+            + ["--skip-verify", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and "sleep 60" not in six.ssh(node2, "ps -eo args").stdout:
+            time.sleep(0.5)  # node4 and node6 are pulling from node2 now
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        six.ssh(node2, "umount -l /usr/bin/cat; pkill -f 'sleep 60' || true")
+    assert out, err
+    doc = json.loads(out)
+    assert proc.returncode == 130 and doc["interrupted"] is True, err
+    hosts = {h["name"]: h for h in doc["hosts"]}
+    for name in ("node4", "node6"):
+        assert hosts[name]["status"] == "interrupted", hosts[name]
+    assert hosts["node2"]["status"] == "changed" and "Traceback" not in err, err

@@ -23,6 +23,14 @@ from rdmaprov.engine.run_context import context_of
 GRACE_S = 60
 
 
+def stop_watching(watcher: Any) -> None:
+    """Cancel a gevent SIGINT watcher and give Ctrl-C back to Python: a cancelled watcher leaves
+    the signal at the system default, so a later Ctrl-C (during verify, in a shard waiting for
+    the others) killed the process on the spot, with no report and nothing cleaned up."""
+    watcher.cancel()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 class Interrupt:
     """`with Interrupt(state, say) as interrupt:` around the execution of operations."""
 
@@ -41,7 +49,7 @@ class Interrupt:
 
     def __exit__(self, *exc: object) -> None:
         if self._watcher is not None:
-            self._watcher.cancel()
+            stop_watching(self._watcher)
         if self._timer is not None:
             self._timer.kill(block=False)
 

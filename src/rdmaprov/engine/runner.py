@@ -315,7 +315,11 @@ def _record_applied(state: State, inventory: Inventory, plan: _Plan, results: di
             return
         content = merged_record(plan.records.get(host.name, AppliedRecord()), applied, digest, __version__)
         with ctx_host.use(host):
-            if not write_record(host, content):
+            try:
+                written = write_record(host, content)
+            except Exception:  # its connection is gone: a second Ctrl-C closed it, or the host was lost
+                written = False
+            if not written:
                 results[host.name].warnings.append(
                     f"could not write {RECORD_PATH}: the next check cannot tell corrective from intentional drift"
                 )
@@ -508,15 +512,19 @@ def _run_hosts(
                     pass  # the last active host failed; each failure is collected below
                 finally:
                     peers.leave("op")
-            if here:
-                _collect_applied(state, plan, results)
-                _record_applied(state, inventory, plan, results)
-            if interrupt.requested:
-                run_result.interrupted = True
-                _mark_interrupted(state, interrupt.running, results)
-            elif here:
-                _settle_lost(state, results, started)
-        peers.sync(("finished", None), None)  # no shard disconnects while another may still read its hosts
+                if here:
+                    _collect_applied(state, plan, results)
+                    _record_applied(state, inventory, plan, results)
+                if interrupt.requested:
+                    _mark_interrupted(state, interrupt.running, results)
+                elif here:
+                    _settle_lost(state, results, started)
+                # Still inside: a Ctrl-C while other shards finish their operations stops them,
+                # and this run reports it, as one process running them all would.
+                peers.sync(("finished", None), None)
+            run_result.interrupted = interrupt.requested
+        if options.command == "check" or not active:
+            peers.sync(("finished", None), None)  # no shard disconnects while another may still read its hosts
     finally:
         try:
             state.set_stage(StateStage.Disconnect)

@@ -44,6 +44,7 @@ from pyinfra.context import ctx_state
 
 from rdmaprov.engine.board import Board
 from rdmaprov.engine.cluster import read_here
+from rdmaprov.engine.interrupt import stop_watching
 
 # Hosts per shard before another process pays off: below it, forking and the lockstep cost more
 # than the CPU a second core takes over (bench/RESULTS.md, "sharding threshold").
@@ -451,7 +452,7 @@ def run_sharded(hosts: list[str], count: int, observer: Any, work: Work) -> list
     try:
         coordinator.all_ended.wait()  # a shard that sent its result still answers others' cluster reads
     finally:
-        interrupt.cancel()
+        stop_watching(interrupt)
         for shard in shards:
             if not shard.ended:  # only when the coordinator itself is stopped: leave no shard behind
                 os.kill(shard.pid, signal.SIGKILL)

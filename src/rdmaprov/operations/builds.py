@@ -14,6 +14,7 @@ check, agrees on who builds without talking to the others.
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from io import BytesIO
@@ -28,6 +29,7 @@ from rdmaprov.builds import store
 from rdmaprov.builds.fanout import CONTROL, routes, wait_s
 from rdmaprov.builds.scripts import SOURCE_TARBALL, build_script, install_script, receive_script, switch_current
 from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec
+from rdmaprov.engine.board import Board
 from rdmaprov.engine.cluster import cluster_fact
 from rdmaprov.engine.desired import executing, operation
 from rdmaprov.engine.factcache import fact
@@ -216,11 +218,29 @@ class Shipment:
         return f"receive {self.spec.archive} from {', else '.join(names)} (sha256 checked)"
 
 
+def _stopped(state, host) -> bool:
+    """Whether Ctrl-C's grace ran out for this host (engine/interrupt.py closed its connection)."""
+    end = context_of(state).command_ends.get(host.name)
+    return end is not None and end.interrupted
+
+
+def _await(state, host, board: Board, archive: str, source: str, patience: float) -> bool | None:
+    """Whether `source` comes to hold `archive` (None: not within `patience` s), in slices so that
+    a Ctrl-C whose grace ran out stops the wait as it stops a running command."""
+    deadline = time.monotonic() + patience
+    while True:
+        left = deadline - time.monotonic()
+        holds = board.wait(archive, source, max(0.0, min(1.0, left)))
+        if holds is not None or left <= 0 or _stopped(state, host):
+            return holds
+
+
 def _receive(state, host, shipment: Shipment) -> bool:  # pyinfra passes these two by their names
     """Runs on the control machine in the receiving node's turn: try each source in order (a node
     once it holds a checked copy, or the control machine's cache) until this node keeps a copy
-    whose sha256 is the archive's, then tell the nodes waiting for this one. Returns True either
-    way: a failure is told by the command that follows, with its reason."""
+    whose sha256 is the archive's, then tell the nodes waiting for this one. A failure is told by
+    the command that follows, with its reason; only Ctrl-C's stop fails the call itself. The host
+    counts as running a command the whole time, so Ctrl-C's grace covers the waits too."""
     context = context_of(state)
     board, inventory, spec = context.board, context.inventory, shipment.spec
     assert board is not None and inventory is not None
@@ -229,30 +249,38 @@ def _receive(state, host, shipment: Shipment) -> bool:  # pyinfra passes these t
     patience = wait_s(local.stat().st_size)
     sudo = privileges(host)
     tried: list[str] = []
-    for source in shipment.sources:
-        name = source or "the control machine"
-        if source == CONTROL:
-            sent = host.put_file(str(local), f"{spec.remote_archive}.part", **sudo)
-            ok, output = (
-                host.run_shell_command(StringCommand(receive_script(spec, sha)), **sudo) if sent else (False, None)
-            )
-        else:
-            holds = True if source in shipment.holders else board.wait(spec.archive, source, patience)
-            if not holds:
-                tried.append(
-                    f"{source} {'could not get it' if holds is False else f'did not hold it within {patience:.0f} s'}"
+    try:
+        for source in shipment.sources:
+            context.busy.add(host.name)  # again: each command run here takes it off when it ends
+            if _stopped(state, host):
+                board.mark(spec.archive, host.name, False)
+                return False
+            name = source or "the control machine"
+            if source == CONTROL:
+                sent = host.put_file(str(local), f"{spec.remote_archive}.part", **sudo)
+                ok, output = (
+                    host.run_shell_command(StringCommand(receive_script(spec, sha)), **sudo) if sent else (False, None)
                 )
-                continue
-            address = inventory.hosts[source].address
-            script = receive_script(spec, sha, source, address, inventory.ssh_trust.user, int(patience))
-            ok, output = host.run_shell_command(StringCommand(script), **sudo)
-        if ok:
-            board.mark(spec.archive, host.name, True)
-            if tried:  # a damaged or missing copy elsewhere is worth a look
-                warn(f"{spec.archive}: {'; '.join(tried)}; received it from {name}")
-            return True
-        said = [line for line in (output.stderr_lines if output else []) if line.startswith("rdmaprov: ")]
-        tried.append(said[-1][len("rdmaprov: ") :] if said else f"the copy from {name} failed")
+            else:
+                holds = (
+                    True if source in shipment.holders else _await(state, host, board, spec.archive, source, patience)
+                )
+                if not holds:
+                    why = "could not get it" if holds is False else f"did not hold it within {patience:.0f} s"
+                    tried.append(f"{source} {why}")
+                    continue
+                address = inventory.hosts[source].address
+                script = receive_script(spec, sha, source, address, inventory.ssh_trust.user, int(patience))
+                ok, output = host.run_shell_command(StringCommand(script), **sudo)
+            if ok:
+                board.mark(spec.archive, host.name, True)
+                if tried:  # a damaged or missing copy elsewhere is worth a look
+                    warn(f"{spec.archive}: {'; '.join(tried)}; received it from {name}")
+                return True
+            said = [line for line in (output.stderr_lines if output else []) if line.startswith("rdmaprov: ")]
+            tried.append(said[-1][len("rdmaprov: ") :] if said else f"the copy from {name} failed")
+    finally:
+        context.busy.discard(host.name)
     board.mark(spec.archive, host.name, False)
     shipment.problem = f"{spec.archive} could not be received: {'; '.join(tried)}"
     return True
