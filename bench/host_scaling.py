@@ -17,8 +17,10 @@ round trips per host; writes bench/results/NAME.json. Needs root.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from common import REPO, Measured, load_1m, measure, median, rdmaprov, run_json, table, write_result
@@ -42,11 +44,22 @@ def command_line(command: str, inventory: str) -> list[str]:
     return rdmaprov(command, inventory, "--tags", TAGS, "--skip-verify", "--json")
 
 
-def sample(m: Measured, result: dict, size: int) -> dict:
+def node_cpu_s(farm: SSHHostFarm, size: int) -> float:
+    """CPU seconds the first `size` hosts' sshd used so far, with the sessions it started and
+    reaped (the nodes' side of the work, which shares this machine's cores with rdmaprov here)."""
+    total = 0
+    for host in farm.hosts[:size]:
+        fields = Path(f"/proc/{host.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def sample(m: Measured, result: dict, size: int, nodes_s: float) -> dict:
     trips = [h["round_trips"] for h in result.get("hosts", [])] or [0]
     return {
         "wall_s": round(m.wall_s, 3),
         "cpu_s": round(m.cpu_s, 3),
+        "node_cpu_s": round(nodes_s, 3),
         "load_1m": m.load_1m,
         "peak_rss_mib": round(m.peak_rss_mib, 1),
         "peak_tree_rss_mib": round(m.peak_tree_rss_mib, 1),
@@ -86,11 +99,14 @@ def main() -> None:
             runs[size] = {command: [] for command in commands}
             for _ in range(args.repeat):
                 for command in commands:
+                    nodes_before = node_cpu_s(farm, size)
                     m = measure(command_line(command, inventory), env)
+                    time.sleep(0.5)  # the sessions' processes are reaped by then
+                    nodes_s = node_cpu_s(farm, size) - nodes_before
                     result = run_json(m)
                     if command != "verify":
                         assert result["exit_code"] == 0, f"{command} on {size} converged hosts: {result['summary']}"
-                    runs[size][command].append(sample(m, result, size))
+                    runs[size][command].append(sample(m, result, size, nodes_s))
             for command in commands:
                 samples = runs[size][command]
                 cpu = median([s["cpu_s"] for s in samples])
@@ -101,6 +117,7 @@ def main() -> None:
                         f"{median([s['wall_s'] for s in samples]):.2f}",
                         f"{cpu:.2f}",
                         f"{cpu / size * 1000:.0f}",
+                        f"{median([s['node_cpu_s'] for s in samples]) / size * 1000:.0f}",
                         f"{max(s['peak_tree_rss_mib'] for s in samples):.0f}",
                         f"{max(s['peak_tree_pss_mib'] for s in samples):.0f}",
                         max(s["round_trips_max"] for s in samples),
@@ -119,7 +136,9 @@ def main() -> None:
         farm.stop()
 
 
-HEADERS = ["hosts", "command", "wall s", "CPU s", "CPU ms/host", "RSS MiB", "PSS MiB", "trips/host", "load"]
+HEADERS = [
+    "hosts", "command", "wall s", "CPU s", "CPU ms/host", "nodes ms/host", "RSS MiB", "PSS MiB", "trips/host", "load"
+]  # fmt: skip
 
 if __name__ == "__main__":
     main()
