@@ -178,11 +178,25 @@ def test_serial_batches_are_each_split_and_max_fail_stops_the_next(ssh_farm, tmp
     assert "NCCL_DEBUG=SERIAL-B" not in ssh_farm.ssh(ssh_farm.hosts[2], "cat /etc/nccl.conf").stdout
 
 
+GPU_NODES = """  gpu: {count: 1, cuda_version: "12.2", driver_version: "535.104.05"}
+  nccl:
+    version: 2.18.3-1
+"""
+ALL_REDUCE_PERF = "/opt/nccl-tests/current/bin/all_reduce_perf"
+
+
 def test_verify_and_facts_read_across_processes_say_what_one_process_says(ssh_farm, tmp_path):
     """Verify without gates and `facts` keep no connection after reading: with many hosts they
-    read in one process per core. These hosts have no RDMA device, so verify fails its checks:
-    the same findings, the same way, with a host down."""
-    inventory = ssh_farm.inventory(tmp_path / "farm.yaml", NCCL_DEFAULTS.format(debug="WARN"))
+    read in one process per core. These hosts have no RDMA device or GPU, so verify fails its
+    checks: the same findings, the same way, with a host down. They are declared GPU nodes with
+    nccl-tests, and node1 and node3 hold an all_reduce_perf (a real program, linked without
+    NCCL): the report read this way must include its linkage, as the one read for the gates does."""
+    inventory = ssh_farm.inventory(
+        tmp_path / "farm.yaml", NCCL_DEFAULTS.format(debug="WARN").replace("  nccl:\n", GPU_NODES, 1)
+    )
+    for host in (ssh_farm.hosts[0], ssh_farm.hosts[2]):
+        done = ssh_farm.ssh(host, f"mkdir -p {ALL_REDUCE_PERF.rsplit('/', 1)[0]} && cp /bin/true {ALL_REDUCE_PERF}")
+        assert done.returncode == 0, done.stderr
 
     def both(command: str) -> tuple[dict, dict]:
         out = []
@@ -205,6 +219,13 @@ def test_verify_and_facts_read_across_processes_say_what_one_process_says(ssh_fa
         facts_one, facts_sharded = both("facts")
     finally:
         ssh_farm.start_sshd(ssh_farm.hosts[1])
+        for host in (ssh_farm.hosts[0], ssh_farm.hosts[2]):
+            ssh_farm.ssh(host, "rm -rf /opt/nccl-tests")
     _same(one, sharded)
     assert [v["status"] for v in sharded["verify"]] == ["failed", "unreachable", "failed"]
     assert facts_sharded == facts_one and "unreachable" in facts_sharded["node2"]
+    for doc in (one, sharded):
+        found = {v["name"]: f["found"] for v in doc["verify"] for f in v["findings"] if f["id"] == "nccl.tests_library"}
+        assert found == {name: f"{ALL_REDUCE_PERF}: libnccl.so.2 not found" for name in ("node1", "node3")}
+    for facts in (facts_one, facts_sharded):
+        assert facts["node1"]["linkage"][ALL_REDUCE_PERF]["exists"] is True

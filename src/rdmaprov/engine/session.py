@@ -133,15 +133,21 @@ class Readings:
         return each(names, work)
 
 
-def read_everywhere(inventory: Inventory, hosts: list[str], cls: type[FactBase]) -> Readings:
-    """`cls` from every host, in one process per core once there are many (engine/shards.py)."""
+def read_everywhere(
+    inventory: Inventory,
+    hosts: list[str],
+    cls: type[FactBase],
+    arguments: Callable[[str], dict[str, Any]] | None = None,
+) -> Readings:
+    """`cls` (with `arguments(name)` as each host's fact arguments) from every host, in one
+    process per core once there are many (engine/shards.py)."""
     from rdmaprov.engine.run_context import EngineSettings
     from rdmaprov.engine.runner import NullObserver
     from rdmaprov.engine.shards import run_sharded, shard_count
 
     def read(part: list[str], *_: Any) -> tuple[dict[str, Any], dict[str, str]]:
         with Session(inventory, part) as session:
-            return session.fact(cls), dict(session.unreachable)
+            return session.fact(cls, arguments), dict(session.unreachable)
 
     count = shard_count(len(hosts), EngineSettings.from_environment().shards)
     if count == 1:

@@ -1,5 +1,6 @@
-"""`rdmaprov facts`: every selected node's report, read through one set of SSH connections, with
-its JSON form and exit code decided here so that the command line only prints."""
+"""`rdmaprov facts`: every selected node's report (the one verify judges, read across processes
+when there are many hosts), with its JSON form and exit code decided here so that the command
+line only prints."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rdmaprov.engine.results import EXIT_FAILURES, EXIT_OK
-from rdmaprov.engine.session import read_everywhere
-from rdmaprov.facts.node import NodeFacts
+from rdmaprov.health.verify import read_reports_everywhere
 from rdmaprov.inventory.model import Inventory
 from rdmaprov.parsers.node import NodeReport
 
@@ -35,5 +35,5 @@ class FactsReport:
 
 def read_facts(inventory: Inventory, hosts: list[str]) -> FactsReport:
     """Connect to `hosts`, read each one's report, and disconnect."""
-    readings = read_everywhere(inventory, hosts, NodeFacts)
+    readings = read_reports_everywhere(inventory, hosts)
     return FactsReport(readings.values, readings.unreachable)

@@ -115,6 +115,13 @@ def read_reports(session: Session) -> dict[str, NodeReport | Exception]:
     return session.fact(NodeFacts, lambda name: {"programs": report_programs(hosts[name])})
 
 
+def read_reports_everywhere(inventory: Inventory, hosts: list[str]) -> Readings:
+    """read_reports without keeping the connections: across processes when there are many hosts."""
+    return read_everywhere(
+        inventory, hosts, NodeFacts, lambda name: {"programs": report_programs(inventory.hosts[name])}
+    )
+
+
 def verify_hosts(
     session: Session | Readings, hosts: list[str], reports: dict[str, NodeReport | Exception] | None = None
 ) -> list[HostVerification]:
@@ -177,7 +184,7 @@ def post_deploy(
     pairwise gate on new nodes. With `diagnose`, a failed cluster gate (ib_write_bw, all_reduce)
     is followed by the diagnosis over the gated hosts, on the same connections."""
     if not gates:  # nothing needs the connections afterwards (no gate, so no diagnosis): read across processes
-        readings = read_everywhere(inventory, connect or hosts, NodeFacts)
+        readings = read_reports_everywhere(inventory, connect or hosts)
         return Health(verify_hosts(readings, hosts) if verify else None, [])
     with Session(inventory, connect or hosts) as session:
         reports = read_reports(session)
