@@ -1,9 +1,10 @@
 """A run split across processes: the hosts in shards, each shard its own process and pyinfra State.
 
 Why: pyinfra runs in one process, so every host's SSH handshake, fact parsing and planning
-shares one core; measured on 256 hosts, a check cost the control machine 29 s of CPU on that
-one core (bench/RESULTS.md). Shards are forked, so they share the loaded code and the inventory
-with the coordinator (copy on write) instead of each holding its own.
+shares one core; measured on 256 hosts, a check cost the control machine 25.9 s of CPU on that
+one core (median of 3, bench/results/host_scaling_before.json). Shards are forked, so they share
+the loaded code and the inventory with the coordinator (copy on write) instead of each holding
+its own.
 
 What one process knows about the whole cluster, every shard must know too:
 - cluster facts (every node's SSH identity for ssh_trust; each node's OS, GPUs and installed
@@ -47,7 +48,8 @@ from rdmaprov.engine.cluster import read_here
 from rdmaprov.engine.interrupt import stop_watching
 
 # Hosts per shard before another process pays off: below it, forking and the lockstep cost more
-# than the CPU a second core takes over (bench/RESULTS.md, "sharding threshold").
+# than the CPU a second core takes over. Not measured yet: bench/host_scaling.py with
+# RDMAPROV_SHARDS=1 and =2 at 32 to 256 hosts is to decide it.
 HOSTS_PER_SHARD = 32
 
 EVENT_BATCH_S = 0.1  # how long a shard's progress may wait to be drawn
