@@ -420,7 +420,7 @@ def test_lab_up_bad_input(tmp_path, args, message):
 
 
 def test_lab_up_refuses_subnet_in_use(ssh_farm, tmp_path):
-    used = f"{ssh_farm.subnet}.0/24"
+    used = str(ssh_farm.network)
     proc = rdmaprov("lab", "--dir", str(tmp_path / "lab"), "up", "--subnet", used, "--bridge", "rdtbusy")
     assert proc.returncode == 1
     assert f"lab subnet {used} is already in use on {ssh_farm.bridge}" in proc.stderr
