@@ -176,6 +176,27 @@ def test_a_peer_the_others_cannot_reach_is_routed_around(six, tmp_path):
     assert _control_bytes(six) - before < 400_000  # still not one copy from the control machine
 
 
+def test_an_archive_only_the_control_machine_holds_goes_to_two_fresh_nodes_and_on_from_them(six, tmp_path):
+    # built in an earlier run, kept in the control machine's cache; no node holds it, and no node
+    # has rdmaprov's archive folder yet (a fresh cluster): two nodes receive it from here
+    assert _apply(six, tmp_path, "1.0")[0] in (0, 2)
+    for host in six.hosts:
+        six.ssh(host, "rm -rf /opt/greet /var/cache/rdmaprov")
+    before = _control_bytes(six)
+    code, result = _apply(six, tmp_path, "1.0")
+    assert code == 2, [(h["name"], h["status"], h["error"]) for h in result["hosts"]]
+    sources = {h.name: _receive_op(result, h.name)["commands"][0] for h in six.hosts}
+    from_here = [
+        name for name, shown in sources.items() if shown.endswith(" from the control machine (sha256 checked)")
+    ]
+    assert len(from_here) == 2, sources
+    archive_bytes = six.ssh(six.hosts[0], f"stat -c %s /var/cache/rdmaprov/artifacts/{sources['node1'].split()[1]}")
+    sent = _control_bytes(six) - before
+    assert sent < 2 * int(archive_bytes.stdout) + 400_000, sent  # two copies, the others node to node
+    for host in six.hosts:
+        assert six.ssh(host, "/opt/greet/current/bin/greet").stdout.strip() == "greet 1.0"
+
+
 @pytest.mark.parametrize("shards", ["1", "3"], ids=["one-process", "three-processes"])
 def test_ctrl_c_while_nodes_wait_for_or_pull_a_copy_reports_them_interrupted(six, tmp_path, shards, monkeypatch):
     """node2 sends its copy slowly (its cat sleeps first); node4 and node6 pull from it. Ctrl-C

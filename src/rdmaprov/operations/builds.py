@@ -257,7 +257,10 @@ def _receive(state, host, shipment: Shipment) -> bool:  # pyinfra passes these t
                 return False
             name = source or "the control machine"
             if source == CONTROL:
-                sent = host.put_file(str(local), f"{spec.remote_archive}.part", **sudo)
+                # a fresh node has no archive folder yet, and the upload (SFTP, or cp under sudo)
+                # creates no folders
+                made, _ = host.run_shell_command(StringCommand(f"mkdir -p {ARTIFACT_DIR}"), **sudo)
+                sent = made and host.put_file(str(local), f"{spec.remote_archive}.part", **sudo)
                 ok, output = (
                     host.run_shell_command(StringCommand(receive_script(spec, sha)), **sudo) if sent else (False, None)
                 )
