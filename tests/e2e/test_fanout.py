@@ -65,23 +65,30 @@ def _control_bytes(farm) -> int:
 
 
 @contextmanager
-def serving_damaged_copies(farm, host) -> Iterator[None]:
-    """`cat` of a build archive on `host` gives it with its last bytes changed: what a node with a
-    failing disk or memory would send."""
-    wrapper = (
-        '#!/bin/sh\ncase "$1" in *.tar.gz) /run/cat.real "$@" | head -c -8; printf 01234567;; '
-        '*) exec /run/cat.real "$@";; esac\n'
-    )
+def cat_replaced(farm, host, wrapper: str) -> Iterator[None]:
+    """`cat` on `host` is the script `wrapper` (the real one at /run/cat.real) until the block
+    ends: how a node sends its archive to the others (`ssh … cat ARCHIVE`)."""
     done = farm.ssh(
         host,
-        f"cp /usr/bin/cat /run/cat.real && printf %s {shlex.quote(wrapper)} > /run/damaging-cat && "
-        "chmod +x /run/damaging-cat && mount --bind /run/damaging-cat /usr/bin/cat",
+        f"cp /usr/bin/cat /run/cat.real && printf %s {shlex.quote(wrapper)} > /run/rdmaprov-test-cat && "
+        "chmod +x /run/rdmaprov-test-cat && mount --bind /run/rdmaprov-test-cat /usr/bin/cat",
     )
     assert done.returncode == 0, done.stderr
     try:
         yield
     finally:
         farm.ssh(host, "umount -l /usr/bin/cat")
+
+
+def serving_damaged_copies(farm, host):
+    """`cat` of a build archive on `host` gives it with its last bytes changed: what a node with a
+    failing disk or memory would send."""
+    return cat_replaced(
+        farm,
+        host,
+        '#!/bin/sh\ncase "$1" in *.tar.gz) /run/cat.real "$@" | head -c -8; printf 01234567;; '
+        '*) exec /run/cat.real "$@";; esac\n',
+    )
 
 
 @contextmanager
@@ -213,31 +220,26 @@ def test_ctrl_c_while_nodes_wait_for_or_pull_a_copy_reports_them_interrupted(six
     assert _apply(six, tmp_path, "1.0")[0] in (0, 2)
     node2 = six.hosts[1]
     _forget(six, six.hosts[1:])
-    wrapper = '#!/bin/sh\ncase "$1" in *.tar.gz) sleep 60;; esac\nexec /run/cat.real "$@"\n'
-    done = six.ssh(
-        node2,
-        f"cp /usr/bin/cat /run/cat.real && printf %s {shlex.quote(wrapper)} > /run/slow-cat && chmod +x /run/slow-cat "
-        "&& mount --bind /run/slow-cat /usr/bin/cat",
-    )
-    assert done.returncode == 0, done.stderr
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rdmaprov", "apply", str(tmp_path / "six.yaml"), "--tags", "builds"]
-            + ["--skip-verify", "--json"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-        )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and "sleep 60" not in six.ssh(node2, "ps -eo args").stdout:
-            time.sleep(0.5)  # node4 and node6 are pulling from node2 now
-        proc.send_signal(signal.SIGINT)
-        time.sleep(1)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        six.ssh(node2, "umount -l /usr/bin/cat; pkill -f 'sleep 60' || true")
+    slow = '#!/bin/sh\ncase "$1" in *.tar.gz) sleep 60;; esac\nexec /run/cat.real "$@"\n'
+    with cat_replaced(six, node2, slow):
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "rdmaprov", "apply", str(tmp_path / "six.yaml"), "--tags", "builds"]
+                + ["--skip-verify", "--json"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+            )
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and "sleep 60" not in six.ssh(node2, "ps -eo args").stdout:
+                time.sleep(0.5)  # node4 and node6 are pulling from node2 now
+            proc.send_signal(signal.SIGINT)
+            time.sleep(1)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            six.ssh(node2, "pkill -f 'sleep 60' || true")
     assert out, err
     doc = json.loads(out)
     assert proc.returncode == 130 and doc["interrupted"] is True, err
