@@ -9,29 +9,19 @@ from typing import TYPE_CHECKING, NoReturn
 from rich.console import Console
 
 from rdmaprov import __version__
-from rdmaprov.errors import UserError
+from rdmaprov.errors import EXIT_INVALID, EXIT_USAGE, UserError
+from rdmaprov.errors import UsageParser as _Parser
 from rdmaprov.lab.releases import DEFAULT_NODES, DEFAULT_RELEASE, find_release
 from rdmaprov.lab.releases import HELP as RELEASE_HELP
+from rdmaprov.nodecheck.options import DESCRIPTION as NODE_CHECK_DESCRIPTION
+from rdmaprov.nodecheck.options import add_arguments as add_node_check_arguments
 
 if TYPE_CHECKING:  # imported by the commands that use it, after main() patched gevent
     from rdmaprov.lab.lab import Lab
 
 # Commands that never open a connection: no gevent patching (it costs a fifth of a second).
-_OFFLINE = {"validate", "import", "baseline"}
-
-# Exit codes (README, "Commands"): 0/2/4/6 are a run's outcome; 1 means the input (inventory,
-# options' values) is wrong and nothing was done; 64 (sysexits' EX_USAGE) means the command line
-# itself is wrong. Neither may look like "changes made" (2) to a cron job or a systemd unit.
-EXIT_INVALID = 1
-EXIT_USAGE = 64
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with a usage-error exit code that never collides with a run's outcome."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (exit {EXIT_USAGE}: usage error)\n")
+_OFFLINE = {"validate", "import", "baseline", "node-check"}
+__all__ = ["EXIT_INVALID", "EXIT_USAGE", "build_parser", "main"]
 
 
 def _cmd_validate(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -253,6 +243,12 @@ def _cmd_baseline(args: argparse.Namespace, out: Console, err: Console) -> int:
     else:
         print_baselines(parts, out)
     return 0
+
+
+def _cmd_node_check(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.nodecheck.run import node_check
+
+    return node_check(args)
 
 
 def _lab(args: argparse.Namespace) -> "Lab":
@@ -605,6 +601,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--reset", action="store_true", help="forget the baselines of the --limit nodes (all without --limit)"
     )
     baseline.set_defaults(handler=_cmd_baseline)
+
+    node_check = sub.add_parser(
+        "node-check",
+        help="verify's per-node checks on this node, no SSH or inventory (what Slurm's HealthCheckProgram runs)",
+        description=NODE_CHECK_DESCRIPTION,
+    )
+    add_node_check_arguments(node_check)
+    node_check.set_defaults(handler=_cmd_node_check)
 
     exporter = sub.add_parser(
         "exporter", help="serve RDMA port state and counters for Prometheus (what the exporter deploy runs)"

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
+import sys
 from dataclasses import dataclass
+from typing import NoReturn
+
+# Exit codes (README, "Commands"): 0/2/4/6 are a run's outcome; 1 means the input (inventory,
+# options' values) is wrong and nothing was done; 64 (sysexits' EX_USAGE) means the command line
+# itself is wrong. Neither may look like "changes made" (2) to a cron job or a systemd unit.
+EXIT_INVALID = 1
+EXIT_USAGE = 64
 
 
 @dataclass(frozen=True)
@@ -42,3 +51,11 @@ class UserError(Exception):
         self.problems = problems
         self.exit_code = exit_code
         super().__init__("\n".join(p.format() for p in problems))
+
+
+class UsageParser(argparse.ArgumentParser):
+    """argparse with a usage-error exit code that never collides with a run's outcome."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (exit {EXIT_USAGE}: usage error)\n")

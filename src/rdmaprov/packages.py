@@ -49,6 +49,9 @@ EXPORTER = {
     "rhel": ["python3", "python3-prometheus_client"],
 }
 
+# node-check runs on the node's own python3 (stdlib only).
+NODE_CHECK = {"debian": ["python3"], "rhel": ["python3"]}
+
 
 def lab_packages() -> list[str]:
     """Everything the node stack can install on a Debian 12 lab node (the lab mirror's content)."""

@@ -100,7 +100,7 @@ def render(command) -> str:
     if isinstance(command, FileUploadCommand):
         if isinstance(command.src, str):
             return f"upload {command.dest} from {command.src}"
-        return f"upload {command.dest}:\n{command.src.getvalue().decode()}"
+        return f"upload {command.dest}:\n{command.src.getvalue().decode(errors='replace')}"
     if isinstance(command, FileDownloadCommand):
         return f"download {command.src} to {command.dest}"
     if isinstance(command, FunctionCommand):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.facts.node import LINKED_NCCL
+from rdmaprov.facts.node_report import LINKED_NCCL
 from rdmaprov.health.checks import roce_active_mtu, verify_node
 from rdmaprov.health.diagnose import localize, neighbour_pairs
 from rdmaprov.health.gates.all_reduce import (

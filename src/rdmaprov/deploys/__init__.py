@@ -16,6 +16,7 @@ from rdmaprov.deploys.mtu import mtu
 from rdmaprov.deploys.nccl import nccl
 from rdmaprov.deploys.nccl_env import nccl_env
 from rdmaprov.deploys.netns_mode import netns_mode
+from rdmaprov.deploys.node_check import node_check
 from rdmaprov.deploys.openmpi import openmpi
 from rdmaprov.deploys.package_sources import package_sources
 from rdmaprov.deploys.rdma_userspace import rdma_userspace
@@ -40,6 +41,7 @@ STACK: dict[str, Deploy] = {
     "gate_tools": gate_tools,
     "builds": builds,
     "exporter": exporter,
+    "node_check": node_check,
 }
 
 

@@ -6,20 +6,10 @@ from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.operations.files import managed_file
+from rdmaprov.parsers.limits import LOGIN_LIMITS, SERVICE_LIMITS, memlock_value
 
 # systemd only rereads system.conf.d on re-exec; skipped where systemd is not PID 1.
 _REEXEC = "if [ -d /run/systemd/system ]; then systemctl daemon-reexec; fi"
-
-# rdmaprov's own files: verify names any other file that sets memlock, as apply leaves those alone.
-LOGIN_LIMITS = "/etc/security/limits.d/90-rdmaprov-memlock.conf"
-SERVICE_LIMITS = "/etc/systemd/system.conf.d/90-rdmaprov-memlock.conf"
-
-
-def memlock_value(memlock: str | int) -> tuple[str, str]:
-    """(limits.conf value, systemd value) for the node's memlock setting (KiB in limits.conf, bytes for systemd)."""
-    if memlock == "unlimited":
-        return "unlimited", "infinity"
-    return str(memlock), str(int(memlock) * 1024)
 
 
 def render_limits_conf(value: str) -> str:

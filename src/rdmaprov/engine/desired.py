@@ -24,9 +24,14 @@ from rdmaprov.engine.factcache import FactNeeded, mark_current_host_changed
 from rdmaprov.engine.notes import current_notes
 
 
+def _json_default(value: object) -> str:
+    """Bytes (a shipped program) by their sha256, not their repr: as stable, and far shorter."""
+    return "sha256:" + hashlib.sha256(value).hexdigest() if isinstance(value, bytes) else repr(value)
+
+
 def fingerprint(args: tuple, kwargs: dict[str, Any]) -> str:
     """A stable hash of an operation's arguments (order of keyword arguments does not matter)."""
-    text = json.dumps([list(args), kwargs], sort_keys=True, default=repr)
+    text = json.dumps([list(args), kwargs], sort_keys=True, default=_json_default)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

@@ -74,3 +74,36 @@ class PathExists(YesNoFact):
 
     def command(self, path: str) -> str:
         return yes_if(f"[ -e {sh(path)} ]")
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """A file's sha256 and ownership, for files too large to read back (None fields when absent)."""
+
+    sha256: str | None = None
+    mode: str | None = None
+    user: str | None = None
+    group: str | None = None
+
+
+def parse_file_digest(lines: list[str]) -> FileDigest:
+    """`MODE USER GROUP` then sha256sum's line, or MISSING."""
+    if len(lines) < 2 or lines[0].strip() == "MISSING":
+        return FileDigest()
+    mode, user, group = lines[0].split()
+    return FileDigest(lines[1].split()[0], mode, user, group)
+
+
+class FileSha256(FactBase):
+    """sha256, mode and owner of one file, in one round trip."""
+
+    def command(self, path: str) -> str:
+        quoted = sh(path)
+        return f"if [ -f {quoted} ]; then stat -c '%a %U %G' {quoted} && sha256sum {quoted}; else echo MISSING; fi"
+
+    def process(self, output: list[str]) -> FileDigest:
+        return parse_file_digest(output)
+
+    @staticmethod
+    def default() -> FileDigest:
+        return FileDigest()

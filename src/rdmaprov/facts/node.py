@@ -5,109 +5,17 @@ A missing tool or device leaves its section empty; the fact never fails the host
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra.api import FactBase
 
-from rdmaprov.parsers.counters import COUNTER_FILES
-from rdmaprov.parsers.ldd import HEADER
-from rdmaprov.parsers.node import SECTION, NodeReport, parse_node_report
-from rdmaprov.parsers.pcie import PCI_LINK_FILES
-
-# One grep per attribute directory: a per-GID loop forks 1000+ times on rxe (gid_tbl_len 1024).
-# Unset GIDs read as zeros and their types fail to read (EINVAL), so grep prints only set ones.
-_PORTS = r"""for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continue
-d=${p#/sys/class/infiniband/}; d=${d%%/*}; n=${p##*/}
-for k in state phys_state rate link_layer; do echo "port $d $n $k $(cat $p/$k 2>/dev/null)"; done
-grep -H . $p/gids/* 2>/dev/null | grep -v ':0000:0000:0000:0000:0000:0000:0000:0000$' \
-  | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid \1 |"
-grep -H . $p/gid_attrs/types/* 2>/dev/null | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid_type \1 |"
-grep -H . $p/gid_attrs/ndevs/* 2>/dev/null | sed "s|^[^:]*/\([0-9]*\):|port $d $n gid_ndev \1 |"; done"""
-
-# Where distro packages, source builds (rdmaprov's versioned prefix) and the AIACC plugin put NCCL.
-_NCCL_DIRS = (
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib64",
-    "/usr/local/lib",
-    "/usr/local/nccl*/lib",
-    "/opt/nccl*/current/lib",
-    "/usr/local/lib/aiacc*",
-)
-
-# From `ldconfig -p`: the libnccl.so.2 a program without its own RUNPATH gets (the first entry)
-# and the others, each with the file it resolves to ("PATH REALPATH").
-LINKED_NCCL = 'awk \'$1 == "libnccl.so.2" {print $NF}\' | while read -r f; do echo "$f $(readlink -f "$f")"; done'
-
-# GPUDirect RDMA needs a peer-memory module (nvidia_peermem; nv_peer_mem before driver 470) and a
-# perftest built with CUDA. Read on GPU nodes only.
-GPUDIRECT = (
-    "command -v nvidia-smi >/dev/null && { for m in nvidia_peermem nv_peer_mem; do "
-    '[ -d /sys/module/$m ] && echo "module $m"; done; '
-    "ib_write_bw --help 2>&1 | grep -q -- --use_cuda && echo perftest_cuda; }"
-)
-
-# Every file that can set memlock for logins (pam_limits) or services (systemd's manager).
-_LIMIT_FILES = (
-    "/etc/security/limits.conf",
-    "/etc/security/limits.d/*.conf",
-    "/etc/systemd/system.conf",
-    "/etc/systemd/system.conf.d/*.conf",
-    "/run/systemd/system.conf.d/*.conf",
-    "/usr/lib/systemd/system.conf.d/*.conf",
-)
-
-
-# The distro and release (`debian 12`): read, never sourced (os-release is shell syntax).
-_RELEASE = (
-    'echo "$(sed -n s/^ID=//p /etc/os-release 2>/dev/null) $(sed -n s/^VERSION_ID=//p /etc/os-release 2>/dev/null)"'
-    " | tr -d '\"'"
-)
-
-
-def _linkage(programs: tuple[str, ...]) -> str:
-    """ldd of every NCCL net plugin found and of `programs`: the libnccl they resolve (symlinks
-    followed, so the file name carries the version) and whatever they cannot resolve."""
-    plugins = " ".join(f"{d}/libnccl-net*.so*" for d in _NCCL_DIRS)
-    files = " ".join(shlex.quote(p) for p in programs)
-    resolve = (
-        'while read -r name arrow path rest; do if [ "$path" = not ]; then echo "$name => not found"; '
-        'else echo "$name => $(readlink -f "$path")"; fi; done'
-    )
-    return (
-        f'for f in $(ls -d {plugins} 2>/dev/null) {files}; do echo \'{HEADER}\'"$f"; if [ -e "$f" ]; '
-        f"then ldd \"$f\" 2>/dev/null | grep -e libnccl -e 'not found' | {resolve}; else echo missing; fi; done"
-    )
+from rdmaprov.facts.node_report import node_report_command
+from rdmaprov.parsers.node import NodeReport, parse_node_report
 
 
 class NodeFacts(FactBase):
     """`programs`: files whose linkage the checks judge (the nccl-tests binary the gates run)."""
 
     def command(self, programs: tuple[str, ...] = ()) -> str:
-        sections = {
-            "ports": _PORTS,
-            "ibv_devinfo": "ibv_devinfo -v 2>/dev/null",
-            "rdma_system": "rdma system show 2>/dev/null",
-            "mtu": 'for d in /sys/class/net/*; do echo "${d##*/} $(cat $d/mtu)"; done',
-            "memlock": "ulimit -l; systemctl show -p DefaultLimitMEMLOCK --value 2>/dev/null",
-            "memlock_lines": "grep -Hn -e memlock -e DefaultLimitMEMLOCK " + " ".join(_LIMIT_FILES) + " 2>/dev/null",
-            "nccl_conf": "cat /etc/nccl.conf 2>/dev/null || echo MISSING",
-            "gpus": "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null",
-            "nvidia_smi_q": "nvidia-smi -q 2>/dev/null",
-            "gpu_topology": "nvidia-smi topo -m 2>/dev/null",
-            "gpudirect": GPUDIRECT,
-            "xid": "dmesg 2>/dev/null | grep -a 'NVRM: ' | tail -n 300",
-            "counters": f"grep -H . {COUNTER_FILES} 2>/dev/null",
-            "boot_id": "cat /proc/sys/kernel/random/boot_id 2>/dev/null",
-            "versions": "uname -r; dpkg-query -W -f '${Version}\\n' rdma-core 2>/dev/null "
-            f"|| rpm -q --qf '%{{VERSION}}-%{{RELEASE}}\\n' rdma-core 2>/dev/null || echo; {_RELEASE}",
-            "nccl": "ls -d " + " ".join(f"{d}/libnccl*" for d in _NCCL_DIRS) + " 2>/dev/null",
-            "nccl_linker": f"ldconfig -p 2>/dev/null | {LINKED_NCCL}",
-            "linkage": _linkage(programs),
-            "pci_links": f"grep -H . {PCI_LINK_FILES} 2>/dev/null",
-            "nvlink": "nvidia-smi nvlink --status 2>/dev/null",
-            "cuda": "ls -d /usr/local/cuda-[0-9]* 2>/dev/null",
-        }
-        return "; ".join(f"echo '{SECTION}{name}'; {{ {cmd}\n}}" for name, cmd in sections.items()) + "; true"
+        return node_report_command(programs)
 
     def process(self, output: list[str]) -> NodeReport:
         return parse_node_report("\n".join(output))

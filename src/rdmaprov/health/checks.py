@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rdmaprov.deploys.limits import LOGIN_LIMITS, SERVICE_LIMITS, memlock_value
 from rdmaprov.health.findings import Checker, Finding
 from rdmaprov.health.gpu_checks import check_gpus, check_net_plugin
 from rdmaprov.inventory.config import ETHERNET_FABRICS, NodeConfig, hca_specs, spec_matches
 from rdmaprov.inventory.model import HostSpec
-from rdmaprov.parsers.limits import SettingLine, pam_memlock, systemd_memlock
+from rdmaprov.parsers.limits import (
+    LOGIN_LIMITS,
+    SERVICE_LIMITS,
+    SettingLine,
+    memlock_value,
+    pam_memlock,
+    systemd_memlock,
+)
 from rdmaprov.parsers.node import NodeReport, SysfsPort
 from rdmaprov.parsers.pcie import PciLink
 
@@ -145,6 +151,15 @@ def _check_pci_link(c: Checker, node: NodeConfig, device: str, report: NodeRepor
         "card or riser, check the slot's lanes and generation in the BIOS (bifurcation, Gen setting); `lspci -vv` "
         "shows LnkSta against LnkCap",
     )
+
+
+def report_programs(spec: HostSpec) -> tuple[str, ...]:
+    """Programs whose linkage the node's report includes: the all_reduce_perf the gates run (verify and
+    node-check ask for the same)."""
+    node = spec.node
+    if node.gpu and node.nccl.version and node.nccl.tests_enabled:
+        return (node.nccl.all_reduce_perf,)
+    return ()
 
 
 def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:

@@ -11,7 +11,7 @@ import requests
 
 from rdmaprov.engine.session import Readings, Session, read_everywhere
 from rdmaprov.facts.node import NodeFacts
-from rdmaprov.health.checks import verify_node
+from rdmaprov.health.checks import report_programs, verify_node
 from rdmaprov.health.counters import counter_findings, load_reads, save_reads, state_file
 from rdmaprov.health.diagnose import Diagnosis, diagnose_in
 from rdmaprov.health.findings import Finding, finding
@@ -100,14 +100,6 @@ def _counter_findings(
     if any(found.values()):
         save_reads(path, reads)
     return found
-
-
-def report_programs(spec: HostSpec) -> tuple[str, ...]:
-    """Programs whose linkage the node's report includes: the all_reduce_perf the gates run."""
-    node = spec.node
-    if node.gpu and node.nccl.version and node.nccl.tests_enabled:
-        return (node.nccl.all_reduce_perf,)
-    return ()
 
 
 def read_reports(session: Session) -> dict[str, NodeReport | Exception]:

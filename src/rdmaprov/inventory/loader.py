@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaprov.errors import Problem, UserError
-from rdmaprov.inventory.config import GatesConfig, NodeConfig, SshTrustConfig
+from rdmaprov.inventory.config import GatesConfig, NodeConfig, SlurmConfig, SshTrustConfig
 from rdmaprov.inventory.foreign import foreign_inventory
 from rdmaprov.inventory.model import (
     HostSpec,
@@ -23,7 +23,7 @@ from rdmaprov.inventory.model import (
     node_schema,
     ssh_settings,
 )
-from rdmaprov.inventory.semantics import ISSUE_KEYS, gate_problems, node_issues
+from rdmaprov.inventory.semantics import ISSUE_KEYS, gate_problems, node_issues, slurm_problems
 from rdmaprov.inventory.source import SourceMap, format_path, parse_yaml, read_text
 from rdmaprov.inventory.validate import schema_problems
 
@@ -273,6 +273,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
             smap.problem((), "the inventory declares no hosts", "add hosts under `hosts:` or under a group's `hosts:`")
         )
     problems.extend(gate_problems(cluster.get("gates") or {}, set(hosts), smap))
+    problems.extend(slurm_problems(cluster.get("slurm") or {}, list(hosts), smap))
     if problems:
         raise UserError(in_file_order(problems))
 
@@ -290,6 +291,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         gates=GatesConfig.from_settings(filled["gates"]),
         ssh_trust=SshTrustConfig.from_settings(filled["ssh_trust"]),
         parallel=cluster.get("parallel"),
+        slurm=SlurmConfig.from_settings(filled["slurm"], cluster["name"], list(hosts)),
         raw=data,
         warnings=in_file_order(warnings),
     )

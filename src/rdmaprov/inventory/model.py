@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from rdmaprov.errors import Problem
-from rdmaprov.inventory.config import GatesConfig, NodeConfig, SshTrustConfig
+from rdmaprov.inventory.config import GatesConfig, NodeConfig, SlurmConfig, SshTrustConfig
 from rdmaprov.schemas import load_schema
 
 
@@ -54,6 +54,7 @@ class Inventory:
     gates: GatesConfig
     ssh_trust: SshTrustConfig
     parallel: int | None = None
+    slurm: SlurmConfig | None = None  # None: the inventory does not declare Slurm
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     warnings: list[Problem] = field(default_factory=list)
 

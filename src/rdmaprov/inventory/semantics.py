@@ -6,6 +6,7 @@ wrong and the fix; the loader points the problem at the line that set the key an
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,4 +197,100 @@ def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap) -> li
                     f"{', …' if len(hosts) > 10 else ''})",
                 )
             )
+    return problems
+
+
+# What Slurm takes as a NodeName or PartitionName in slurm.conf and hostlists: no dots, brackets or commas.
+_SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
+
+
+def _known(hosts: list[str]) -> str:
+    return f"known: {', '.join(hosts[:10])}{', …' if len(hosts) > 10 else ''}"
+
+
+def slurm_problems(slurm: dict[str, Any], hosts: list[str], smap: SourceMap) -> list[Problem]:
+    """cluster.slurm against the hosts that exist: the controller, partition members and
+    node_names name inventory hosts; Slurm names are usable and unique; one default partition."""
+    if not slurm.get("enabled"):
+        return []
+    where: DocPath = ("cluster", "slurm")
+    problems = []
+    full = slurm.get("mode", "full") == "full"
+    controller = slurm.get("controller")
+    if full and controller is None:
+        problems.append(
+            smap.problem(
+                where, "slurm mode full needs a controller", "set slurm.controller to the host that runs slurmctld"
+            )
+        )
+    elif controller is not None and controller not in hosts:
+        problems.append(
+            smap.problem(
+                where + ("controller",),
+                f"slurm.controller {controller!r} is not a host of this inventory",
+                _known(hosts),
+            )
+        )
+    partitions = slurm.get("partitions") or []
+    seen: set[str] = set()
+    for index, partition in enumerate(partitions):
+        if partition["name"] in seen:
+            problems.append(
+                smap.problem(
+                    where + ("partitions", index, "name"),
+                    f"partition {partition['name']!r} is declared twice",
+                    "give each partition its own name, or merge their hosts",
+                )
+            )
+        seen.add(partition["name"])
+        for position, name in enumerate(partition.get("hosts") or []):
+            if name not in hosts:
+                problems.append(
+                    smap.problem(
+                        where + ("partitions", index, "hosts", position),
+                        f"partition {partition['name']!r} names {name!r}, which is not a host of this inventory",
+                        _known(hosts),
+                    )
+                )
+    defaults = [index for index, p in enumerate(partitions) if p.get("default")]
+    if len(defaults) > 1:
+        problems.append(
+            smap.problem(
+                where + ("partitions", defaults[1], "default"),
+                "more than one partition is the default",
+                "mark one partition default: true",
+            )
+        )
+    mapped = slurm.get("node_names") or {}
+    for host in mapped:
+        if host not in hosts:
+            problems.append(
+                smap.problem(
+                    where + ("node_names", host),
+                    f"node_names maps {host!r}, which is not a host of this inventory",
+                    _known(hosts),
+                    prefer_key=True,
+                )
+            )
+    members = {h for p in partitions for h in (p.get("hosts") or hosts)} if full else set(hosts)
+    owners: dict[str, str] = {}
+    for host in (h for h in hosts if h in members):
+        name = mapped.get(host, host)
+        if not _SLURM_NAME.match(name):
+            problems.append(
+                smap.problem(
+                    where,
+                    f"host {host!r} is no Slurm NodeName (only letters, digits, '_' and '-')",
+                    f"map it to one: slurm.node_names: {{{host}: {re.sub(r'[^A-Za-z0-9_-]', '-', host)}}}",
+                )
+            )
+        elif name in owners:
+            problems.append(
+                smap.problem(
+                    where + ("node_names",) if mapped else where,
+                    f"hosts {owners[name]!r} and {host!r} would both be Slurm node {name!r}",
+                    "give each host its own name in slurm.node_names",
+                )
+            )
+        owners.setdefault(name, host)
     return problems

@@ -7,6 +7,7 @@ also write (authorized_keys, the system known_hosts): lines outside the block ar
 from __future__ import annotations
 
 import difflib
+import hashlib
 import shlex
 from collections.abc import Iterator
 from io import BytesIO
@@ -17,8 +18,9 @@ from pyinfra.api import FileUploadCommand, StringCommand
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.engine.notes import record_diff
-from rdmaprov.facts.files import FileState, ManagedFile
+from rdmaprov.facts.files import FileSha256, FileState, ManagedFile
 from rdmaprov.parsers.blocks import replace_block
+from rdmaprov.quoting import fail_command
 
 
 def unified_diff(path: str, old: bytes | None, new: bytes | None) -> str:
@@ -97,3 +99,46 @@ def managed_block(path: str, marker: str, lines: list[str], mode: str = "644", u
     """Keep exactly `lines` between rdmaprov's BEGIN/END markers in `path`; other lines stay."""
     current = fact(ManagedFile, path=path)
     yield from block_commands(path, marker, lines, current, mode, user, group)
+
+
+@operation()
+def shipped_file(
+    path: str,
+    data: bytes | None,
+    mode: str = "644",
+    user: str = "root",
+    group: str = "root",
+    after_change: str | None = None,
+):
+    """Make `path` hold exactly `data` (None: absent), judged by sha256: for programs and archives
+    too large to read back for a diff. The upload is checked against its sha256 on the node before
+    it is renamed into place."""
+    current = fact(FileSha256, path=path)
+    quoted = shlex.quote(path)
+    if data is None:
+        if current.sha256 is None:
+            host.noop(f"{path} is absent")
+            return
+        yield StringCommand(f"rm -f {quoted}")
+        if after_change:
+            yield StringCommand(after_change)
+        return
+    digest = hashlib.sha256(data).hexdigest()
+    owner = f"{shlex.quote(user)}:{shlex.quote(group)}"
+    if current.sha256 != digest:
+        temp = f"{path}.rdmaprov-tmp"
+        staged = shlex.quote(temp)
+        yield StringCommand(f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0] or '/')}")
+        yield FileUploadCommand(BytesIO(data), temp)
+        damaged = fail_command(f"{path} arrived damaged (sha256 differs from {digest[:16]}…)", "run the apply again")
+        yield StringCommand(
+            f"{{ echo {shlex.quote(digest + '  ' + temp)} | sha256sum -c --quiet - || {damaged}; }} && "
+            f"chown {owner} {staged} && chmod {mode} {staged} && mv -f {staged} {quoted}"
+        )
+        if after_change:
+            yield StringCommand(after_change)
+        return
+    if current.mode != mode.lstrip("0") or current.user != user or current.group != group:
+        yield StringCommand(f"chown {owner} {quoted} && chmod {mode} {quoted}")
+        return
+    host.noop(f"{path} is up to date (sha256 {digest[:16]})")

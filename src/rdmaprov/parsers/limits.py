@@ -10,6 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# rdmaprov's own files (the limits deploy writes them): verify names any other file that sets
+# memlock, as apply leaves those alone.
+LOGIN_LIMITS = "/etc/security/limits.d/90-rdmaprov-memlock.conf"
+SERVICE_LIMITS = "/etc/systemd/system.conf.d/90-rdmaprov-memlock.conf"
+
 # pam_limits reads these as "no limit".
 _PAM_UNLIMITED = {"unlimited", "infinity", "-1"}
 
@@ -49,3 +54,10 @@ def systemd_memlock(line: SettingLine) -> str | None:
     """`DefaultLimitMEMLOCK=<value>` → the value."""
     key, sep, value = line.text.partition("=")
     return value.strip() if sep and key.strip() == "DefaultLimitMEMLOCK" else None
+
+
+def memlock_value(memlock: str | int) -> tuple[str, str]:
+    """(limits.conf value, systemd value) for the node's memlock setting (KiB in limits.conf, bytes for systemd)."""
+    if memlock == "unlimited":
+        return "unlimited", "infinity"
+    return str(memlock), str(int(memlock) * 1024)
