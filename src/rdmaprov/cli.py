@@ -79,7 +79,18 @@ def _selection(args: argparse.Namespace):
     inventory = load_inventory(args.inventory)
     hosts = select_hosts(inventory, args.limit)
     quiet_pyinfra(args.verbose)
-    return inventory, hosts
+    return _gates_via(inventory, getattr(args, "gates_via", None)), hosts
+
+
+def _gates_via(inventory, via: str | None):
+    """The inventory with the gates launched as --gates-via says (None: as the inventory says)."""
+    from dataclasses import replace
+
+    if via is None:
+        return inventory
+    if via == "slurm" and inventory.slurm is None:
+        raise UserError("--gates-via slurm: the inventory declares no Slurm (enable cluster.slurm, or use ssh)")
+    return replace(inventory, gates=replace(inventory.gates, via=via))
 
 
 def _log_to(err: Console) -> Callable[[str], None]:
@@ -371,6 +382,17 @@ def _junit_option(help_text: str) -> _Parser:
     return parent
 
 
+def _gates_via_option() -> _Parser:
+    parent = _parent()
+    parent.add_argument(
+        "--gates-via",
+        choices=["ssh", "slurm"],
+        help="launch the gates' workloads over SSH (mpirun with a hostfile) or as Slurm jobs (srun); "
+        "default: slurm when the inventory declares Slurm, else ssh",
+    )
+    return parent
+
+
 def _selection_options(limit_help: str | None = None) -> _Parser:
     """The inventory and --limit: which hosts a command reaches."""
     parent = _parent()
@@ -521,20 +543,20 @@ def build_parser() -> argparse.ArgumentParser:
     # Subcommands (and theirs) are _Parser too, so that their usage errors also exit 64.
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     selection, tags, run_output = _selection_options(_LIMIT_HELP), _tags_option(), _run_output_options()
-    converge = _converge_options()
+    converge, via = _converge_options(), _gates_via_option()
 
     validate = sub.add_parser("validate", help="check inventory files against the schema")
     validate.add_argument("inventory", nargs="+")
     validate.set_defaults(handler=_cmd_validate)
 
-    apply = _add_run_command(sub, "apply", "converge every selected node", [selection, tags, run_output, converge])
+    apply = _add_run_command(sub, "apply", "converge every selected node", [selection, tags, run_output, converge, via])
     apply.set_defaults(handler=_cmd_apply)
 
     check = _add_run_command(
         sub,
         "check",
         "report drift: what apply would change and which facts no longer hold, changing nothing",
-        [selection, tags, run_output, _no_diagnose_option()],
+        [selection, tags, run_output, _no_diagnose_option(), via],
     )
     check.add_argument("--gates", action="store_true", help="also run the bandwidth gates")
     check.add_argument(
@@ -552,7 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "bootstrap",
         "bring new nodes (--limit) into the cluster: full stack on them, SSH trust renewed on every node",
-        [_selection_options(f"{_LIMIT_HELP}; for bootstrap: the new nodes"), run_output, converge],
+        [_selection_options(f"{_LIMIT_HELP}; for bootstrap: the new nodes"), run_output, converge, via],
     )
     bootstrap.add_argument(
         "--ask-pass",
@@ -572,6 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
             _json_option(),
             _junit_option("write the results as JUnit XML"),
             _verbose_option("show passing checks too"),
+            via,
         ],
     )
     verify.set_defaults(handler=_cmd_verify)
@@ -587,7 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
         "diagnose",
         help="find the nodes that make the cluster slow: pair tests in two rounds, then the node gate",
         description="Exit codes: 0 every node cleared, 4 suspects, or nodes no test could clear.",
-        parents=[_selection_options(), _json_option("print the diagnosis as JSON"), _verbose_option()],
+        parents=[_selection_options(), _json_option("print the diagnosis as JSON"), _verbose_option(), via],
     )
     diagnose.set_defaults(handler=_cmd_diagnose)
 

@@ -49,6 +49,10 @@ EXPORTER = {
     "rhel": ["python3", "python3-prometheus_client"],
 }
 
+# Slurm from the distro (Debian 12: Slurm 22.05, munge 0.5.15; RHEL: EPEL's slurm packages).
+SLURM_CONTROLLER = {"debian": ["munge", "slurmctld", "slurm-client"], "rhel": ["munge", "slurm", "slurm-slurmctld"]}
+SLURM_NODE = {"debian": ["munge", "slurmd", "slurm-client"], "rhel": ["munge", "slurm", "slurm-slurmd"]}
+
 # node-check runs on the node's own python3 (stdlib only).
 NODE_CHECK = {"debian": ["python3"], "rhel": ["python3"]}
 
@@ -56,6 +60,6 @@ NODE_CHECK = {"debian": ["python3"], "rhel": ["python3"]}
 def lab_packages() -> list[str]:
     """Everything the node stack can install on a Debian 12 lab node (the lab mirror's content)."""
     names: list[str] = []
-    for table in (RDMA_USERSPACE, OPENMPI, BUILD_TOOLS, EXPORTER):
+    for table in (RDMA_USERSPACE, OPENMPI, BUILD_TOOLS, EXPORTER, SLURM_CONTROLLER, SLURM_NODE, NODE_CHECK):
         names.extend(p for p in table["debian"] if p not in names)
     return names

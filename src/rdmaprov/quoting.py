@@ -110,3 +110,18 @@ def systemd_escape_path(path: str) -> str:
 def device_unit(netdev: str) -> str:
     """The systemd device unit that appears when a network interface does."""
     return systemd_escape_path(f"/sys/subsystem/net/devices/{netdev}") + ".device"
+
+
+# One value in slurm.conf, gres.conf or cgroup.conf: Slurm's parser splits words on whitespace,
+# reads `#` as a comment and `"` as a quote, and takes `Key=Value` pairs: none of those may appear.
+_SLURM_WORD = re.compile(r"[A-Za-z0-9_.:/@+,\[\]()-]+\Z")
+
+
+def slurm_word(value: object, what: str) -> str:
+    """A value for a Slurm config file (a node name, an address, a path, a count), or refused."""
+    text = str(value)
+    if not _SLURM_WORD.match(text):
+        raise ValueError(
+            f"{what} {text!r} cannot be written to slurm.conf: only letters, digits and _ . : / @ + , [ ] ( ) -"
+        )
+    return text

@@ -826,3 +826,96 @@ def test_an_ansible_inventory_of_the_lab_imported_then_checked(vm_lab, tmp_path)
     # memlock is what the lab's apply set: the imported inventory's defaults ask the same, no drift
     code, result = rdmaprov_json("check", str(imported), "--tags", "limits", "--skip-verify", "--limit", "gpu")
     assert code == 0 and {h["name"]: h["status"] for h in result["hosts"]} == dict.fromkeys(hosts, "unchanged")
+
+
+def _slurm_inventory(vm_lab, tmp_path, **check) -> str:
+    """The lab cluster with Slurm run by rdmaprov: node1 the controller, both nodes in one
+    partition, the node check every 20 s, half the partition drainable at once."""
+    data = yaml.safe_load(open(vm_lab.inventory))
+    data["cluster"]["slurm"] = {
+        "enabled": True,
+        "controller": "node1",
+        "health_check": {"interval_s": 20, "max_drain_fraction": 0.5, **check},
+    }
+    path = tmp_path / "slurm.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def _sinfo(vm_lab) -> dict[str, tuple[str, str]]:
+    """{node: (state, reason)} from sinfo on the controller."""
+    out = vm_lab.ssh("node1", "sinfo -h -N -o '%N|%T|%E'").stdout
+    return {n: (s, r) for n, s, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
+
+
+def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_lab, tmp_path):
+    inventory = _slurm_inventory(vm_lab, tmp_path)
+    code, first = rdmaprov_json("apply", inventory, timeout=1800)
+    problems = [(h["name"], h["error"], h["warnings"]) for h in first["hosts"]]
+    assert code == 2, (problems, [g for g in first["gates"] if not g["passed"]])
+    # Slurm 22.05 and munge from the lab mirror (the VMs have no other source), the same munge key
+    for node in ("node1", "node2"):
+        versions = vm_lab.ssh(node, "dpkg-query -W -f '${Package} ${Version}\\n' munge slurm-client").stdout
+        assert "munge 0.5.15" in versions and "slurm-client 22.05.8" in versions, versions
+    keys = {
+        n: vm_lab.ssh(n, "stat -c '%a %U:%G' /etc/munge/munge.key; sha256sum /etc/munge/munge.key").stdout
+        for n in ("node1", "node2")
+    }
+    assert keys["node1"].split()[:2] == keys["node2"].split()[:2] == ["400", "munge:munge"]
+    assert keys["node1"].split()[2] == keys["node2"].split()[2], keys
+    secret = vm_lab.ssh("node1", "base64 -w0 /etc/munge/munge.key").stdout.strip()
+    assert len(secret) > 100 and secret not in json.dumps(first)  # the key is in no result, output or diff
+    # both nodes idle in sinfo, and the gates ran as Slurm jobs (srun with PMIx) and passed
+    assert _wait_for(lambda: _sinfo(vm_lab) == {"node1": ("idle", "none"), "node2": ("idle", "none")}, 120), _sinfo(
+        vm_lab
+    )
+    gates = {g["gate"]: g for g in first["gates"] if g["gate"] != "node"}
+    assert gates["all_reduce"]["passed"] and gates["all_reduce"]["details"]["via"] == "slurm", gates
+    assert "srun --mpi=pmix" in gates["all_reduce"]["details"]["command"]
+    assert gates["ib_write_bw"]["passed"] and gates["ib_write_bw"]["details"]["via"] == "slurm", gates
+    # the same gates over SSH give the same verdicts
+    code, over_ssh = rdmaprov_json("verify", inventory, "--gates", "--gates-via", "ssh", timeout=900)
+    assert code == 0 and {g["gate"]: g["status"] for g in over_ssh["gates"]} == {
+        g["gate"]: g["status"] for g in first["gates"]
+    }
+    code, again = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
+    assert code == 0, [(h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in again["hosts"]]
+
+    try:
+        # node2 loses its RDMA device: within one HealthCheckInterval Slurm drains it, with rdmaprov's reason
+        assert vm_lab.ssh("node2", "rdma link del rxe0").returncode == 0
+        started = time.monotonic()
+        assert _wait_for(lambda: _sinfo(vm_lab)["node2"][0] in ("drained", "draining"), 60), _sinfo(vm_lab)
+        drained_after = time.monotonic() - started
+        assert _sinfo(vm_lab)["node2"][1] == "rdmaprov: rdma.device_present rxe0: missing (+1 more)", _sinfo(vm_lab)
+        assert drained_after <= 25, drained_after  # one interval (20 s), measured by polling every 2 s
+        # `rdmaprov apply` repairs it; the next check passes and resumes it
+        code, _ = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
+        assert code == 2
+        assert _wait_for(lambda: _sinfo(vm_lab)["node2"] == ("idle", "none"), 60), _sinfo(vm_lab)
+
+        # an admin drains node2 for another reason: it passes its checks, and stays drained
+        admin = vm_lab.ssh("node1", "scontrol update nodename=node2 state=drain reason='DIMM swap, ticket 4711'")
+        assert admin.returncode == 0, admin.stderr
+        time.sleep(50)  # two intervals: two passing checks on node2
+        assert _sinfo(vm_lab)["node2"] == ("drained", "DIMM swap, ticket 4711"), _sinfo(vm_lab)
+        assert vm_lab.ssh("node1", "scontrol update nodename=node2 state=resume").returncode == 0
+
+        # both nodes fail at once with the share at 50 % of two nodes: only one is drained
+        for node in ("node1", "node2"):
+            assert vm_lab.ssh(node, "rdma link del rxe0").returncode == 0
+        assert _wait_for(lambda: any(s in ("drained", "draining") for s, _ in _sinfo(vm_lab).values()), 60)
+        time.sleep(45)  # each node checked at least twice more: still one
+        states = _sinfo(vm_lab)
+        drained = [n for n, (s, r) in states.items() if s in ("drained", "draining") and r.startswith("rdmaprov: ")]
+        assert len(drained) == 1 and [s for s, _ in states.values()].count("idle") == 1, states
+        reported = vm_lab.ssh(next(n for n in states if n not in drained), "rdmaprov-slurm-health-check").stdout
+        assert "fails, not drained: partition main has 1 of 2 nodes drained by rdmaprov (at most 1)" in reported
+        code, _ = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
+        assert code == 2
+        assert _wait_for(lambda: all(v == ("idle", "none") for v in _sinfo(vm_lab).values()), 60), _sinfo(vm_lab)
+    finally:
+        # leave the lab as the other tests expect it: RDMA links up, no health checks running
+        rdmaprov_json("apply", vm_lab.inventory, "--tags", "softroce", "--skip-verify", timeout=900)
+        for node in ("node1", "node2"):
+            vm_lab.ssh(node, "systemctl stop slurmd slurmctld 2>/dev/null; true")

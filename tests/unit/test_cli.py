@@ -57,17 +57,25 @@ CONVERGE = [
     (("--max-fail",), "stop when more than P%% of a batch's hosts fail (the rest are reported not run)", None, "P%"),
 ]
 INVENTORY = ("inventory", None, None, None)
+GATES_VIA = (
+    ("--gates-via",),
+    "launch the gates' workloads over SSH (mpirun with a hostfile) or as Slurm jobs (srun); "
+    "default: slurm when the inventory declares Slurm, else ssh",
+    None,
+    None,
+)
 
 # (flags or dest, help, default, metavar) of every argument, in the order --help lists them.
 OPTIONS = {
     "validate": [INVENTORY],
-    "apply": [INVENTORY, (("--limit", "-l"), LIMIT, None, "PATTERN"), TAGS, *RUN_OUTPUT, *CONVERGE],
+    "apply": [INVENTORY, (("--limit", "-l"), LIMIT, None, "PATTERN"), TAGS, *RUN_OUTPUT, *CONVERGE, GATES_VIA],
     "check": [
         INVENTORY,
         (("--limit", "-l"), LIMIT, None, "PATTERN"),
         TAGS,
         *RUN_OUTPUT,
         NO_DIAGNOSE,
+        GATES_VIA,
         (("--gates",), "also run the bandwidth gates", False, None),
         (("--skip-verify",), "only plan: do not check the facts (ports, MTU, netns…)", False, None),
         (
@@ -83,6 +91,7 @@ OPTIONS = {
         (("--limit", "-l"), f"{LIMIT}; for bootstrap: the new nodes", None, "PATTERN"),
         *RUN_OUTPUT,
         *CONVERGE,
+        GATES_VIA,
         (
             ("--ask-pass",),
             "prompt once for the new nodes' SSH (and sudo) password; installs ssh.key's public half for later runs",
@@ -98,6 +107,7 @@ OPTIONS = {
         (("--json",), None, False, None),
         (("--junit",), "write the results as JUnit XML", None, "PATH"),
         (("--verbose", "-v"), "show passing checks too", False, None),
+        GATES_VIA,
     ],
     "facts": [
         INVENTORY,
@@ -110,6 +120,35 @@ OPTIONS = {
         (("--limit", "-l"), None, None, "PATTERN"),
         (("--json",), "print the diagnosis as JSON", False, None),
         (("--verbose", "-v"), None, False, None),
+        GATES_VIA,
+    ],
+    "node-check": [
+        (
+            ("--expectations",),
+            "what this node must be, as the node_check deploy wrote it (default /etc/rdmaprov/node-check.json)",
+            "/etc/rdmaprov/node-check.json",
+            "PATH",
+        ),
+        (
+            ("--state-dir",),
+            "where port error counters are kept between checks (default /var/lib/rdmaprov/node-check)",
+            "/var/lib/rdmaprov/node-check",
+            "DIR",
+        ),
+        (
+            ("--report-file",),
+            "judge a node report captured earlier (the report command's output) instead of reading this node",
+            None,
+            "PATH",
+        ),
+        (
+            ("--slurm",),
+            "then drain this node in Slurm when it fails, resume it when rdmaprov drained it and it passes "
+            "(Slurm's HealthCheckProgram: /usr/local/sbin/rdmaprov-slurm-health-check)",
+            False,
+            None,
+        ),
+        (("--json",), "print the outcome as JSON", False, None),
     ],
     "baseline": [
         INVENTORY,
@@ -178,6 +217,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "allow_reboot": False,
                 "serial": None,
                 "max_fail": None,
+                "gates_via": None,
             },
             cli._cmd_apply,
         ),
@@ -199,6 +239,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "allow_reboot": True,
                 "serial": "25%",
                 "max_fail": "10%",
+                "gates_via": None,
             },
             cli._cmd_apply,
         ),
@@ -216,6 +257,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "gates": True,
                 "skip_verify": True,
                 "textfile": "t.prom",
+                "gates_via": None,
             },
             cli._cmd_check,
         ),
@@ -234,12 +276,13 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "allow_reboot": False,
                 "serial": "1",
                 "max_fail": None,
+                "gates_via": None,
                 "ask_pass": True,
             },
             cli._cmd_bootstrap,
         ),
         (
-            "verify inv.yaml --gates --no-diagnose --json --junit p -v -l a",
+            "verify inv.yaml --gates --no-diagnose --json --junit p -v -l a --gates-via slurm",
             {
                 "inventory": "inv.yaml",
                 "limit": ["a"],
@@ -248,6 +291,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "json": True,
                 "junit": "p",
                 "verbose": True,
+                "gates_via": "slurm",
             },
             cli._cmd_verify,
         ),
@@ -255,6 +299,17 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
             "facts inv.yaml --json -v",
             {"inventory": "inv.yaml", "limit": None, "json": True, "verbose": True},
             cli._cmd_facts,
+        ),
+        (
+            "node-check --expectations e.json --slurm",
+            {
+                "expectations": "e.json",
+                "state_dir": "/var/lib/rdmaprov/node-check",
+                "report_file": None,
+                "slurm": True,
+                "json": False,
+            },
+            cli._cmd_node_check,
         ),
         ("exporter --listen 1.2.3.4:5", {"listen": "1.2.3.4:5", "sysfs": "/sys/class/infiniband"}, cli._cmd_exporter),
         (

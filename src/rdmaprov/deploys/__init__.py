@@ -20,6 +20,7 @@ from rdmaprov.deploys.node_check import node_check
 from rdmaprov.deploys.openmpi import openmpi
 from rdmaprov.deploys.package_sources import package_sources
 from rdmaprov.deploys.rdma_userspace import rdma_userspace
+from rdmaprov.deploys.slurm import slurm
 from rdmaprov.deploys.softroce import softroce
 from rdmaprov.deploys.ssh_trust import ssh_trust
 from rdmaprov.engine.runner import Deploy
@@ -42,6 +43,7 @@ STACK: dict[str, Deploy] = {
     "builds": builds,
     "exporter": exporter,
     "node_check": node_check,
+    "slurm": slurm,
 }
 
 

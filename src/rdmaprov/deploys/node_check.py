@@ -17,9 +17,11 @@ from rdmaprov.nodecheck.options import EXPECTATIONS
 from rdmaprov.operations.files import managed_file, shipped_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.packages import NODE_CHECK
+from rdmaprov.slurm.conf import HEALTH_CHECK_PROGRAM
 
 PROGRAM = "/usr/local/lib/rdmaprov/node-check.pyz"
 COMMAND = "/usr/local/sbin/rdmaprov-node-check"
+HEALTH_CHECK = HEALTH_CHECK_PROGRAM  # what slurm.conf's HealthCheckProgram names
 
 
 def render_wrapper(purpose: str, *arguments: str) -> str:
@@ -52,6 +54,14 @@ def node_check(ctx: NodeContext) -> None:
         name="node check command",
         path=COMMAND,
         content=render_wrapper("verify's per-node checks on this node") if wanted else None,
+        mode="755",
+    )
+    managed_file(
+        name="Slurm health check command",
+        path=HEALTH_CHECK,
+        content=render_wrapper("Slurm's HealthCheckProgram: the node check, then drain or resume", "--slurm")
+        if wanted
+        else None,
         mode="755",
     )
     managed_file(

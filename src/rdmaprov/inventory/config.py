@@ -421,10 +421,12 @@ class GatesConfig:
     rail: RailGate
     latency: LatencyGate
     baseline: BaselineConfig
+    via: str = "ssh"  # how workloads are launched: ssh (mpirun, commands over SSH) or slurm (srun)
 
     @classmethod
-    def from_settings(cls, gates: dict[str, Any]) -> GatesConfig:
-        """The typed view of cluster.gates after fill_defaults."""
+    def from_settings(cls, gates: dict[str, Any], slurm: bool = False) -> GatesConfig:
+        """The typed view of cluster.gates after fill_defaults; `slurm`: the inventory declares
+        Slurm, so the gates run as Slurm jobs unless gates.via says ssh."""
         nd, ib, ar = gates["node"], gates["ib_write_bw"], gates["all_reduce"]
         rl, lt, bl = gates["rail"], gates["latency"], gates["baseline"]
         return cls(
@@ -468,6 +470,7 @@ class GatesConfig:
                 lt["enabled"], lt.get("max_p99_us"), lt["warn_fraction"], lt["size"], lt["iterations"], lt["timeout_s"]
             ),
             BaselineConfig(bl["enabled"], bl["max_drop"], bl["runs"], bl["action"]),
+            gates.get("via") or ("slurm" if slurm else "ssh"),
         )
 
 

@@ -272,7 +272,8 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         problems.append(
             smap.problem((), "the inventory declares no hosts", "add hosts under `hosts:` or under a group's `hosts:`")
         )
-    problems.extend(gate_problems(cluster.get("gates") or {}, set(hosts), smap))
+    slurm_on = bool((cluster.get("slurm") or {}).get("enabled"))
+    problems.extend(gate_problems(cluster.get("gates") or {}, set(hosts), smap, slurm_on))
     problems.extend(slurm_problems(cluster.get("slurm") or {}, list(hosts), smap))
     if problems:
         raise UserError(in_file_order(problems))
@@ -288,7 +289,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
         name=cluster["name"],
         hosts=hosts,
         groups=group_hosts,
-        gates=GatesConfig.from_settings(filled["gates"]),
+        gates=GatesConfig.from_settings(filled["gates"], slurm=filled["slurm"]["enabled"]),
         ssh_trust=SshTrustConfig.from_settings(filled["ssh_trust"]),
         parallel=cluster.get("parallel"),
         slurm=SlurmConfig.from_settings(filled["slurm"], cluster["name"], list(hosts)),

@@ -173,11 +173,19 @@ def node_issues(node: NodeConfig) -> list[NodeIssue]:
     return _gpu_issues(node) + _nccl_issues(node) + _aiacc_issues(node) + _build_issues(node) + _derived_issues(node)
 
 
-def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap) -> list[Problem]:
-    """The cluster's gate settings against each other and against the hosts that exist."""
+def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap, slurm: bool = False) -> list[Problem]:
+    """The cluster's gate settings against each other, the hosts that exist and Slurm."""
     settings = gates.get("all_reduce") or {}
     where = ("cluster", "gates", "all_reduce")
     problems = []
+    if gates.get("via") == "slurm" and not slurm:
+        problems.append(
+            smap.problem(
+                ("cluster", "gates", "via"),
+                "gates.via is slurm but the inventory declares no Slurm",
+                "enable cluster.slurm (mode full or health_check), or use via: ssh",
+            )
+        )
     low, high = settings.get("min_bytes", "1M"), settings.get("max_bytes", "512M")
     if parse_size(low) > parse_size(high):
         problems.append(

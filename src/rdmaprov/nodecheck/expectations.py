@@ -86,6 +86,7 @@ class Expectations:
     host: HostSpec  # the node as verify sees it: its name and its typed settings
     report_timeout_s: int
     slurm: SlurmSide | None
+    path: str = PATH  # where they were read from
 
 
 def render(cluster: str, host: HostSpec, slurm: SlurmSide | None, report_timeout_s: int = REPORT_TIMEOUT_S) -> str:
@@ -127,6 +128,7 @@ def parse(text: str, path: str = PATH) -> Expectations:
             slurm=SlurmSide(str(slurm["node_name"]), bool(slurm["drain"]), float(slurm["max_drain_fraction"]))
             if slurm
             else None,
+            path=path,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise _problem(path, f"missing or wrong entry ({type(exc).__name__}: {exc})") from None

@@ -31,4 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="judge a node report captured earlier (the report command's output) instead of reading this node",
     )
+    parser.add_argument(
+        "--slurm",
+        action="store_true",
+        help="then drain this node in Slurm when it fails, resume it when rdmaprov drained it and it passes "
+        "(Slurm's HealthCheckProgram: /usr/local/sbin/rdmaprov-slurm-health-check)",
+    )
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")

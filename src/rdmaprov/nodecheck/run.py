@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaprov.errors import UsageParser, UserError
+from rdmaprov.errors import Problem, UsageParser, UserError
 from rdmaprov.facts.node_report import node_report_command
 from rdmaprov.health.checks import report_programs, verify_node
 from rdmaprov.health.counters import counter_findings, load_reads, save_reads
@@ -32,6 +32,8 @@ from rdmaprov.nodecheck import expectations
 from rdmaprov.nodecheck.expectations import Expectations
 from rdmaprov.nodecheck.options import DESCRIPTION, add_arguments
 from rdmaprov.parsers.node import NodeReport, parse_node_report
+from rdmaprov.slurm.drain import DrainLimits
+from rdmaprov.slurm.scontrol import etiquette, outcome_of
 
 EXIT_HEALTHY, EXIT_FAILING = 0, 4
 # slurmd starts its HealthCheckProgram with an almost empty environment.
@@ -152,14 +154,35 @@ def check_node(expected: Expectations, state_dir: str | None, report_file: str |
     return outcome
 
 
+def slurm_etiquette(expected: Expectations, outcome: Outcome) -> list[str]:
+    """Drain or resume this node in Slurm as its outcome asks (slurm/drain.py's rules)."""
+    side = expected.slurm
+    if side is None:
+        raise UserError(
+            Problem(
+                expected.path,
+                "--slurm, but these expectations have no slurm section",
+                fix="enable cluster.slurm in the inventory and run `rdmaprov apply`",
+            )
+        )
+    failures = [f"{f.id} {f.subject}: {f.found}" for f in outcome.failures]
+    if outcome.report_error:
+        failures.insert(0, f"node-check.report: {outcome.report_error}")
+    verdict = outcome_of(side.node_name, failures, conclusive=outcome.report_error is None)
+    return etiquette(verdict, DrainLimits(side.drain, side.max_drain_fraction))
+
+
 def node_check(args: argparse.Namespace) -> int:
     """Check this node; print one line per failure (or a one-line all-clear); 0 healthy, 4 failing."""
     expected = expectations.load(args.expectations)
     outcome = check_node(expected, args.state_dir, args.report_file)
+    if args.slurm:
+        outcome.slurm = slurm_etiquette(expected, outcome)
     if args.json:
         print(json.dumps(outcome.to_json(), indent=2))
     elif outcome.healthy:
         print(f"{outcome.host}: healthy ({len(outcome.findings)} checks in {outcome.duration_s:.1f} s)")
+        print("\n".join(outcome.slurm), end="\n" if outcome.slurm else "")
     else:
         print("\n".join(outcome.lines()))
     return EXIT_HEALTHY if outcome.healthy else EXIT_FAILING

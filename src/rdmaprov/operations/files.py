@@ -72,13 +72,18 @@ def managed_file(
     user: str = "root",
     group: str = "root",
     after_change: str | None = None,
+    managed: bool = True,
 ):
     """Make `path` hold exactly `content` with the given mode and owner (content None: absent).
 
     The new content goes to a temp file beside the target and is renamed over it, so an
     interrupted apply never leaves a half-written config. `after_change` runs once when the
-    file changed (e.g. `systemctl daemon-reload`).
+    file changed (e.g. `systemctl daemon-reload`). `managed` False: the file is not rdmaprov's on
+    this host (a site's own slurm.conf): it is left as it is, whatever it holds.
     """
+    if not managed:
+        host.noop(f"{path} is not managed here")
+        return
     current = fact(ManagedFile, path=path)
     yield from file_commands(path, current, content, mode, user, group, after_change)
 

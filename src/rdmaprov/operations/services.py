@@ -13,21 +13,25 @@ from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import UnitActive, UnitEnabled
 
 
-def _converge(unit: str, state: str, on_state: str, wanted: bool, on: str, off: str) -> Iterator[StringCommand]:
+def _converge(unit: str, state: str, on_state: str, wanted: bool | None, on: str, off: str) -> Iterator[StringCommand]:
     """`systemctl on|off UNIT` when the unit's state (`on_state` or not) differs from `wanted`."""
-    if wanted != (state == on_state):
+    if wanted is None:
+        host.noop(f"{unit} is not managed here")
+    elif wanted != (state == on_state):
         yield StringCommand(f"systemctl {on if wanted else off} {shlex.quote(unit)}")
     else:
         host.noop(f"{unit} is {state}")
 
 
 @operation()
-def unit_enabled(unit: str, enabled: bool = True):
-    """Enable a unit at boot; with enabled=False, disable it if it is enabled."""
-    yield from _converge(unit, fact(UnitEnabled, unit=unit), "enabled", enabled, "enable", "disable")
+def unit_enabled(unit: str, enabled: bool | None = True):
+    """Enable a unit at boot; with enabled=False, disable it if it is enabled; None: leave it be."""
+    state = fact(UnitEnabled, unit=unit) if enabled is not None else ""
+    yield from _converge(unit, state, "enabled", enabled, "enable", "disable")
 
 
 @operation()
-def unit_running(unit: str, running: bool = True):
-    """A long-running service: started when it should run, stopped when it should not."""
-    yield from _converge(unit, fact(UnitActive, unit=unit), "active", running, "start", "stop")
+def unit_running(unit: str, running: bool | None = True):
+    """A long-running service: started when it should run, stopped when it should not; None: leave it be."""
+    state = fact(UnitActive, unit=unit) if running is not None else ""
+    yield from _converge(unit, state, "active", running, "start", "stop")

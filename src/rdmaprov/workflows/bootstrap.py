@@ -63,7 +63,10 @@ def bootstrap(
     stack = select_deploys(None)
     if by_password:
         stack = [operator_key_deploy(inventory), *stack]
-    options = RunOptions("apply", existing + newcomers, stack, host_deploys={name: {"ssh_trust"} for name in existing})
+    # Existing nodes renew SSH trust; with a Slurm rdmaprov runs, they also learn the new nodes
+    # (slurm.conf, restarted daemons) and the controller hands the munge key over.
+    renewed = {"ssh_trust", "slurm"} if inventory.slurm and inventory.slurm.manages else {"ssh_trust"}
+    options = RunOptions("apply", existing + newcomers, stack, host_deploys={name: renewed for name in existing})
     settings = replace(settings, verify_hosts=newcomers, newcomers=newcomers)
     result = converge(inventory, options, settings, log, observer)
     result.command = "bootstrap"

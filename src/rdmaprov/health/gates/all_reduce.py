@@ -1,16 +1,14 @@
-"""Gate: allreduce across the nodes with mpirun, judged on out-of-place busbw at the largest size.
+"""Gate: allreduce across the nodes, judged on out-of-place busbw at the largest size.
 
 With GPUs and nccl-tests on every node it runs `all_reduce_perf`; where there is no GPU (the lab,
 CPU clusters) the same sweep runs through rdmaprov's CPU probe over MPI. Both outputs become the
-same rows, judged by the same formula. mpirun's own traffic goes over TCP (`pml ob1`, `btl
-tcp,self`): UCX over some RDMA devices aborts (irdma without SRQ, rxe), and NCCL or the probe's
-MPI carry the data.
+same rows, judged by the same formula. mpirun with a hostfile or srun launches it (launch.py);
+MPI's own traffic goes over TCP either way, and NCCL or the probe's MPI carry the data.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import replace
 
 from rdmaprov.deploys.gate_tools import PROBE_BINARY
@@ -28,6 +26,7 @@ from rdmaprov.health.gates.bandwidth import (
     parse_size,
 )
 from rdmaprov.health.gates.deadline import ITERATIONS, bytes_per_rank, slowest_link, sweep_deadline
+from rdmaprov.health.gates.launch import Job, launcher
 from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions
 from rdmaprov.health.gates.pairs import Pair, run_in_rounds
 from rdmaprov.health.gates.result import GateResult
@@ -35,8 +34,6 @@ from rdmaprov.inventory.config import AllReduceGate, NodeConfig
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import NodeReport
-
-HOSTFILE = "/tmp/rdmaprov-allreduce-hosts"
 
 
 def parse_probe_output(text: str, max_bytes: int) -> CollectiveRun:
@@ -80,52 +77,20 @@ def nic_bandwidth(node: NodeConfig, report: NodeReport | None) -> Reference | No
     return Reference(value, f"{hcas} × {rate:g} Gb/s ÷ 8 = {value:.4g} GB/s", "the per-node NIC bandwidth")
 
 
-def mpirun_command(hosts: list[str], session: Session, per_node: int, use_gpus: bool) -> tuple[str, int]:
-    """The mpirun line run on the first host (`per_node` ranks on each), and the rank count."""
-    inventory = session.inventory
-    settings = inventory.gates.all_reduce
-    first = inventory.hosts[hosts[0]].node
-    ranks = per_node * len(hosts)
+def workload(hosts: list[str], session: Session, per_node: int, use_gpus: bool) -> Job:
+    """The sweep: all_reduce_perf (one rank per GPU) or the CPU probe (one rank per node), with the
+    inventory's NCCL environment, Ring, and NCCL reporting the transport it chose (INIT, NET): the
+    gate checks it is not TCP sockets."""
+    settings = session.inventory.gates.all_reduce
+    first = session.inventory.hosts[hosts[0]].node
     env, _ = first.nccl_environment()
-    # NCCL reports the transport it chose (INIT, NET): the gate checks it is not TCP sockets.
     env = {**env, "NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
-    parts = [
-        "mpirun",
-        "--allow-run-as-root",
-        "--hostfile",
-        HOSTFILE,
-        "-np",
-        str(ranks),
-        "--npernode",
-        str(per_node),
-        "--bind-to",
-        "none",
-        "--mca",
-        "pml",
-        "ob1",
-        "--mca",
-        "btl",
-        "tcp,self",
-    ]
-    ifname = settings.launcher_ifname
-    if ifname:
-        parts += ["--mca", "btl_tcp_if_include", ifname, "--mca", "oob_tcp_if_include", ifname]
-    prefix = first.mpi.install_prefix
-    if prefix:
-        parts += ["--prefix", prefix]
-    for key, value in env.items():
-        parts += ["-x", f"{key}={value}"]
-    parts += ["-x", "PATH", "-x", "LD_LIBRARY_PATH"]
     low, high = settings.min_bytes, settings.max_bytes
     if use_gpus:
-        parts += [first.nccl.all_reduce_perf, "-b", low, "-e", high, "-f", "2", "-g", "1", "-c", "1", "-o", "sum"]
+        program = [first.nccl.all_reduce_perf, "-b", low, "-e", high, "-f", "2", "-g", "1", "-c", "1", "-o", "sum"]
     else:
-        parts += [PROBE_BINARY, str(parse_size(low)), str(parse_size(high))]
-    return " ".join(shlex.quote(p) for p in parts), ranks
-
-
-def hostfile(hosts: list[str], session: Session, slots: int) -> str:
-    return "".join(f"{session.inventory.hosts[name].address} slots={slots}\n" for name in hosts)
+        program = [PROBE_BINARY, str(parse_size(low)), str(parse_size(high))]
+    return Job(hosts, per_node, env, program, per_node if use_gpus else 0)
 
 
 def judge_run(run: CollectiveRun, bounds: Bounds, nic: Reference | None) -> Verdict:
@@ -221,11 +186,11 @@ def all_reduce_over(
             "all_reduce", subject, False, mixed, details={"mpi": {h: str(v) for h, v in versions.items()}}
         )
     use_gpus = all(reports[h].gpus for h in hosts)
-    launcher = hosts[0]
-    per_node = len(reports[launcher].gpus) if use_gpus else 1  # one rank per GPU, else per node
-    command, ranks = mpirun_command(hosts, session, per_node, use_gpus)
-    write = f"printf %s {shlex.quote(hostfile(hosts, session, per_node))} > {HOSTFILE}"
-    nic = nic_bandwidth(session.inventory.hosts[launcher].node, reports[launcher])
+    first = hosts[0]
+    per_node = len(reports[first].gpus) if use_gpus else 1  # one rank per GPU, else per node
+    job = workload(hosts, session, per_node, use_gpus)
+    ranks = job.ranks
+    nic = nic_bandwidth(session.inventory.hosts[first].node, reports[first])
     kind = "nccl-tests" if use_gpus else "cpu-probe"
     low, high = parse_size(settings.min_bytes), parse_size(settings.max_bytes)
     deadline = sweep_deadline(
@@ -234,23 +199,25 @@ def all_reduce_over(
         slowest_link(pairs, hosts),
         all_reduce_bounds(settings).threshold(nic),
     )
+    launch = launcher(session)
+    launched = f"{'srun' if launch.via == 'slurm' else 'mpirun'} from {first}"
     verdict, attempt = failed("not run", "GB/s"), 0
     for attempt in range(1, settings.retries + 2):
-        result = session.run(launcher, f"{write} && {command}", deadline.seconds)
+        result, command = launch.job(job, settings, deadline.seconds)
         if result.timed_out:
-            verdict = failed(f"mpirun on {launcher} did not finish within its deadline of {deadline}", "GB/s")
+            verdict = failed(f"{launched} did not finish within its deadline of {deadline}", "GB/s")
             break
         run = parse_nccl_tests(result.stdout) if use_gpus else parse_probe_output(result.stdout, high)
         tail = [line for line in (result.stderr + "\n" + result.stdout).splitlines() if line.strip()][-3:]
         if not run.rows:
-            verdict = failed(f"mpirun on {launcher} gave no results: {' | '.join(tail) or 'no output'}", "GB/s")
+            verdict = failed(f"{launched} gave no results: {' | '.join(tail) or 'no output'}", "GB/s")
             continue
         verdict = judge_run(run, all_reduce_bounds(settings), nic)
         if verdict.passed and not result.ok:
             verdict = replace(
                 verdict,
                 status="fail",
-                reason=f"mpirun on {launcher} exited with an error after the sweep: {' | '.join(tail)}",
+                reason=f"{launched} exited with an error after the sweep: {' | '.join(tail)}",
             )
         transport = parse_nccl_transport(result.stdout + "\n" + result.stderr) if use_gpus else None
         if verdict.passed and transport is not None:
@@ -261,6 +228,7 @@ def all_reduce_over(
         details = {
             "kind": kind,
             "ranks": ranks,
+            "via": launch.via,
             "deadline_s": deadline.seconds,
             "command": command,
             "transport": {host: sorted(nets) for host, nets in transport.networks.items()} if transport else None,
@@ -277,4 +245,6 @@ def all_reduce_over(
         }
         if verdict.passed:
             return GateResult.of("all_reduce", subject, verdict, attempt, details)
-    return GateResult.of("all_reduce", subject, verdict, attempt, {"command": command, "deadline_s": deadline.seconds})
+    command = launch.job_command(job, settings, deadline.seconds)
+    details = {"command": command, "deadline_s": deadline.seconds, "via": launch.via}
+    return GateResult.of("all_reduce", subject, verdict, attempt, details)

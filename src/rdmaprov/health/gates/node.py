@@ -14,6 +14,7 @@ from dataclasses import replace
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.all_reduce import judge_run
 from rdmaprov.health.gates.bandwidth import Bounds, Verdict, failed
+from rdmaprov.health.gates.launch import launcher
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import NodeGate
 from rdmaprov.parsers.nccl_tests import parse_nccl_tests
@@ -99,9 +100,11 @@ def run_node_gate(session: Session, hosts: list[str], reports: dict[str, NodeRep
         env, _ = node.nccl_environment()
         gpus = reports[name].gpus
         command = node_command(node.nccl.all_reduce_perf, env, len(gpus), settings)
-        result = session.run(name, command, settings.timeout_s)
+        result = launch.run(name, command, settings.timeout_s, gpus=len(gpus))
         verdict = judge_node(result.stdout, result.ok, gpus, settings)
-        return GateResult.of("node", name, verdict, details={"command": command, "gpus": len(gpus)})
+        return GateResult.of("node", name, verdict, details={"command": command, "gpus": len(gpus), "via": launch.via})
+
+    launch = launcher(session)
 
     done = session.each(runnable, run)
     for name, outcome in done.items():
