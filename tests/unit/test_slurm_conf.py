@@ -173,3 +173,19 @@ def test_where_slurm_is_not_rdmaprovs_nothing_is_touched():
         after_change="true",
     )
     assert out == []
+
+
+def test_scontrol_nodes_drained_by_rdmaprov_and_by_an_admin_as_slurm_22_05_prints_them():
+    from rdmaprov.parsers.slurm import parse_scontrol_nodes
+
+    text = (FIXTURES / "slurm" / "scontrol_show_node_drained_not_responding.txt").read_text()
+    ours, admin = parse_scontrol_nodes(text)
+    assert ours.name == "node2" and ours.partitions == ("main",)
+    assert ours.states == {"UNKNOWN", "DRAIN", "NOT_RESPONDING"} and ours.drained and ours.by_rdmaprov
+    assert ours.reason == "rdmaprov: rdma.device_present rxe0: missing (+1 more)"
+    assert ours.reason_time == "2026-11-23T19:24:42" and ours.hands_off == "NOT_RESPONDING"
+    assert admin.reason == "DIMM swap, ticket 4711" and admin.drained and not admin.by_rdmaprov
+    [resumed] = parse_scontrol_nodes(
+        (FIXTURES / "slurm" / "scontrol_show_node_resumed_unknown_not_responding.txt").read_text()
+    )
+    assert resumed.states == {"UNKNOWN", "NOT_RESPONDING"} and resumed.reason == "" and not resumed.drained
