@@ -51,7 +51,11 @@ EXPORTER = {
 
 # Slurm from the distro (Debian 12: Slurm 22.05, munge 0.5.15; RHEL: EPEL's slurm packages).
 SLURM_CONTROLLER = {"debian": ["munge", "slurmctld", "slurm-client"], "rhel": ["munge", "slurm", "slurm-slurmctld"]}
-SLURM_NODE = {"debian": ["munge", "slurmd", "slurm-client"], "rhel": ["munge", "slurm", "slurm-slurmd"]}
+# slurmd's cgroup/v2 plugin asks systemd for its scope over D-Bus: a minimal server may lack the bus.
+SLURM_NODE = {
+    "debian": ["munge", "slurmd", "slurm-client", "dbus"],
+    "rhel": ["munge", "slurm", "slurm-slurmd", "dbus"],
+}
 
 # node-check runs on the node's own python3 (stdlib only).
 NODE_CHECK = {"debian": ["python3"], "rhel": ["python3"]}
