@@ -98,3 +98,23 @@ def test_global_arguments_are_looked_up_where_the_engine_remembers_them():
     ) or "all_global_arguments()" in inspect.getsource(facts)
     assert arguments.all_global_arguments() == list(get_type_hints(arguments.AllArguments).items())
     assert facts.all_global_arguments is arguments.all_global_arguments
+
+
+def test_callbacks_get_state_and_host_only_under_those_names():
+    # FunctionCommand passes (state, host) first only to a callback whose parameters are named so;
+    # any other callback gets its own arguments alone (the munge key copy once failed that way).
+    from rdmaprov.operations.builds import _commit
+    from rdmaprov.operations.slurm import _copy_key
+
+    inventory = Inventory((["node1"], {}))
+    state = State(inventory, Config())
+    host = inventory.get_host("node1")
+    seen = []
+
+    def named(state, host, word):
+        seen.append((state, host, word))
+
+    FunctionCommand(named, ("key",), {}).execute(state, host, {})
+    assert seen == [(state, host, "key")]
+    for callback in (_commit, _copy_key):
+        assert _params(callback)[:2] == ["state", "host"], callback.__name__

@@ -107,28 +107,29 @@ def _read_key(state: State, controller: str) -> bytes:
         return data
 
 
-def _copy_key(state: State, target, controller: str) -> bool:
-    """Runs on the control machine: the controller's key onto `target`, installed and checked."""
+def _copy_key(state: State, host, controller: str) -> bool:
+    """Runs on the control machine: the controller's key onto `host`, installed and checked.
+    pyinfra hands a callback its state and host only when its parameters bear those two names."""
     try:
         data = _read_key(state, controller)
-        folder = _private_dir(target)
+        folder = _private_dir(host)
         staged = shlex.quote(f"{folder}/key")
         try:
-            if not target.put_file(BytesIO(data), f"{folder}/key"):
+            if not host.put_file(BytesIO(data), f"{folder}/key"):
                 raise ValueError("the upload failed")
             digest = hashlib.sha256(data).hexdigest()
             _run(
-                target,
+                host,
                 f"echo {shlex.quote(digest + '  ' + folder + '/key')} | sha256sum -c --quiet - && "
                 f"install -m 400 -o munge -g munge {staged} {KEY}.rdmaprov-tmp && mv -f {KEY}.rdmaprov-tmp {KEY} && "
                 "systemctl restart munge",
                 sudo=True,
             )
         finally:
-            _run(target, f"rm -rf {shlex.quote(folder)}", sudo=True)
+            _run(host, f"rm -rf {shlex.quote(folder)}", sudo=True)
     except (ValueError, OSError) as exc:
         message = f"munge key not copied from {controller}: {exc}"
-        context_of(state).notes.warnings.setdefault(target.name, []).append(message)
+        context_of(state).notes.warnings.setdefault(host.name, []).append(message)
         return False
     return True
 
