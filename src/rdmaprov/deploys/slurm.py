@@ -100,5 +100,7 @@ def slurm(ctx: NodeContext) -> None:
     )
     unit_enabled(name="slurmctld at boot", unit="slurmctld.service", enabled=True if is_controller else None)
     unit_running(name="slurmctld running", unit="slurmctld.service", running=True if is_controller else None)
+    # slurmd's cgroup/v2 plugin needs the system bus: installing dbus does not start it until a reboot.
+    unit_running(name="D-Bus running", unit="dbus.service", running=True if is_node else None)
     unit_enabled(name="slurmd at boot", unit="slurmd.service", enabled=True if is_node else None)
     unit_running(name="slurmd running", unit="slurmd.service", running=True if is_node else None)
