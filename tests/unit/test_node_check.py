@@ -183,7 +183,9 @@ def test_the_zipapp_runs_on_a_bare_python(tmp_path):
     app = tmp_path / "node-check.pyz"
     app.write_bytes(zipapp.build())
     assert zipapp.build().startswith(b"#!/usr/bin/python3 -IS\n")
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "src")}  # -I ignores it: proven by the imports test
+    cache = tmp_path / "cache"
+    # -I ignores PYTHONPATH (proven by the imports test); the cache variable is read by the app itself
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "src"), "RDMAPROV_NODE_CHECK_CACHE": str(cache)}
     common = ["--expectations", str(_write_expectations(tmp_path)), "--state-dir", str(tmp_path / "state")]
     ok = subprocess.run(
         [sys.executable, "-I", "-S", str(app), *common, "--report-file", str(LAB_REPORT)],
@@ -209,6 +211,15 @@ def test_the_zipapp_runs_on_a_bare_python(tmp_path):
         [sys.executable, "-I", "-S", str(app), *common], capture_output=True, text=True, env=env, timeout=120
     )
     assert live.returncode in (0, 4) and live.stderr == "", live.stderr
+    if os.geteuid() == 0:  # as root, it runs from its unpacked copy, where Python keeps the bytecode
+        [unpacked] = cache.iterdir()
+        assert unpacked.name == zipapp.sha256()[:16]
+        assert list(unpacked.glob("rdmaprov/health/__pycache__/checks.*.pyc"))
+        (unpacked / "rdmaprov" / "nodecheck" / "run.py").write_text("raise SystemExit('the unpacked copy ran')")
+        again = subprocess.run(
+            [sys.executable, "-I", "-S", str(app), "--help"], capture_output=True, text=True, env=env
+        )
+        assert again.returncode == 1 and "the unpacked copy ran" in again.stderr
 
 
 def test_rdmaprov_node_check_is_a_command_of_the_cli(tmp_path):

@@ -1,6 +1,7 @@
 """Build the node-check zipapp shipped to nodes: the rdmaprov modules `node-check` imports (found by
 importing its entry module in a bare interpreter, `python3 -I -S`, so that only the standard
-library can satisfy the rest), the inventory schema (for its defaults), and a __main__.py.
+library can satisfy the rest), the inventory schema (for its defaults), and app_main.py as its
+__main__.py.
 
 The archive is byte-for-byte reproducible (sorted entries, fixed timestamps and modes, stored
 uncompressed): its sha256 changes only when its code does, so the deploy re-uploads it only then,
@@ -26,10 +27,6 @@ from rdmaprov.schemas import load_schema
 ENTRY = "rdmaprov.nodecheck.run"
 # `python3 -I -S`: no environment, no site-packages, no user site: the node's bare interpreter.
 INTERPRETER = "/usr/bin/python3 -IS"
-_MAIN = (
-    '"""rdmaprov node-check, shipped as a zipapp: python3 node-check.pyz --help."""\n\n'
-    "import sys\n\nfrom rdmaprov.nodecheck.run import main\n\nsys.exit(main(sys.argv[1:]))\n"
-)
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _PROBE = (
     "import sys; sys.path.insert(0, sys.argv[1]); import importlib; importlib.import_module(sys.argv[2]); "
@@ -77,7 +74,7 @@ def _entry(name: str, data: bytes) -> tuple[zipfile.ZipInfo, bytes]:
 def archive_entries() -> list[tuple[zipfile.ZipInfo, bytes]]:
     """(entry, bytes) of everything in the archive, sorted by name."""
     root = package_root()
-    files: dict[str, bytes] = {"__main__.py": _MAIN.encode()}
+    files: dict[str, bytes] = {"__main__.py": (Path(__file__).parent / "app_main.py").read_bytes()}
     for module in imported_modules():
         path = module_file(module)
         source = path.read_bytes()
