@@ -42,9 +42,13 @@ class Launcher:
     """Runs a gate's workloads on the nodes of `session` (SSH: the node's own shell)."""
 
     via = "ssh"
+    start_s = 0  # how much longer than a plain command a workload may take to start
 
     def __init__(self, session: Session) -> None:
         self.session = session
+
+    def stop(self, host: str) -> None:
+        """Stop what this launcher left waiting on `host` (a command over SSH leaves nothing)."""
 
     def run(self, host: str, command: str, timeout_s: int, gpus: int = 0) -> CommandResult:
         """`command` (a shell command) on `host`; `gpus`: the GPUs it uses (Slurm allocates them)."""
@@ -81,6 +85,11 @@ class SlurmLauncher(Launcher):
     """srun from the node, on the nodes' Slurm names, holding them exclusively for the workload."""
 
     via = "slurm"
+    start_s = IMMEDIATE_S  # srun may wait that long for its nodes
+
+    def stop(self, host: str) -> None:
+        """An srun still waiting for its nodes (or running) is stopped, which cancels its job."""
+        self.session.run(host, "pkill -f '^srun --job-name=rdmaprov-' || true")
 
     def _node(self, host: str) -> str:
         slurm = self.session.inventory.slurm
