@@ -189,3 +189,21 @@ def test_scontrol_nodes_drained_by_rdmaprov_and_by_an_admin_as_slurm_22_05_print
         (FIXTURES / "slurm" / "scontrol_show_node_resumed_unknown_not_responding.txt").read_text()
     )
     assert resumed.states == {"UNKNOWN", "NOT_RESPONDING"} and resumed.reason == "" and not resumed.drained
+
+
+def test_scontrol_nodes_with_slurmd_running_whose_os_field_has_spaces():
+    from rdmaprov.parsers.slurm import parse_scontrol_nodes
+
+    text = (FIXTURES / "slurm" / "scontrol_show_node_lab_node2_drained_by_rdmaprov.txt").read_text()
+    node1, node2 = parse_scontrol_nodes(text)
+    assert node1.name == "node1" and node1.states == {"IDLE"} and not node1.drained and node1.reason == ""
+    assert node2.states == {"IDLE", "DRAIN"} and node2.drained and node2.by_rdmaprov and node2.partitions == ("main",)
+    assert node2.reason == "rdmaprov: rdma.device_present rxe0: missing (+1 more)"
+    assert node2.reason_time == "2026-11-23T20:33:49" and not node2.hands_off
+    # repaired, node2's next check resumes it (its own drain); a healthy node1 is left as it is
+    from rdmaprov.slurm.drain import CheckOutcome, DrainLimits, decide
+
+    [resume] = decide(
+        [node1, node2], [CheckOutcome("node1", True), CheckOutcome("node2", True)], DrainLimits(True, 0.5)
+    )
+    assert (resume.node, resume.kind) == ("node2", "resume")
