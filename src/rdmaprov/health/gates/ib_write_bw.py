@@ -64,6 +64,7 @@ def judge_bandwidth(gate: str, subject: str, output: LaneOutput, bounds: Bounds)
         judge(parsed.average_gbps, "Gb/s", bounds, lane.reference()), "ib_write_bw", output.client_status
     )
     details = {
+        "via": output.via,
         "rail": lane.rail,
         "server_device": lane.server.device,
         "client_device": lane.client.device,

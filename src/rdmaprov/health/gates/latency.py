@@ -79,6 +79,7 @@ def judge_lane(output: LaneOutput, settings: LatencyGate, limit: tuple[float, st
     )
     row = parsed.row(settings.size)
     details = {
+        "via": output.via,
         "rail": lane.rail,
         "server_device": lane.server.device,
         "client_device": lane.client.device,

@@ -23,6 +23,7 @@ import gevent
 from rdmaprov.engine.session import Session
 from rdmaprov.health.checks import expected_devices
 from rdmaprov.health.gates.bandwidth import Reference, Verdict
+from rdmaprov.health.gates.launch import launcher
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.quoting import sh, sh_join
@@ -91,6 +92,7 @@ class LaneOutput:
     client_status: int | None  # None: the lane's output never came back
     server: str
     server_status: int | None
+    via: str = "ssh"  # how the lane was launched (the launcher's name: ssh or slurm)
 
 
 @dataclass(frozen=True)
@@ -218,18 +220,21 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
         [perftest_words(tool, lane.client, lane.tcp_port, address) for lane in lanes], tool.timeout_s
     )
     ports = {lane.tcp_port for lane in lanes}
-    server_job = gevent.spawn(session.run, server, servers, tool.timeout_s + GRACE_S)
+    launch = launcher(session)  # over SSH, or as Slurm jobs (whose start may wait for the node)
+    gpus = len({lane.server.gpu for lane in lanes if lane.server.gpu is not None})
+    server_job = gevent.spawn(launch.run, server, servers, tool.timeout_s + GRACE_S, gpus)
     try:
-        deadline = time.monotonic() + min(tool.timeout_s, LISTEN_S)
+        deadline = time.monotonic() + min(tool.timeout_s, LISTEN_S) + launch.start_s
         if not _wait_listening(session, server, ports, deadline, server_job):
             listed = ", ".join(str(p) for p in sorted(ports))
             said = _server_said(server_job)
             return f"the {tool.program} server on {server} did not start listening on port {listed}{said}"
-        client_result = session.run(client, clients, tool.timeout_s + GRACE_S)
+        client_result = launch.run(client, clients, tool.timeout_s + GRACE_S, gpus)
         server_job.join(timeout=10)
     finally:
         if not server_job.ready():
             session.run(server, stray_server_kill(tool.program, ports))
+            launch.stop(server)
             server_job.join(timeout=10)
     server_out = split_lanes(server_job.value.stdout) if server_job.successful() and server_job.value else {}
     client_out = split_lanes(client_result.stdout)
@@ -237,5 +242,5 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
     for i, lane in enumerate(lanes):
         c_status, c_text = client_out.get(i, (None, client_result.stderr))
         s_status, s_text = server_out.get(i, (None, ""))
-        outputs.append(LaneOutput(lane, c_text, c_status, s_text, s_status))
+        outputs.append(LaneOutput(lane, c_text, c_status, s_text, s_status, launch.via))
     return outputs
