@@ -848,7 +848,10 @@ def _sinfo(vm_lab) -> dict[str, tuple[str, str]]:
     return {n: (s, r) for n, s, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
 
 
-def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_lab, tmp_path):
+def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_lab, tmp_path, monkeypatch):
+    # this test's own counter reads and baselines: node2's link flapped for real in the counters
+    # test, and the session's reads from before it would rightly fail node2's rdma.port_errors here
+    monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path / "state"))
     inventory = _slurm_inventory(vm_lab, tmp_path)
     code, first = rdmaprov_json("apply", inventory, timeout=1800)
     problems = [(h["name"], h["error"], h["warnings"]) for h in first["hosts"]]
@@ -887,8 +890,11 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
         started = time.monotonic()
         assert _wait_for(lambda: _sinfo(vm_lab)["node2"][0] in ("drained", "draining"), 60), _sinfo(vm_lab)
         drained_after = time.monotonic() - started
-        assert _sinfo(vm_lab)["node2"][1] == "rdmaprov: rdma.device_present rxe0: missing (+1 more)", _sinfo(vm_lab)
-        assert drained_after <= 25, drained_after  # one interval (20 s), measured by polling every 2 s
+        # the first failure names the reason; how many follow it ("(+N more)") depends on the checks
+        assert _sinfo(vm_lab)["node2"][1].startswith("rdmaprov: rdma.device_present rxe0: missing"), _sinfo(vm_lab)
+        # the check starts within one interval (20 s) and runs within node-check's budget (10 s);
+        # polled every 2 s
+        assert drained_after <= 32, drained_after
         # `rdmaprov apply` repairs it; the next check passes and resumes it
         code, _ = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
         assert code == 2
