@@ -10,13 +10,11 @@ from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import Bounds, judge
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
 from rdmaprov.health.gates.perftest import (
-    Lane,
     LaneOutput,
     Tool,
-    endpoint,
     failed_on_exit,
     last_lines,
-    rail_devices,
+    pair_lanes,
     run_lanes,
 )
 from rdmaprov.health.gates.result import GateResult
@@ -30,16 +28,6 @@ TCP_PORT = 18515
 def bandwidth_tool(settings: IbWriteBwGate | RailGate) -> Tool:
     args = ("-s", str(settings.size), "-D", str(settings.duration_s), "--report_gbits", "-F")
     return Tool("ib_write_bw", args, settings.timeout_s)
-
-
-def pair_problem(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> str:
-    """Why a pair cannot be tested at all ("" when it can)."""
-    for name in (server, client):
-        if name in session.unreachable:
-            return f"{name} is unreachable: {session.unreachable[name]}"
-        if name not in reports:
-            return f"{name}: its state could not be read"
-    return ""
 
 
 def judge_bandwidth(gate: str, subject: str, output: LaneOutput, bounds: Bounds) -> GateResult:
@@ -83,17 +71,11 @@ def run_pair(session: Session, server: str, client: str, reports: dict[str, Node
     inventory = session.inventory
     settings = inventory.gates.ib_write_bw
     subject = f"{server} -> {client}"
-    problem = pair_problem(session, server, client, reports)
-    if problem:
-        return [GateResult("ib_write_bw", subject, False, problem)]
-    ends = []
-    for name in (server, client):
-        node = inventory.hosts[name].node
-        devices = rail_devices(node, reports[name])
-        if not devices:
-            return [GateResult("ib_write_bw", subject, False, f"{name}: no RDMA device to test: declare rdma.devices")]
-        ends.append(endpoint(name, node, reports[name], devices[0]))
-    lane = Lane(0, ends[0], ends[1], TCP_PORT)
+    lanes, problems, _ = pair_lanes(session, "ib_write_bw", server, client, reports, TCP_PORT)
+    if not lanes:
+        return problems
+    # the quick check: the first rail of each node only (the rail gate tests them all)
+    lane = lanes[0]
     outputs = run_lanes(session, bandwidth_tool(settings), [lane])
     if isinstance(outputs, str):
         return [GateResult("ib_write_bw", subject, False, outputs)]

@@ -18,8 +18,7 @@ from __future__ import annotations
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import Verdict, failed
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import LaneOutput, Tool, failed_on_exit, last_lines, run_lanes
-from rdmaprov.health.gates.rail import pair_lanes
+from rdmaprov.health.gates.perftest import LaneOutput, Tool, failed_on_exit, last_lines, pair_lanes, run_lanes
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import LatencyGate
 from rdmaprov.parsers.node import NodeReport

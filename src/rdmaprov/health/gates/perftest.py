@@ -1,5 +1,6 @@
 """One runner for perftest between two nodes, shared by the ib_write_bw pair gate, the rail gate
-and the latency gate: several lanes (one HCA on each side, its own TCP port) at once.
+and the latency gate: several lanes (one HCA on each side, its own TCP port) at once, and the
+lanes of a pair (pair_lanes: the rails both nodes have, the memory each side writes from).
 
 All servers of a pair start in one command on the server node and all clients in one command on
 the client node, each process in the background with its output in a file of its own, so that
@@ -23,7 +24,9 @@ import gevent
 from rdmaprov.engine.session import Session
 from rdmaprov.health.checks import expected_devices
 from rdmaprov.health.gates.bandwidth import Reference, Verdict
+from rdmaprov.health.gates.gpudirect import MemoryChoice, memory_plan
 from rdmaprov.health.gates.launch import launcher
+from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.quoting import sh, sh_join
@@ -244,3 +247,52 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
         s_status, s_text = server_out.get(i, (None, ""))
         outputs.append(LaneOutput(lane, c_text, c_status, s_text, s_status, launch.via))
     return outputs
+
+
+def pair_problem(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> str:
+    """Why a pair cannot be tested at all ("" when it can)."""
+    for name in (server, client):
+        if name in session.unreachable:
+            return f"{name} is unreachable: {session.unreachable[name]}"
+        if name not in reports:
+            return f"{name}: its state could not be read"
+    return ""
+
+
+def pair_lanes(
+    session: Session,
+    gate: str,
+    server: str,
+    client: str,
+    reports: dict[str, NodeReport],
+    base_port: int,
+    gpudirect: str = "off",
+) -> tuple[list[Lane], list[GateResult], dict[str, MemoryChoice]]:
+    """The lanes of a pair, one per rail both nodes have; a failure for each rail only one node
+    has (or for the pair when it cannot be tested); the memory each endpoint writes from."""
+    subject = f"{server} -> {client}"
+    problem = pair_problem(session, server, client, reports)
+    if problem:
+        return [], [GateResult(gate, subject, False, problem)], {}
+    sides: list[list[Endpoint]] = []
+    memory: dict[str, MemoryChoice] = {}
+    for name in (server, client):
+        node = session.inventory.hosts[name].node
+        devices = rail_devices(node, reports[name])
+        if not devices:
+            return [], [GateResult(gate, subject, False, f"{name}: no compute HCA to test: declare rdma.devices")], {}
+        plan = memory_plan(reports[name], devices, gpudirect)
+        memory.update({f"{name}:{d}": choice for d, choice in plan.items()})
+        sides.append([endpoint(name, node, reports[name], d, plan[d].gpu) for d in devices])
+    lanes = [Lane(i, s, c, base_port + i) for i, (s, c) in enumerate(zip(sides[0], sides[1], strict=False))]
+    longer, other = (sides[0], client) if len(sides[0]) > len(sides[1]) else (sides[1], server)
+    missing = [
+        GateResult(
+            gate,
+            f"{subject} rail {i}",
+            False,
+            f"{longer[i].name} has no peer: {other} has {len(lanes)} compute HCA(s) (rdma.devices differ)",
+        )
+        for i in range(len(lanes), len(longer))
+    ]
+    return lanes, missing, memory

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import Bounds
-from rdmaprov.health.gates.gpudirect import MemoryChoice, memory_plan
-from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, judge_bandwidth, pair_problem
+from rdmaprov.health.gates.gpudirect import MemoryChoice
+from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, judge_bandwidth
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import Endpoint, Lane, endpoint, rail_devices, run_lanes
+from rdmaprov.health.gates.perftest import Lane, pair_lanes, run_lanes
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import IbWriteBwGate, RailGate
 from rdmaprov.parsers.node import NodeReport
@@ -31,45 +31,6 @@ def rail_bounds(settings: RailGate, pair_gate: IbWriteBwGate) -> Bounds:
     if minimum is None and pair_gate.min_gbps is not None:
         minimum, source = pair_gate.min_gbps, "gates.ib_write_bw.min_gbps"
     return Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, minimum, source)
-
-
-def pair_lanes(
-    session: Session,
-    gate: str,
-    server: str,
-    client: str,
-    reports: dict[str, NodeReport],
-    base_port: int,
-    gpudirect: str = "off",
-) -> tuple[list[Lane], list[GateResult], dict[str, MemoryChoice]]:
-    """The lanes of a pair, one per rail both nodes have; a failure for each rail only one node
-    has (or for the pair when it cannot be tested); the memory each endpoint writes from."""
-    subject = f"{server} -> {client}"
-    problem = pair_problem(session, server, client, reports)
-    if problem:
-        return [], [GateResult(gate, subject, False, problem)], {}
-    sides: list[list[Endpoint]] = []
-    memory: dict[str, MemoryChoice] = {}
-    for name in (server, client):
-        node = session.inventory.hosts[name].node
-        devices = rail_devices(node, reports[name])
-        if not devices:
-            return [], [GateResult(gate, subject, False, f"{name}: no compute HCA to test: declare rdma.devices")], {}
-        plan = memory_plan(reports[name], devices, gpudirect)
-        memory.update({f"{name}:{d}": choice for d, choice in plan.items()})
-        sides.append([endpoint(name, node, reports[name], d, plan[d].gpu) for d in devices])
-    lanes = [Lane(i, s, c, base_port + i) for i, (s, c) in enumerate(zip(sides[0], sides[1], strict=False))]
-    longer, other = (sides[0], client) if len(sides[0]) > len(sides[1]) else (sides[1], server)
-    missing = [
-        GateResult(
-            gate,
-            f"{subject} rail {i}",
-            False,
-            f"{longer[i].name} has no peer: {other} has {len(lanes)} compute HCA(s) (rdma.devices differ)",
-        )
-        for i in range(len(lanes), len(longer))
-    ]
-    return lanes, missing, memory
 
 
 def gpudirect_missing(
