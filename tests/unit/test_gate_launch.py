@@ -64,13 +64,14 @@ def test_the_same_cpu_sweep_as_mpirun_with_a_hostfile_or_srun_with_pmix(tmp_path
         "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 "
     )
     assert "-x NCCL_IB_HCA==rxe0,rxe1" in ssh and ssh.endswith("-x PATH -x LD_LIBRARY_PATH " + " ".join(job.program))
-    srun = SlurmLauncher(session).job_command(job, settings, 300)
+    slurm = SlurmLauncher(session)
+    srun = slurm.job_command(job, settings, 300)
     assert srun.startswith(
         "env OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=eth0 NCCL_IB_GID_INDEX=1 "
     )
     assert "NCCL_IB_HCA==rxe0,rxe1" in srun  # a comma in a value: in env, never in --export's list
     assert srun.endswith(
-        "srun --mpi=pmix --job-name=rdmaprov-all_reduce --nodes=2 --ntasks-per-node=1 --ntasks=2 "
+        f"srun --mpi=pmix --job-name=rdmaprov-all_reduce-{slurm.token} --nodes=2 --ntasks-per-node=1 --ntasks=2 "
         "--nodelist=node1,n-2 --exclusive --time=5 --immediate=60 " + " ".join(job.program)
     )
 
@@ -83,10 +84,11 @@ def test_gpu_workloads_ask_slurm_for_the_gpus(tmp_path):
     assert (
         "--ntasks-per-node=8 --ntasks=16 --nodelist=node1,n-2 --exclusive --time=60 --immediate=60 --gres=gpu:8" in srun
     )
-    one = SlurmLauncher(session).srun(["node2"], 61, "gate", 1, 4)
+    slurm = SlurmLauncher(session)
+    one = slurm.srun(["node2"], 61, "gate", 1, 4)
     assert one == [
         "srun",
-        "--job-name=rdmaprov-gate",
+        f"--job-name=rdmaprov-gate-{slurm.token}",
         "--nodes=1",
         "--ntasks-per-node=1",
         "--ntasks=1",
@@ -103,3 +105,18 @@ def test_a_hostile_value_stays_one_word_in_either_launch(tmp_path):
     job = Job(["node1", "node2"], 1, {"NCCL_DEBUG_FILE": "/tmp/x $(id) `id`"}, ["probe"], 0)
     for launch in (Launcher(_session(inventory)), SlurmLauncher(_session(inventory))):
         assert "'NCCL_DEBUG_FILE=/tmp/x $(id) `id`'" in launch.job_command(job, inventory.gates.all_reduce, 60)
+
+
+def test_srun_ranks_find_a_site_mpis_libraries_and_each_run_names_its_own_jobs(tmp_path):
+    text = INVENTORY.format(slurm=SLURM, via="").replace(
+        "defaults:\n", "defaults:\n  mpi: {source: prefix, prefix: /opt/hpcx/ompi/}\n"
+    )
+    inventory = load_inventory(write(tmp_path, text))
+    session = _session(inventory)
+    job = Job(["node1", "node2"], 1, {}, ["all_reduce_perf"], 0)
+    srun = SlurmLauncher(session).job_command(job, inventory.gates.all_reduce, 60)
+    # mpirun gets --prefix; the ranks srun starts get the prefix's lib ahead of what the node has
+    assert srun.startswith("LD_LIBRARY_PATH=/opt/hpcx/ompi/lib\"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\" env ")
+    assert "--prefix /opt/hpcx/ompi" in Launcher(session).job_command(job, inventory.gates.all_reduce, 60)
+    # two runs at once never share a job name: stopping one's waiting srun leaves the other's
+    assert SlurmLauncher(session).token != SlurmLauncher(session).token

@@ -268,3 +268,22 @@ def test_the_shipped_programs_fingerprint_is_its_sha256():
     data = zipapp.build()
     assert fingerprint((), {"data": data}) == fingerprint((), {"data": bytes(data)})
     assert fingerprint((), {"data": data}) != fingerprint((), {"data": data + b"\n"})
+
+
+def test_the_etiquette_ends_within_the_health_checks_time():
+    # slurmd kills a HealthCheckProgram at 60 s: each scontrol call gets at most what is left
+    import time
+
+    from rdmaprov.slurm.drain import CheckOutcome, DrainLimits
+    from rdmaprov.slurm.scontrol import BUDGET_S, TIMEOUT_S, Clock, SlurmUnavailable, etiquette
+
+    assert Clock(time.monotonic()).call_timeout() == TIMEOUT_S and BUDGET_S < 60
+    assert 2 < Clock(time.monotonic(), budget_s=3).call_timeout() <= 3
+    spent = Clock(time.monotonic() - BUDGET_S)
+    with pytest.raises(SlurmUnavailable, match="no time left of the health check's 55 s"):
+        spent.call_timeout()
+    # a report that used up the time: Slurm is not even asked, nothing is drained, and it says so
+    failing = CheckOutcome("node2", False, ("rdma.device_present rxe0: missing",))
+    assert etiquette(failing, DrainLimits(True, 0.5), spent) == [
+        "slurm: nothing done to node2: no time left of the health check's 55 s"
+    ]

@@ -25,6 +25,8 @@ from rdmaprov.health.gates.perftest import (
     Endpoint,
     Lane,
     LaneOutput,
+    endpoint,
+    held_gpus,
     lanes_script,
     listening_ports,
     perftest_words,
@@ -40,7 +42,7 @@ from rdmaprov.parsers.perftest import parse_lat_output
 from rdmaprov.report.junit import junit_xml
 from rdmaprov.schemas import load_schema
 from tests.conftest import FIXTURES
-from tests.support.inventories import gates_config
+from tests.support.inventories import gates_config, node_config
 
 PUBLIC = FIXTURES / "public"
 H100_8 = "nvidia-smi_topo_m_8xH100_8nic_nic_legend_pix_gpu_numa_id_spaces.txt"
@@ -159,6 +161,16 @@ def test_a_gpudirect_side_writes_from_its_gpu_with_cuda_ordered_like_nvidia_smi(
     words = perftest_words(tool, Endpoint("gpu1", "mlx5_3", 1, 3, 400.0, True, gpu=3), 18703, "10.0.0.2")
     assert words[:2] == ["env", "CUDA_DEVICE_ORDER=PCI_BUS_ID"] and words[-2:] == ["--use_cuda=3", "10.0.0.2"]
     assert words[2:13] == ["ib_write_lat", "-d", "mlx5_3", "-i", "1", "-x", "3", "-p", "18703", "-s", "2"]
+
+
+def test_a_slurm_job_testing_through_a_gpu_holds_all_the_nodes_gpus():
+    # Slurm renumbers the GPUs it grants: with all eight held, --use_cuda=5 is still GPU5
+    report = _gpu_node(H100_8, ["nvidia_peermem"], True)
+    node = node_config({"fabric": "infiniband"})
+    ends = [endpoint("gpu1", node, report, f"mlx5_{i}", gpu) for i, gpu in ((1, 1), (3, 3), (5, 5))]
+    assert [e.node_gpus for e in ends] == [8, 8, 8] and held_gpus(ends) == 8
+    assert held_gpus([endpoint("gpu1", node, report, "mlx5_0")]) == 0  # host memory: no GPU asked for
+    assert held_gpus([endpoint("cpu1", node, NodeReport(), "rxe0")]) == 0
 
 
 # the lanes script: every lane at once, each output behind its exit status

@@ -164,6 +164,10 @@ def test_excess_drains_undoes_only_the_later_drain():
     assert excess_drains([first, tie, *nodes[2:]], "n1", tight) and excess_drains([first, tie, *nodes[2:]], "n2", tight)
     # an admin's drain is not rdmaprov's to undo
     assert excess_drains([replace(first, reason=ADMIN), second, *nodes[2:]], "n2", tight) == []
+    # a stamp that could not be read (another time format): the drain counts as the earlier one
+    unread = replace(first, reason_time="")
+    assert excess_drains([unread, second, *nodes[2:]], "n2", tight)
+    assert excess_drains([first, replace(second, reason_time=""), *nodes[2:]], "n2", tight)
 
 
 @dataclass(frozen=True)

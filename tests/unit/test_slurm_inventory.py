@@ -105,3 +105,17 @@ def test_slurm_values_that_cannot_reach_slurm_conf_are_refused_by_the_schema(tmp
     assert any("cluster.slurm.partitions[0].name: string 'a=b' does not have the expected form" in p for p in found)
     assert any("cluster.slurm.health_check.max_drain_fraction: " in p for p in found), found
     assert any("cluster.slurm.health_check.interval_s: " in p for p in found), found
+
+
+def test_a_node_state_that_would_never_resume_rdmaprovs_drains_is_refused(tmp_path):
+    slurm = "    enabled: true\n    controller: node1\n    node_names: {gpu.3: gpu3}\n"
+    path = _inventory(tmp_path, slurm + "    health_check: {node_state: [ALLOC, NONDRAINED_IDLE]}\n")
+    assert problems(path) == [
+        f"{path}:7:40: cluster.slurm.health_check.node_state[1]: NONDRAINED_IDLE leaves drained nodes unchecked: "
+        "a node rdmaprov drained would never be checked again, so never resumed (fix: use IDLE (idle nodes, "
+        "drained or not) or ANY, or set health_check.drain: false)"
+    ]
+    # reporting only, nothing is drained: nothing to resume
+    path = _inventory(tmp_path, slurm + "    health_check: {node_state: [NONDRAINED_IDLE], drain: false}\n")
+    check = load_inventory(path).slurm.health_check
+    assert check.node_state == ("NONDRAINED_IDLE",) and not check.drain

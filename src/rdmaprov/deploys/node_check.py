@@ -21,7 +21,6 @@ from rdmaprov.slurm.conf import HEALTH_CHECK_PROGRAM
 
 PROGRAM = "/usr/local/lib/rdmaprov/node-check.pyz"
 COMMAND = "/usr/local/sbin/rdmaprov-node-check"
-HEALTH_CHECK = HEALTH_CHECK_PROGRAM  # what slurm.conf's HealthCheckProgram names
 
 
 def render_wrapper(purpose: str, *arguments: str) -> str:
@@ -58,7 +57,7 @@ def node_check(ctx: NodeContext) -> None:
     )
     managed_file(
         name="Slurm health check command",
-        path=HEALTH_CHECK,
+        path=HEALTH_CHECK_PROGRAM,
         content=render_wrapper("Slurm's HealthCheckProgram: the node check, then drain or resume", "--slurm")
         if wanted
         else None,

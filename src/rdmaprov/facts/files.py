@@ -94,12 +94,17 @@ def parse_file_digest(lines: list[str]) -> FileDigest:
     return FileDigest(lines[1].split()[0], mode, user, group)
 
 
+def digest_command(path: str, exists: str = "-f") -> str:
+    """Mode, owner and sha256 of `path` when `test {exists}` holds for it, else MISSING."""
+    quoted = sh(path)
+    return f"if [ {exists} {quoted} ]; then stat -c '%a %U %G' {quoted} && sha256sum {quoted}; else echo MISSING; fi"
+
+
 class FileSha256(FactBase):
     """sha256, mode and owner of one file, in one round trip."""
 
     def command(self, path: str) -> str:
-        quoted = sh(path)
-        return f"if [ -f {quoted} ]; then stat -c '%a %U %G' {quoted} && sha256sum {quoted}; else echo MISSING; fi"
+        return digest_command(path)
 
     def process(self, output: list[str]) -> FileDigest:
         return parse_file_digest(output)

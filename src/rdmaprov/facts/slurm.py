@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pyinfra.api import FactBase
 
-from rdmaprov.facts.files import FileDigest, parse_file_digest
+from rdmaprov.facts.files import FileDigest, digest_command, parse_file_digest
 from rdmaprov.parsers.slurm import HARDWARE_COMMAND, NodeHardware, parse_hardware
-from rdmaprov.quoting import sh
 
 MUNGE_KEY = "/etc/munge/munge.key"
 
@@ -27,11 +26,11 @@ class SlurmHardware(FactBase):
 
 
 class MungeKey(FactBase):
-    """The munge key's sha256, mode and owner (all None when there is no key)."""
+    """The munge key's sha256, mode and owner (all None when there is no key; an empty file, which
+    munged refuses, counts as none)."""
 
     def command(self) -> str:
-        key = sh(MUNGE_KEY)
-        return f"if [ -s {key} ]; then stat -c '%a %U %G' {key} && sha256sum {key}; else echo MISSING; fi"
+        return digest_command(MUNGE_KEY, exists="-s")
 
     def process(self, output: list[str]) -> FileDigest:
         return parse_file_digest(output)

@@ -269,6 +269,16 @@ def slurm_problems(slurm: dict[str, Any], hosts: list[str], smap: SourceMap) -> 
                 "mark one partition default: true",
             )
         )
+    states = (slurm.get("health_check") or {}).get("node_state") or []
+    if "NONDRAINED_IDLE" in states and (slurm.get("health_check") or {}).get("drain", True):
+        problems.append(
+            smap.problem(
+                where + ("health_check", "node_state", states.index("NONDRAINED_IDLE")),
+                "NONDRAINED_IDLE leaves drained nodes unchecked: a node rdmaprov drained would never be "
+                "checked again, so never resumed",
+                "use IDLE (idle nodes, drained or not) or ANY, or set health_check.drain: false",
+            )
+        )
     mapped = slurm.get("node_names") or {}
     for host in mapped:
         if host not in hosts:

@@ -30,14 +30,12 @@ from rdmaprov.health.counters import counter_findings, load_reads, save_reads
 from rdmaprov.health.findings import Finding
 from rdmaprov.nodecheck import expectations
 from rdmaprov.nodecheck.expectations import Expectations
-from rdmaprov.nodecheck.options import DESCRIPTION, add_arguments
+from rdmaprov.nodecheck.options import DESCRIPTION, SYSTEM_PATH, add_arguments
 from rdmaprov.parsers.node import NodeReport, parse_node_report
 from rdmaprov.slurm.drain import DrainLimits
-from rdmaprov.slurm.scontrol import etiquette, outcome_of
+from rdmaprov.slurm.scontrol import Clock, etiquette, outcome_of
 
 EXIT_HEALTHY, EXIT_FAILING = 0, 4
-# slurmd starts its HealthCheckProgram with an almost empty environment.
-_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class ReportFailed(Exception):
@@ -48,11 +46,11 @@ def read_report(timeout_s: int, programs: tuple[str, ...] = ()) -> NodeReport:
     """The node report, read as verify reads it; ReportFailed past `timeout_s` (the whole process
     group is killed: a hung nvidia-smi must not outlive the check)."""
     command = node_report_command(programs)
-    if os.geteuid() == 0 and shutil.which("runuser", path=_PATH):
+    if os.geteuid() == 0 and shutil.which("runuser", path=SYSTEM_PATH):
         argv = ["runuser", "-s", "/bin/sh", "-c", command, "root"]
     else:
         argv = ["/bin/sh", "-c", command]
-    env = dict(os.environ, PATH=_PATH)
+    env = dict(os.environ, PATH=SYSTEM_PATH)
     try:
         proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True
@@ -154,8 +152,9 @@ def check_node(expected: Expectations, state_dir: str | None, report_file: str |
     return outcome
 
 
-def slurm_etiquette(expected: Expectations, outcome: Outcome) -> list[str]:
-    """Drain or resume this node in Slurm as its outcome asks (slurm/drain.py's rules)."""
+def slurm_etiquette(expected: Expectations, outcome: Outcome, clock: Clock) -> list[str]:
+    """Drain or resume this node in Slurm as its outcome asks (slurm/drain.py's rules), within
+    what is left of the health check's time."""
     side = expected.slurm
     if side is None:
         raise UserError(
@@ -169,15 +168,16 @@ def slurm_etiquette(expected: Expectations, outcome: Outcome) -> list[str]:
     if outcome.report_error:
         failures.insert(0, f"node-check.report: {outcome.report_error}")
     verdict = outcome_of(side.node_name, failures, conclusive=outcome.report_error is None)
-    return etiquette(verdict, DrainLimits(side.drain, side.max_drain_fraction))
+    return etiquette(verdict, DrainLimits(side.drain, side.max_drain_fraction), clock)
 
 
 def node_check(args: argparse.Namespace) -> int:
     """Check this node; print one line per failure (or a one-line all-clear); 0 healthy, 4 failing."""
+    clock = Clock(time.monotonic())
     expected = expectations.load(args.expectations)
     outcome = check_node(expected, args.state_dir, args.report_file)
     if args.slurm:
-        outcome.slurm = slurm_etiquette(expected, outcome)
+        outcome.slurm = slurm_etiquette(expected, outcome, clock)
     if args.json:
         print(json.dumps(outcome.to_json(), indent=2))
     elif outcome.healthy:

@@ -11,6 +11,9 @@ from rdmaprov.slurm.drain import SlurmNode
 
 # The hardware section's command (facts/slurm.py runs it): slurmd -C's figures without slurmd,
 # which is not installed yet when slurm.conf is first rendered.
+# slurmd drains a node whose memory falls below RealMemory ("Low RealMemory"), and MemTotal shrinks
+# by a few MiB with a new kernel or firmware: declared with 2 % to spare, an update drains nothing.
+MEMORY_HEADROOM = 0.02
 _LSCPU_KEYS = "CPU\\(s\\)|Thread\\(s\\) per core|Core\\(s\\) per socket|Socket\\(s\\)"
 HARDWARE_COMMAND = f"hostname -s; LC_ALL=C lscpu | grep -E '^({_LSCPU_KEYS}):'; grep '^MemTotal:' /proc/meminfo"
 
@@ -24,7 +27,7 @@ class NodeHardware:
     sockets: int
     cores_per_socket: int
     threads_per_core: int
-    memory_mib: int  # RealMemory: MemTotal in MiB, rounded down (slurmd -C's figure)
+    memory_mib: int  # RealMemory: MemTotal in MiB less MEMORY_HEADROOM (slurmd -C says all of it)
 
     def slurm_words(self) -> list[str]:
         return [
@@ -54,7 +57,7 @@ def parse_hardware(lines: list[str]) -> NodeHardware | None:
             sockets=int(values["Socket(s)"]),
             cores_per_socket=int(values["Core(s) per socket"]),
             threads_per_core=int(values["Thread(s) per core"]),
-            memory_mib=memory_kib // 1024,
+            memory_mib=int(memory_kib // 1024 * (1 - MEMORY_HEADROOM)),
         )
     except (KeyError, ValueError, IndexError):
         return None
@@ -82,21 +85,29 @@ def conf_value(text: str, key: str) -> str | None:
 
 
 # scontrol prints each node on one line as Key=Value words; OS= has spaces in its value, and
-# Reason= (free text, the last field) may have anything: the field names are what splits it.
+# Reason= is free text, stamped `[user@time]` at its end. Slurm 22.05 prints it last; later
+# releases print Comment=, Extra=, ReservationName=... after it: the stamp ends the reason.
 _FIELD = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z_]*)=")
-_REASON = re.compile(r"^(.*?)\s*\[([^\]@]*)@([0-9T:-]+)\]\s*$")
+_STAMP = re.compile(r"\s*\[([^\]@]*)@(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\](?=\s+[A-Za-z][A-Za-z_]*=|\s*$)")
 
 
 def _fields(line: str) -> dict[str, str]:
-    """The Key=Value fields of one `scontrol -o show node` line; Reason= takes the rest of it."""
-    marks = list(_FIELD.finditer(line))
+    """The Key=Value fields of one `scontrol -o show node` line. Reason= runs to its stamp (kept
+    in "ReasonTime"), or to the end of the line when it has none."""
     fields: dict[str, str] = {}
+    marks = list(_FIELD.finditer(line))
     for index, mark in enumerate(marks):
         key = mark.group(1)
         if key in fields:
-            continue  # a later "Key=" inside a value (an OS string, a reason) is not a field
+            continue  # a later "Key=" inside a value (an OS string) is not a field
         if key == "Reason":
-            fields[key] = line[mark.end() :].strip()
+            rest = line[mark.end() :]
+            stamp = _STAMP.search(rest)
+            if stamp is None:
+                fields[key] = rest.strip()
+                break
+            fields[key], fields["ReasonTime"] = rest[: stamp.start()].strip(), stamp.group(2)
+            fields.update((k, v) for k, v in _fields(rest[stamp.end() :]).items() if k not in fields)
             break
         end = marks[index + 1].start() if index + 1 < len(marks) else len(line)
         fields[key] = line[mark.end() : end].strip()
@@ -104,21 +115,15 @@ def _fields(line: str) -> dict[str, str]:
 
 
 def parse_scontrol_nodes(text: str) -> list[SlurmNode]:
-    """`scontrol -o show node [NAME]` → nodes: state words (IDLE+DRAIN → {IDLE, DRAIN}; a trailing
-    `*` means not responding), partitions, and the reason without Slurm's `[user@time]` stamp."""
+    """`scontrol -o show node [NAME]` → nodes: state words (IDLE+DRAIN+NOT_RESPONDING → a set),
+    partitions, and the reason without Slurm's `[user@time]` stamp (its time kept apart)."""
     nodes = []
     for line in text.splitlines():
         if not line.startswith("NodeName="):
             continue
         fields = _fields(line)
-        raw_state = fields.get("State", "UNKNOWN")
-        states = set(re.split(r"[+]", raw_state.rstrip("*~#!%$@^-")))
-        if raw_state.endswith("*"):
-            states.add("NOT_RESPONDING")
-        reason, when = fields.get("Reason", ""), ""
-        stamped = _REASON.match(reason)
-        if stamped:
-            reason, when = stamped.group(1), stamped.group(3)
+        states = set(fields.get("State", "UNKNOWN").split("+"))
+        reason, when = fields.get("Reason", ""), fields.get("ReasonTime", "")
         partitions = fields.get("Partitions", "")
         nodes.append(
             SlurmNode(

@@ -203,14 +203,19 @@ def decide(nodes: Sequence[SlurmNode], outcomes: Sequence[CheckOutcome], limits:
 
 def excess_drains(nodes: Sequence[SlurmNode], node: str, limits: DrainLimits) -> list[str]:
     """Read again after `node` was drained: the partitions where rdmaprov's drains set no later than
-    `node`'s (itself included) exceed the limit; non-empty means `node` must undo its drain."""
+    `node`'s (itself included) exceed the limit; non-empty means `node` must undo its drain. A drain
+    whose time could not be read counts as no later than any other: the undo errs on the safe side."""
     me = next((n for n in nodes if n.name == node), None)
     if me is None or not me.by_rdmaprov:
         return []
     members = _partitions(nodes)
     over = []
     for partition in me.partitions:
-        earlier = [n for n in members[partition] if n.by_rdmaprov and n.reason_time <= me.reason_time]
+        earlier = [
+            n
+            for n in members[partition]
+            if n.by_rdmaprov and (not n.reason_time or not me.reason_time or n.reason_time <= me.reason_time)
+        ]
         allowed = limits.allowed(len(members[partition]))
         if len(earlier) > allowed:
             names = ", ".join(sorted(n.name for n in earlier))

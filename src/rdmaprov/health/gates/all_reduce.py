@@ -245,6 +245,5 @@ def all_reduce_over(
         }
         if verdict.passed:
             return GateResult.of("all_reduce", subject, verdict, attempt, details)
-    command = launch.job_command(job, settings, deadline.seconds)
     details = {"command": command, "deadline_s": deadline.seconds, "via": launch.via}
     return GateResult.of("all_reduce", subject, verdict, attempt, details)

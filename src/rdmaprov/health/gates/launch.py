@@ -5,18 +5,21 @@ judge the same output: the launcher is the only thing that differs (`cluster.gat
 `--gates-via`).
 
 Under Slurm, nodes busy with other jobs are not tested under them: srun waits at most IMMEDIATE_S
-for the nodes (`--immediate`), then the gate fails with Slurm's reason (busy, drained, down).
+for the nodes (`--immediate`), then the gate fails with Slurm's reason (busy, drained, down). That
+wait comes on top of the workload's own deadline. Each launcher names its jobs with a token of its
+own, so that stopping what it left waiting never touches another run's gates.
 """
 
 from __future__ import annotations
 
 import math
+import secrets
 import shlex
 from dataclasses import dataclass
 
 from rdmaprov.engine.session import CommandResult, Session
 from rdmaprov.inventory.config import AllReduceGate
-from rdmaprov.quoting import sh_join
+from rdmaprov.quoting import sh, sh_join
 
 HOSTFILE = "/tmp/rdmaprov-allreduce-hosts"
 # How long srun waits for its nodes before the gate gives up on them.
@@ -87,9 +90,14 @@ class SlurmLauncher(Launcher):
     via = "slurm"
     start_s = IMMEDIATE_S  # srun may wait that long for its nodes
 
+    def __init__(self, session: Session) -> None:
+        super().__init__(session)
+        self.token = secrets.token_hex(4)
+
     def stop(self, host: str) -> None:
-        """An srun still waiting for its nodes (or running) is stopped, which cancels its job."""
-        self.session.run(host, "pkill -f '^srun --job-name=rdmaprov-' || true")
+        """This launcher's srun still waiting for its nodes (or running) is stopped, which cancels
+        its job; other runs' jobs are left alone."""
+        self.session.run(host, f"pkill -f {sh(f'^srun .*--job-name=rdmaprov-[a-z_]+-{self.token} ')} || true")
 
     def _node(self, host: str) -> str:
         slurm = self.session.inventory.slurm
@@ -97,7 +105,8 @@ class SlurmLauncher(Launcher):
 
     def srun(self, hosts: list[str], timeout_s: int, name: str, tasks_per_node: int, gpus: int) -> list[str]:
         """srun's own words: the nodes, held exclusively for at most the gate's deadline."""
-        words = ["srun", f"--job-name=rdmaprov-{name}", f"--nodes={len(hosts)}", f"--ntasks-per-node={tasks_per_node}"]
+        words = ["srun", f"--job-name=rdmaprov-{name}-{self.token}", f"--nodes={len(hosts)}"]
+        words.append(f"--ntasks-per-node={tasks_per_node}")
         words += [f"--ntasks={tasks_per_node * len(hosts)}", f"--nodelist={','.join(self._node(h) for h in hosts)}"]
         words += ["--exclusive", f"--time={max(1, math.ceil(timeout_s / 60))}", f"--immediate={IMMEDIATE_S}"]
         if gpus:
@@ -106,7 +115,7 @@ class SlurmLauncher(Launcher):
 
     def run(self, host: str, command: str, timeout_s: int, gpus: int = 0) -> CommandResult:
         words = self.srun([host], timeout_s, "gate", 1, gpus) + ["sh", "-c", command]
-        return self.session.run(host, sh_join(words), timeout_s)
+        return self.session.run(host, sh_join(words), timeout_s + IMMEDIATE_S)
 
     def job_command(self, job: Job, settings: AllReduceGate, timeout_s: int) -> str:
         """srun with Slurm's PMI (no hostfile, no SSH between nodes); OpenMPI's TCP-only launcher
@@ -119,11 +128,15 @@ class SlurmLauncher(Launcher):
         words = ["env", *(f"{k}={v}" for k, v in env.items())]
         words += self.srun(job.hosts, timeout_s, "all_reduce", job.per_node, job.gpus_per_node)
         words.insert(words.index("srun") + 1, f"--mpi={slurm.mpi if slurm else 'pmix'}")
-        return sh_join(words + job.program)
+        command = sh_join(words + job.program)
+        prefix = self.session.inventory.hosts[job.hosts[0]].node.mpi.install_prefix
+        if prefix:  # what mpirun's --prefix does: the ranks find that MPI's libraries (srun passes it on)
+            command = f'LD_LIBRARY_PATH={sh(prefix + "/lib")}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" {command}'
+        return command
 
     def job(self, job: Job, settings: AllReduceGate, timeout_s: int) -> tuple[CommandResult, str]:
         command = self.job_command(job, settings, timeout_s)
-        return self.session.run(job.hosts[0], command, timeout_s), command
+        return self.session.run(job.hosts[0], command, timeout_s + IMMEDIATE_S), command
 
 
 def launcher(session: Session) -> Launcher:

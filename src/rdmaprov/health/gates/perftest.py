@@ -52,6 +52,9 @@ class Endpoint:
     rate_gbps: float | None
     declared: bool = False  # the rate is rdma.rate_gbps, not the port's own sysfs figure
     gpu: int | None = None
+    # The node's GPU count: a Slurm job that tests through a GPU holds them all, so that the index
+    # means the same GPU inside the job (Slurm renumbers the GPUs it grants).
+    node_gpus: int = 0
 
     @property
     def name(self) -> str:
@@ -124,7 +127,8 @@ def endpoint(host: str, node: NodeConfig, report: NodeReport, device: str, gpu: 
         found = report.port(device, node.rdma.port)
         rate = found.rate_gbps if found and found.rate_gbps else None
     gid = node.gid_index
-    return Endpoint(host, device, node.rdma.port, gid if gid is not None else 0, rate, declared, gpu)
+    gid = gid if gid is not None else 0
+    return Endpoint(host, device, node.rdma.port, gid, rate, declared, gpu, len(report.gpus))
 
 
 def perftest_words(tool: Tool, side: Endpoint, tcp_port: int, server_address: str | None = None) -> list[str]:
@@ -213,6 +217,11 @@ def _server_said(server: gevent.Greenlet) -> str:
     return f": {' | '.join(said)}" if said else ""
 
 
+def held_gpus(ends: list[Endpoint]) -> int:
+    """The GPUs a side's Slurm job must hold: all of the node's when a lane writes from a GPU."""
+    return next((e.node_gpus for e in ends if e.gpu is not None), 0)
+
+
 def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutput] | str:
     """Every lane of one pair at once (all servers on one node, all clients on the other); the
     outputs, or why none came back."""
@@ -224,15 +233,15 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
     )
     ports = {lane.tcp_port for lane in lanes}
     launch = launcher(session)  # over SSH, or as Slurm jobs (whose start may wait for the node)
-    gpus = len({lane.server.gpu for lane in lanes if lane.server.gpu is not None})
-    server_job = gevent.spawn(launch.run, server, servers, tool.timeout_s + GRACE_S, gpus)
+    server_gpus, client_gpus = held_gpus([lane.server for lane in lanes]), held_gpus([lane.client for lane in lanes])
+    server_job = gevent.spawn(launch.run, server, servers, tool.timeout_s + GRACE_S, server_gpus)
     try:
         deadline = time.monotonic() + min(tool.timeout_s, LISTEN_S) + launch.start_s
         if not _wait_listening(session, server, ports, deadline, server_job):
             listed = ", ".join(str(p) for p in sorted(ports))
             said = _server_said(server_job)
             return f"the {tool.program} server on {server} did not start listening on port {listed}{said}"
-        client_result = launch.run(client, clients, tool.timeout_s + GRACE_S, gpus)
+        client_result = launch.run(client, clients, tool.timeout_s + GRACE_S, client_gpus)
         server_job.join(timeout=10)
     finally:
         if not server_job.ready():
