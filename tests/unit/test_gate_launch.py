@@ -116,7 +116,7 @@ def test_srun_ranks_find_a_site_mpis_libraries_and_each_run_names_its_own_jobs(t
     job = Job(["node1", "node2"], 1, {}, ["all_reduce_perf"], 0)
     srun = SlurmLauncher(session).job_command(job, inventory.gates.all_reduce, 60)
     # mpirun gets --prefix; the ranks srun starts get the prefix's lib ahead of what the node has
-    assert srun.startswith("LD_LIBRARY_PATH=/opt/hpcx/ompi/lib\"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\" env ")
+    assert srun.startswith('LD_LIBRARY_PATH=/opt/hpcx/ompi/lib"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" env ')
     assert "--prefix /opt/hpcx/ompi" in Launcher(session).job_command(job, inventory.gates.all_reduce, 60)
     # two runs at once never share a job name: stopping one's waiting srun leaves the other's
     assert SlurmLauncher(session).token != SlurmLauncher(session).token
