@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine (as root) for rdmaprov: the system tools the lab and the
 # end-to-end tests use (the test hosts share this machine's root: the build tests compile with its
-# gcc and probe sources with its curl; Vagrant on libvirt, and GRUB's BIOS files for the box
+# gcc and probe sources with its curl; `rdmaprov lab mpi` builds Open MPI with gcc and make from
+# an xz tarball; Vagrant on libvirt, and GRUB's BIOS files for the box
 # `rdmaprov lab box` makes), and a virtualenv in .venv with rdmaprov installed from this checkout.
 # Nothing is started here: the Vagrant test starts libvirtd itself when none runs (CI machines
 # have no systemd to do it), and stops it afterwards.
@@ -12,7 +13,7 @@ APT_PACKAGES=(
   openssh-client openssh-server iproute2 procps psmisc
   qemu-system-x86 qemu-utils debootstrap systemd-container e2fsprogs
   dpkg-dev apt-utils gnupg python3-venv ca-certificates
-  gcc libc6-dev curl
+  gcc libc6-dev curl make xz-utils
   vagrant vagrant-libvirt libvirt-daemon-system dnsmasq-base grub-pc-bin debian-archive-keyring
 )
 missing=()

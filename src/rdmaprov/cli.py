@@ -300,6 +300,15 @@ def _cmd_lab_box(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
+def _cmd_lab_mpi(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.lab.mpi import ensure_mpi_archive
+
+    archive = ensure_mpi_archive(log=_log_to(err))
+    out.print(f"archive: {archive}", highlight=False)
+    out.print(f"use it: mpi: {{source: archive, prefix: /opt/site-mpi, archive: {{path: {archive}}}}}", highlight=False)
+    return 0
+
+
 def _cmd_lab_vagrant_inventory(args: argparse.Namespace, out: Console, err: Console) -> int:
     from pathlib import Path
 
@@ -486,6 +495,15 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
     )
     box.add_argument("--release", default=DEFAULT_RELEASE.codename, help="bookworm (12) or trixie (13)")
     box.set_defaults(handler=_cmd_lab_box)
+
+    mpi = actions.add_parser(
+        "mpi",
+        help="build one Open MPI here for nodes of mixed releases (mpi.source: archive)",
+        description="Build Open MPI 4.1 once on this machine from Debian's source tarball and cache it as an "
+        "archive for `mpi.source: archive`: every node then runs the same MPI, Debian 12 and 13 alike (their own "
+        "Open MPI 4.1 and 5.0 cannot share a job). Takes a few minutes the first time; prints the archive's path.",
+    )
+    mpi.set_defaults(handler=_cmd_lab_mpi)
 
     vagrant = actions.add_parser(
         "vagrant-inventory",

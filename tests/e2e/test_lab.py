@@ -925,3 +925,55 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
         rdmaprov_json("apply", vm_lab.inventory, "--tags", "softroce", "--skip-verify", timeout=900)
         for node in ("node1", "node2"):
             vm_lab.ssh(node, "systemctl stop slurmd slurmctld 2>/dev/null; true")
+
+
+def test_one_shipped_open_mpi_lets_all_reduce_span_debian_12_and_13(vm_lab, tmp_path):
+    """The mixed cluster the bootstrap test made (node1 and node2 Debian 12, node3 Debian 13)
+    cannot run one job on its distros' Open MPI 4.1 and 5.0. One Open MPI, built once on the
+    control machine (`rdmaprov lab mpi`, cached) for a prefix no node has, is declared as
+    mpi.archive: it is repacked on one node, shipped to the others, unpacked under
+    /opt/site-mpi/current and relocated there by OPAL_PREFIX; the gate's probe is rebuilt against
+    it for each release, and the all_reduce gate passes across the three nodes."""
+    from rdmaprov.lab.mpi import BUILT_FOR
+
+    made = rdmaprov("lab", "mpi", timeout=1500)
+    assert made.returncode == 0, made.stderr
+    archive = re.search(r"^archive: (\S+)$", made.stdout, re.M).group(1)
+    data = yaml.safe_load(open(vm_lab.full_inventory))
+    data["defaults"]["mpi"] = {
+        "source": "archive",
+        "prefix": "/opt/site-mpi",
+        "archive": {"path": archive, "version": "4.1.4"},
+    }
+    gates = data["cluster"]["gates"]
+    for gate in ("ib_write_bw", "rail", "latency"):  # the bootstrap test ran these across the releases
+        gates[gate] = {**gates[gate], "enabled": False}
+    inventory = tmp_path / "site-mpi.yaml"
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert rdmaprov("validate", str(inventory)).returncode == 0
+
+    code, result = rdmaprov_json("apply", str(inventory), timeout=1800)
+    hosts = {h["name"]: h for h in result["hosts"]}
+    gate = {(g["gate"], g["subject"]): g for g in result["gates"]}[("all_reduce", "node1,node2,node3")]
+    assert code == 2 and gate["passed"], ([(h["name"], h["status"], h["error"]) for h in result["hosts"]], gate)
+    assert gate["details"]["mpi"] == dict.fromkeys(["node1", "node2", "node3"], "Open MPI 4.1.4"), gate
+    assert gate["details"]["command"].startswith("OPAL_PREFIX=/opt/site-mpi/current "), gate
+    assert gate["details"]["command"].split()[2] == "/opt/site-mpi/current/bin/mpirun", gate
+
+    def status(host: str, op: str) -> str:
+        return next(o["status"] for o in hosts[host]["ops"] if o["name"].split(" | ")[-1] == op)
+
+    # one repack for all three (no platform in its identity), on the first node; installed everywhere
+    assert [h for h in hosts if status(h, "site MPI built") == "changed"] == ["node1"]
+    assert {status(h, "site MPI installed") for h in hosts} == {"changed"}
+    for node in ("node1", "node2", "node3"):
+        login = vm_lab.ssh(node, "bash -lc 'mpirun --version; echo $OPAL_PREFIX'")
+        assert login.stdout.startswith("mpirun (Open MPI) 4.1.4") and "/opt/site-mpi/current" in login.stdout
+        assert vm_lab.ssh(node, f"test ! -e {BUILT_FOR}").returncode == 0  # relocated, not at its build prefix
+    # node3 keeps Debian 13's own Open MPI 5 for whoever uses it
+    assert "Open MPI) 5.0." in vm_lab.ssh("node3", "/usr/bin/mpirun --version").stdout
+
+    code, again = rdmaprov_json("apply", str(inventory), "--skip-gates", timeout=900)
+    assert code == 0 and sum(h["changed"] for h in again["hosts"]) == 0, [
+        (h["name"], [op["name"] for op in h["ops"] if op["status"] == "changed"]) for h in again["hosts"]
+    ]

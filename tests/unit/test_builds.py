@@ -54,23 +54,32 @@ def test_missing_local_source_is_a_clear_error(tmp_path):
         _ = spec.key
 
 
+def build_for_real(spec: BuildSpec, root) -> subprocess.CompletedProcess:
+    """The build script as the builder runs it, its /var/cache/rdmaprov moved to `root`, with the
+    source uploaded where the control machine puts it."""
+    script = build_script(spec).replace("/var/cache/rdmaprov", str(root))
+    work = spec.workdir.replace("/var/cache/rdmaprov", str(root))
+    subprocess.run(["mkdir", "-p", f"{work}", f"{root}/build"], check=True)
+    subprocess.run(["cp", spec.source.path, f"{work}/source.tar"], check=True)
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+
+
+def install_for_real(spec: BuildSpec, root) -> None:
+    install = install_script(spec, keep_archive=False).replace("/var/cache/rdmaprov", str(root))
+    subprocess.run(["sh", "-c", install], check=True, capture_output=True)
+
+
 def test_build_then_install_scripts_run_for_real(tmp_path, monkeypatch):
     """The scripts as a node runs them (here, in a scratch root): build, pack, checksum, install, switch current."""
     spec = _spec(tmp_path)
     root = tmp_path / "node"
-    script = build_script(spec).replace("/var/cache/rdmaprov", str(root))
-    work = spec.workdir.replace("/var/cache/rdmaprov", str(root))
-    (root / "build").mkdir(parents=True)
-    subprocess.run(["mkdir", "-p", f"{work}"], check=True)
-    subprocess.run(["cp", spec.source.path, f"{work}/source.tar"], check=True)
-    subprocess.run(["sh", "-c", script], check=True, capture_output=True)
+    assert build_for_real(spec, root).returncode == 0
     archive = root / "artifacts" / spec.archive
     assert archive.is_file() and not (root / "build" / f"tool-{spec.key}").exists()
     assert (root / "artifacts" / f"{spec.archive}.sha256").read_text().split()[0] == hashlib.sha256(
         archive.read_bytes()
     ).hexdigest()
-    install = install_script(spec, keep_archive=False).replace("/var/cache/rdmaprov", str(root))
-    subprocess.run(["sh", "-c", install], check=True, capture_output=True)
+    install_for_real(spec, root)
     prefix = tmp_path / "opt" / "tool"
     assert (prefix / "current").resolve() == (prefix / spec.dirname).resolve()
     assert subprocess.run([str(prefix / "current" / "bin" / "tool")]).returncode == 0
@@ -95,14 +104,7 @@ def test_source_checksum_mismatch_stops_the_build(tmp_path):
         tmp_path,
         source=Source("file", path=str(tmp_path / "tool-1.0.tar.gz"), sha256="1" * 64, setting="builds[0].source"),
     )
-    work = spec.workdir.replace("/var/cache/rdmaprov", str(tmp_path / "node"))
-    subprocess.run(["mkdir", "-p", work], check=True)
-    subprocess.run(["cp", spec.source.path, f"{work}/source.tar"], check=True)
-    run = subprocess.run(
-        ["sh", "-c", build_script(spec).replace("/var/cache/rdmaprov", str(tmp_path / "node"))],
-        capture_output=True,
-        text=True,
-    )
+    run = build_for_real(spec, tmp_path / "node")
     assert run.returncode != 0 and "source.tar does not match the sha256 in builds[0].source" in run.stderr
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from rdmaprov.health.gates.all_reduce import workload
 from rdmaprov.health.gates.launch import Job, Launcher, SlurmLauncher, launcher
 from rdmaprov.inventory import load_inventory
@@ -107,16 +109,27 @@ def test_a_hostile_value_stays_one_word_in_either_launch(tmp_path):
         assert "'NCCL_DEBUG_FILE=/tmp/x $(id) `id`'" in launch.job_command(job, inventory.gates.all_reduce, 60)
 
 
-def test_srun_ranks_find_a_site_mpis_libraries_and_each_run_names_its_own_jobs(tmp_path):
-    text = INVENTORY.format(slurm=SLURM, via="").replace(
-        "defaults:\n", "defaults:\n  mpi: {source: prefix, prefix: /opt/hpcx/ompi/}\n"
-    )
+@pytest.mark.parametrize(
+    "mpi, where",
+    [
+        ("{source: prefix, prefix: /opt/hpcx/ompi/}", "/opt/hpcx/ompi"),
+        ("{source: archive, prefix: /opt/site-mpi, archive: {path: ompi.tar.gz}}", "/opt/site-mpi/current"),
+    ],
+)
+def test_srun_ranks_find_a_site_mpis_libraries_and_each_run_names_its_own_jobs(tmp_path, mpi, where):
+    text = INVENTORY.format(slurm=SLURM, via="").replace("defaults:\n", f"defaults:\n  mpi: {mpi}\n")
     inventory = load_inventory(write(tmp_path, text))
     session = _session(inventory)
     job = Job(["node1", "node2"], 1, {}, ["all_reduce_perf"], 0)
     srun = SlurmLauncher(session).job_command(job, inventory.gates.all_reduce, 60)
-    # mpirun gets --prefix; the ranks srun starts get the prefix's lib ahead of what the node has
-    assert srun.startswith('LD_LIBRARY_PATH=/opt/hpcx/ompi/lib"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" env ')
-    assert "--prefix /opt/hpcx/ompi" in Launcher(session).job_command(job, inventory.gates.all_reduce, 60)
+    # the ranks srun starts get the site MPI's place (OPAL_PREFIX: an archive built elsewhere is
+    # relocated by it) and its lib ahead of what the node has
+    env = f'OPAL_PREFIX={where} LD_LIBRARY_PATH={where}/lib"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" '
+    assert srun.startswith(f"{env}env ")
+    # mpirun is the site MPI's own, in the same environment (it hands OPAL_PREFIX to its daemons),
+    # with --prefix for the nodes' non-interactive shells
+    mpirun = Launcher(session).job_command(job, inventory.gates.all_reduce, 60)
+    assert mpirun.startswith(f"{env}{where}/bin/mpirun --allow-run-as-root ")
+    assert f"--prefix {where} " in mpirun
     # two runs at once never share a job name: stopping one's waiting srun leaves the other's
     assert SlurmLauncher(session).token != SlurmLauncher(session).token

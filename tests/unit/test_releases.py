@@ -106,7 +106,7 @@ def test_all_reduce_refuses_to_span_open_mpi_4_and_5_and_says_what_to_do():
     assert reason.startswith(
         "one MPI job cannot span these nodes: Open MPI 4.1.4 on node1, node2; Open MPI 5.0.7 on node3."
     )
-    assert "rdmaprov verify --gates --limit node1,node2" in reason and "mpi.source: prefix" in reason
+    assert "rdmaprov verify --gates --limit node1,node2" in reason and "mpi.source: archive ships one" in reason
     missing = mixed_mpi_reason({"node1": four, "node2": "`mpirun --version` failed: sh: 1: mpirun: not found"})
     assert missing == (
         "no usable mpirun on node2 (node2: `mpirun --version` failed: sh: 1: mpirun: not found): run `rdmaprov "

@@ -10,6 +10,7 @@ from pyinfra.api import deploy
 
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship, platform
+from rdmaprov.deploys.openmpi import archive_identity, linked_mpi, site_env
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.operations.builds import Recipe
 from rdmaprov.parsers.node import Gpu
@@ -30,10 +31,10 @@ def probe_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> B
         name="allreduce-probe",
         version=PROBE_VERSION,
         source=Source(kind="inline", files=(("allreduce_probe.c", probe_source()),)),
-        script=f'mkdir -p "$STAGE/bin" && {sh(settings["mpicc"])} -O2 -o "$STAGE/bin/allreduce_probe" '
-        "allreduce_probe.c",
+        script=f'mkdir -p "$STAGE/bin" && {settings["mpi_env"]}{sh(settings["mpicc"])} -O2 '
+        '-o "$STAGE/bin/allreduce_probe" allreduce_probe.c',
         prefix=PROBE_PREFIX,
-        inputs=(platform(os_info), ("mpi", settings["mpicc"])),
+        inputs=(platform(os_info), ("mpi", settings["mpicc"]), *linked_mpi(settings)),
     )
 
 
@@ -42,4 +43,6 @@ PROBE = Recipe("allreduce_probe", probe_build)
 
 @deploy("gate_tools")
 def gate_tools(ctx: NodeContext) -> None:
-    build_and_ship(ctx, PROBE, "allreduce probe", {"mpicc": ctx.node.mpi.mpicc})
+    mpi = ctx.node.mpi
+    settings = {"mpicc": mpi.mpicc, "mpi_env": site_env(mpi), "mpi_archive": archive_identity(ctx)}
+    build_and_ship(ctx, PROBE, "allreduce probe", settings)

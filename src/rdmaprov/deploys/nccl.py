@@ -15,6 +15,7 @@ from pyinfra.api import deploy
 
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship, platform
+from rdmaprov.deploys.openmpi import archive_identity, linked_mpi
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.config import plain
 from rdmaprov.nvidia import arch_from_compute_cap, arch_problem, cuda_home, gencode
@@ -140,7 +141,10 @@ def nccl_tests_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu])
         source=source,
         script=script,
         prefix=tests["prefix"],
-        inputs=(platform(os_info), ("cuda", cuda), ("gencode", code), ("nccl", identity), ("mpi", mpi_home)),
+        inputs=(
+            (platform(os_info), ("cuda", cuda), ("gencode", code), ("nccl", identity), ("mpi", mpi_home))
+            + linked_mpi(settings)
+        ),
     )
 
 
@@ -174,7 +178,12 @@ def nccl_tests_settings(ctx: NodeContext, nccl: dict[str, Any] | None) -> dict[s
     if tests.get("path"):
         tests["path"] = ctx.local_path(tests["path"])
     tests.setdefault("prefix", "/opt/nccl-tests")
-    return {"nccl": nccl, "tests": tests, "mpi_prefix": ctx.node.mpi.install_prefix}
+    return {
+        "nccl": nccl,
+        "tests": tests,
+        "mpi_prefix": ctx.node.mpi.install_prefix,
+        "mpi_archive": archive_identity(ctx),
+    }
 
 
 def nccl_packages(nccl: dict[str, Any] | None) -> tuple[dict[str, list[str]], dict[str, str]]:

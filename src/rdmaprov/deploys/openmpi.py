@@ -1,41 +1,111 @@
-"""OpenMPI for the all_reduce gate and for users' jobs: from the distro, or an existing prefix.
+"""OpenMPI for the all_reduce gate and for users' jobs: from the distro, an existing prefix, or a
+site build shipped as a tarball.
 
-HPC-X and site builds live under a prefix; rdmaprov then only checks that `bin/mpirun` is there
-and puts the prefix on login shells' PATH (the gate itself passes `--prefix` to mpirun, because
-non-interactive SSH shells read no profile).
+HPC-X and site builds live under a prefix; for `prefix` rdmaprov only checks that `bin/mpirun` is
+there. An `archive` (an Open MPI install tree packed on any machine) goes the way of every build:
+one node repacks it, the nodes pass it on, each unpacks it under <prefix>/<version>-<id> and
+switches <prefix>/current, so every node runs the same MPI whatever its distro release ships
+(Open MPI 4 and 5 cannot share a job). Either way the prefix goes on login shells' PATH; the gates
+pass `--prefix` and the MPI's environment themselves, because non-interactive SSH shells read no
+profile.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyinfra import host
 from pyinfra.api import deploy
 
+from rdmaprov.builds.spec import BuildSpec, Source
+from rdmaprov.deploys.builds import build_and_ship
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.files import PathExists
 from rdmaprov.inventory.config import MpiConfig
+from rdmaprov.operations.builds import Recipe
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.packages import BUILD_TOOLS, OPENMPI
-from rdmaprov.quoting import sh_single
+from rdmaprov.parsers.node import Gpu
+from rdmaprov.parsers.system import OsInfo
+from rdmaprov.quoting import fail_command, sh, sh_single
 
 PROFILE = "/etc/profile.d/rdmaprov-mpi.sh"
 
 
 def mpi_package_sets(mpi: MpiConfig) -> dict[str, list[str]]:
-    """Distro OpenMPI plus the compilers mpicc needs; nothing for a prefix install."""
-    if mpi.source != "distro":
+    """Distro OpenMPI plus the compilers mpicc needs; a shipped MPI needs the compilers alone
+    (the gate's probe is built with its mpicc); nothing for an existing prefix install."""
+    if mpi.source == "prefix":
         return {}
-    return {family: OPENMPI[family] + BUILD_TOOLS[family] for family in OPENMPI}
+    return {family: (OPENMPI[family] if mpi.source == "distro" else []) + BUILD_TOOLS[family] for family in OPENMPI}
 
 
 def render_profile(prefix: str) -> str:
     return (
         "# Managed by rdmaprov: OpenMPI installed under a prefix.\n"
+        f"export OPAL_PREFIX={sh_single(prefix)}\n"
         f'export PATH={sh_single(prefix + "/bin")}:"$PATH"\n'
         f"export LD_LIBRARY_PATH={sh_single(prefix + '/lib')}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
     )
+
+
+def site_env(mpi: MpiConfig) -> str:
+    """Shell assignments that run a command in a site MPI's environment ('' for the distro's):
+    OPAL_PREFIX says where its tree is now (an archive built for another prefix is relocated by
+    it, and mpirun passes it on to the daemons it starts over SSH), and its libraries come first
+    (its programs' RUNPATH may name the prefix it was built for)."""
+    prefix = mpi.install_prefix
+    if not prefix:
+        return ""
+    return f'OPAL_PREFIX={sh(prefix)} LD_LIBRARY_PATH={sh(prefix + "/lib")}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" '
+
+
+def archive_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
+    """The site MPI's tarball as a build: the builder checks it holds an MPI and repacks it. No
+    platform input: the same tree goes to every node, of every release."""
+    missing = fail_command(
+        "the tarball in mpi.archive.path has no bin/mpirun at its top or in its one top folder",
+        "pack the Open MPI install tree (its bin, lib and share folders)",
+    )
+    return BuildSpec(
+        name="mpi",
+        version=settings["version"],
+        source=Source(kind="file", path=settings["path"], sha256=settings["sha256"], setting="mpi.archive"),
+        script=f'test -x bin/mpirun || {missing}\ncp -a . "$STAGE"/',
+        prefix=settings["prefix"],
+    )
+
+
+MPI_ARCHIVE = Recipe("mpi_archive", archive_build)
+
+
+def archive_settings(ctx: NodeContext) -> dict[str, Any] | None:
+    """The archive recipe's settings for this node (None when its MPI comes from elsewhere)."""
+    mpi = ctx.node.mpi
+    if mpi.source != "archive" or mpi.archive is None:
+        return None
+    archive = mpi.archive
+    path = ctx.local_path(archive.path)
+    return {"path": path, "sha256": archive.sha256, "version": archive.version, "prefix": mpi.root}
+
+
+def archive_identity(ctx: NodeContext) -> str:
+    """The shipped MPI's content ('' for the others): programs linked against it (the probe,
+    nccl-tests) are rebuilt when a new archive replaces it."""
+    settings = archive_settings(ctx)
+    if settings is None:
+        return ""
+    return Source(kind="file", path=settings["path"], sha256=settings["sha256"], setting="mpi.archive.path").identity()[
+        "sha256"
+    ]
+
+
+def linked_mpi(settings: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The build input a program linked against a shipped MPI adds (its `mpi_archive` setting)."""
+    return (("mpi archive", settings["mpi_archive"]),) if settings.get("mpi_archive") else ()
 
 
 @operation()
@@ -55,7 +125,11 @@ def mpirun_present(prefix: str | None):
 
 @deploy("openmpi")
 def openmpi(ctx: NodeContext) -> None:
-    prefix = ctx.node.mpi.install_prefix
-    packages(name="OpenMPI packages", by_family=mpi_package_sets(ctx.node.mpi))
-    mpirun_present(name="mpirun under prefix", prefix=prefix)
+    mpi = ctx.node.mpi
+    prefix = mpi.install_prefix
+    packages(name="OpenMPI packages", by_family=mpi_package_sets(mpi))
+    if any(spec.node.mpi.source == "archive" for spec in ctx.inventory.hosts.values()):
+        build_and_ship(ctx, MPI_ARCHIVE, "site MPI", archive_settings(ctx))
+    if mpi.source == "prefix":
+        mpirun_present(name="mpirun under prefix", prefix=prefix)
     managed_file(name="OpenMPI prefix on PATH", path=PROFILE, content=render_profile(prefix) if prefix else None)

@@ -98,20 +98,43 @@ class RdmaConfig:
 
 
 @dataclass(frozen=True)
+class MpiArchive:
+    """A site's Open MPI install tree as a tarball on the control machine (mpi.source archive)."""
+
+    path: str
+    sha256: str
+    version: str
+
+
+@dataclass(frozen=True)
 class MpiConfig:
-    source: str  # distro or prefix
+    source: str  # distro, prefix or archive
     prefix: str | None
+    archive: MpiArchive | None = None
 
     @property
-    def install_prefix(self) -> str | None:
-        """The prefix of a site MPI (HPC-X…) without its trailing slash; None for the distro's."""
-        if self.source != "prefix":
+    def root(self) -> str | None:
+        """mpi.prefix without its trailing slash, where a non-distro MPI needs it; None for the distro's."""
+        if self.archive is not None and self.source != "archive":
+            raise ValueError(f"mpi.archive is set but mpi.source is {self.source}, which does not use it")
+        if self.source == "distro":
             return None
         if not self.prefix:
             raise ValueError(
-                "mpi.source is prefix but mpi.prefix is not set; give the install prefix (it has bin/mpirun)"
+                f"mpi.source is {self.source} but mpi.prefix is not set; give "
+                + ("the install prefix (it has bin/mpirun)" if self.source == "prefix" else "where to unpack it")
             )
+        if self.source == "archive" and self.archive is None:
+            raise ValueError("mpi.source is archive but mpi.archive is not set; give the tarball's path")
         return self.prefix.rstrip("/")
+
+    @property
+    def install_prefix(self) -> str | None:
+        """Where the site MPI (HPC-X…, or an unpacked archive's `current`) is; None for the distro's."""
+        root = self.root
+        if root is None or self.source == "prefix":
+            return root
+        return f"{root}/current"
 
     @property
     def mpicc(self) -> str:
@@ -233,7 +256,13 @@ class NodeConfig:
             mtu=MappingProxyType({name: int(value) for name, value in (node.get("mtu") or {}).items()}),
             netns_mode=node.get("netns_mode"),
             memlock=node["limits"]["memlock"],
-            mpi=MpiConfig(mpi["source"], mpi.get("prefix")),
+            mpi=MpiConfig(
+                mpi["source"],
+                mpi.get("prefix"),
+                MpiArchive(archive["path"], archive.get("sha256", ""), archive.get("version", "site"))
+                if (archive := mpi.get("archive"))
+                else None,
+            ),
             gpu=GpuConfig(
                 gpu["count"],
                 gpu.get("model"),

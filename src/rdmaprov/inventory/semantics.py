@@ -144,7 +144,7 @@ def _derived_issues(node: NodeConfig) -> list[NodeIssue]:
     checks = [
         (("nccl", "env", "NCCL_IB_HCA"), node.nccl_environment, "list the compute HCAs in rdma.devices"),
         (("mtu",), node.wanted_mtus, "make mtu and erdma.jumbo_frames agree"),
-        (("mpi", "prefix"), lambda: node.mpi.install_prefix, "set mpi.prefix, or use mpi.source: distro"),
+        (("mpi",), lambda: node.mpi.install_prefix, "set what it names, or make mpi.source say which MPI"),
     ]
     issues = []
     for key, derive, fix in checks:

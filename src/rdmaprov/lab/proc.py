@@ -21,6 +21,7 @@ TOOLS = {
     "ip": "iproute2",
     "grub-mkimage": "grub-pc-bin",
     "vagrant": "vagrant vagrant-libvirt",
+    "xz": "xz-utils",
 }
 
 

@@ -181,10 +181,9 @@ def all_reduce_over(
         )
     versions = read_mpi_versions(session, hosts)
     mixed = mixed_mpi_reason(versions)
+    mpi = {h: str(v) for h, v in versions.items()}
     if mixed:
-        return GateResult(
-            "all_reduce", subject, False, mixed, details={"mpi": {h: str(v) for h, v in versions.items()}}
-        )
+        return GateResult("all_reduce", subject, False, mixed, details={"mpi": mpi})
     use_gpus = all(reports[h].gpus for h in hosts)
     first = hosts[0]
     per_node = len(reports[first].gpus) if use_gpus else 1  # one rank per GPU, else per node
@@ -231,6 +230,7 @@ def all_reduce_over(
             "via": launch.via,
             "deadline_s": deadline.seconds,
             "command": command,
+            "mpi": mpi,
             "transport": {host: sorted(nets) for host, nets in transport.networks.items()} if transport else None,
             "rows": [
                 {

@@ -17,7 +17,9 @@ import secrets
 import shlex
 from dataclasses import dataclass
 
+from rdmaprov.deploys.openmpi import site_env
 from rdmaprov.engine.session import CommandResult, Session
+from rdmaprov.health.gates.mpi import mpirun_path
 from rdmaprov.inventory.config import AllReduceGate
 from rdmaprov.quoting import sh, sh_join
 
@@ -62,7 +64,8 @@ class Launcher:
         (`pml ob1`, `btl tcp,self`): UCX over some RDMA devices aborts (irdma without SRQ, rxe)."""
         inventory = self.session.inventory
         first = inventory.hosts[job.hosts[0]].node
-        parts = ["mpirun", "--allow-run-as-root", "--hostfile", HOSTFILE, "-np", str(job.ranks)]
+        parts = [mpirun_path(self.session, job.hosts[0]), "--allow-run-as-root", "--hostfile", HOSTFILE]
+        parts += ["-np", str(job.ranks)]
         parts += ["--npernode", str(job.per_node), "--bind-to", "none"]
         parts += ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
         ifname = settings.launcher_ifname
@@ -74,7 +77,7 @@ class Launcher:
         for key, value in job.env.items():
             parts += ["-x", f"{key}={value}"]
         parts += ["-x", "PATH", "-x", "LD_LIBRARY_PATH", *job.program]
-        return " ".join(shlex.quote(p) for p in parts)
+        return site_env(first.mpi) + " ".join(shlex.quote(p) for p in parts)
 
     def job(self, job: Job, settings: AllReduceGate, timeout_s: int) -> tuple[CommandResult, str]:
         """Run `job`; (its result, the command that launched it)."""
@@ -129,10 +132,8 @@ class SlurmLauncher(Launcher):
         words += self.srun(job.hosts, timeout_s, "all_reduce", job.per_node, job.gpus_per_node)
         words.insert(words.index("srun") + 1, f"--mpi={slurm.mpi if slurm else 'pmix'}")
         command = sh_join(words + job.program)
-        prefix = self.session.inventory.hosts[job.hosts[0]].node.mpi.install_prefix
-        if prefix:  # what mpirun's --prefix does: the ranks find that MPI's libraries (srun passes it on)
-            command = f'LD_LIBRARY_PATH={sh(prefix + "/lib")}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" {command}'
-        return command
+        # what mpirun's --prefix does: the ranks find that MPI (srun passes the environment on)
+        return site_env(self.session.inventory.hosts[job.hosts[0]].node.mpi) + command
 
     def job(self, job: Job, settings: AllReduceGate, timeout_s: int) -> tuple[CommandResult, str]:
         command = self.job_command(job, settings, timeout_s)

@@ -9,6 +9,7 @@ upgraded one release at a time meets this; the gate says so instead of failing o
 
 from __future__ import annotations
 
+from rdmaprov.deploys.openmpi import site_env
 from rdmaprov.engine.session import Session
 from rdmaprov.parsers.mpi import MpiVersion, parse_mpirun_version
 from rdmaprov.quoting import sh
@@ -24,7 +25,8 @@ def read_mpi_versions(session: Session, hosts: list[str]) -> dict[str, MpiVersio
     """Each host's MPI, or why it could not be read (no mpirun there), all hosts at once."""
 
     def read(name: str) -> MpiVersion | str:
-        result = session.run(name, f"{sh(mpirun_path(session, name))} --version", 60)
+        env = site_env(session.inventory.hosts[name].node.mpi)
+        result = session.run(name, f"{env}{sh(mpirun_path(session, name))} --version", 60)
         version = parse_mpirun_version(result.stdout) if result.ok else None
         if version is None:
             said = (result.stderr or result.stdout).strip().splitlines()
@@ -57,5 +59,5 @@ def mixed_mpi_reason(versions: dict[str, MpiVersion | str]) -> str | None:
         f"one MPI job cannot span these nodes: {parts}. mpirun starts its own launcher daemon on every node "
         "(Open MPI 4: orted, Open MPI 5: prted) and ranks of different MPI versions cannot talk to each other. "
         f"Gate each group on its own (e.g. `rdmaprov verify --gates --limit {','.join(first)}`), or install one "
-        "MPI on every node (mpi.source: prefix)"
+        "MPI on every node (mpi.source: archive ships one, or prefix)"
     )
