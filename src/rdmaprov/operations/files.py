@@ -9,7 +9,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from io import BytesIO
 
 from pyinfra import host
@@ -32,36 +33,78 @@ def unified_diff(path: str, old: bytes | None, new: bytes | None) -> str:
     return "".join(difflib.unified_diff(before, after, fromfile=source, tofile=target))
 
 
-def file_commands(
-    path: str, current: FileState, content: str | None, mode: str, user: str, group: str, after_change: str | None
+@dataclass(frozen=True)
+class _OnNode:
+    """What a node holds at `path`, as far as converging it needs: whether it is there, whether
+    it already holds the wanted bytes, and its mode and owner."""
+
+    exists: bool
+    same: bool
+    mode: str | None
+    user: str | None
+    group: str | None
+
+
+def _converge(
+    path: str,
+    on_node: _OnNode,
+    wanted: bytes | None,
+    mode: str,
+    user: str,
+    group: str,
+    after_change: str | None,
+    diff: Callable[[], str] | None = None,
+    digest: str = "",
 ) -> Iterator:
-    """The commands that take `path` from `current` to `content` (None: absent); none when it matches."""
+    """The commands that take `path` to `wanted` (None: absent), through a temp file renamed over
+    it; none when it matches. `diff` shows the change (config files); `digest` has the upload
+    checked on the node before the rename (programs, where no diff is shown)."""
     quoted = shlex.quote(path)
-    if content is None:
-        if not current.exists:
+    if wanted is None:
+        if not on_node.exists:
             host.noop(f"{path} is absent")
             return
-        record_diff(unified_diff(path, current.content, None))
+        if diff:
+            record_diff(diff())
         yield StringCommand(f"rm -f {quoted}")
         if after_change:
             yield StringCommand(after_change)
         return
-    wanted = content.encode("utf-8")
     owner = f"{shlex.quote(user)}:{shlex.quote(group)}"
-    if current.content != wanted:
-        record_diff(unified_diff(path, current.content, wanted))
-        temp = shlex.quote(f"{path}.rdmaprov-tmp")
-        parent = shlex.quote(path.rsplit("/", 1)[0] or "/")
-        yield StringCommand(f"mkdir -p {parent}")
-        yield FileUploadCommand(BytesIO(wanted), f"{path}.rdmaprov-tmp")
-        yield StringCommand(f"chown {owner} {temp} && chmod {mode} {temp} && mv -f {temp} {quoted}")
+    if not on_node.same:
+        if diff:
+            record_diff(diff())
+        temp = f"{path}.rdmaprov-tmp"
+        staged = shlex.quote(temp)
+        yield StringCommand(f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0] or '/')}")
+        yield FileUploadCommand(BytesIO(wanted), temp)
+        rename = f"chown {owner} {staged} && chmod {mode} {staged} && mv -f {staged} {quoted}"
+        if digest:
+            damaged = fail_command(
+                f"{path} arrived damaged (sha256 differs from {digest[:16]}…)", "run the apply again"
+            )
+            rename = (
+                f"{{ echo {shlex.quote(digest + '  ' + temp)} | sha256sum -c --quiet - || {damaged}; }} && {rename}"
+            )
+        yield StringCommand(rename)
         if after_change:
             yield StringCommand(after_change)
         return
-    if current.mode != mode.lstrip("0") or current.user != user or current.group != group:
+    if on_node.mode != mode.lstrip("0") or on_node.user != user or on_node.group != group:
         yield StringCommand(f"chown {owner} {quoted} && chmod {mode} {quoted}")
         return
-    host.noop(f"{path} is up to date")
+    host.noop(f"{path} is up to date" + (f" (sha256 {digest[:16]})" if digest else ""))
+
+
+def file_commands(
+    path: str, current: FileState, content: str | None, mode: str, user: str, group: str, after_change: str | None
+) -> Iterator:
+    """The commands that take `path` from `current` to `content` (None: absent); none when it matches."""
+    wanted = None if content is None else content.encode("utf-8")
+    on_node = _OnNode(current.exists, current.content == wanted, current.mode, current.user, current.group)
+    yield from _converge(
+        path, on_node, wanted, mode, user, group, after_change, diff=lambda: unified_diff(path, current.content, wanted)
+    )
 
 
 @operation()
@@ -119,31 +162,6 @@ def shipped_file(
     too large to read back for a diff. The upload is checked against its sha256 on the node before
     it is renamed into place."""
     current = fact(FileSha256, path=path)
-    quoted = shlex.quote(path)
-    if data is None:
-        if current.sha256 is None:
-            host.noop(f"{path} is absent")
-            return
-        yield StringCommand(f"rm -f {quoted}")
-        if after_change:
-            yield StringCommand(after_change)
-        return
-    digest = hashlib.sha256(data).hexdigest()
-    owner = f"{shlex.quote(user)}:{shlex.quote(group)}"
-    if current.sha256 != digest:
-        temp = f"{path}.rdmaprov-tmp"
-        staged = shlex.quote(temp)
-        yield StringCommand(f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0] or '/')}")
-        yield FileUploadCommand(BytesIO(data), temp)
-        damaged = fail_command(f"{path} arrived damaged (sha256 differs from {digest[:16]}…)", "run the apply again")
-        yield StringCommand(
-            f"{{ echo {shlex.quote(digest + '  ' + temp)} | sha256sum -c --quiet - || {damaged}; }} && "
-            f"chown {owner} {staged} && chmod {mode} {staged} && mv -f {staged} {quoted}"
-        )
-        if after_change:
-            yield StringCommand(after_change)
-        return
-    if current.mode != mode.lstrip("0") or current.user != user or current.group != group:
-        yield StringCommand(f"chown {owner} {quoted} && chmod {mode} {quoted}")
-        return
-    host.noop(f"{path} is up to date (sha256 {digest[:16]})")
+    digest = hashlib.sha256(data).hexdigest() if data is not None else ""
+    on_node = _OnNode(current.sha256 is not None, current.sha256 == digest, current.mode, current.user, current.group)
+    yield from _converge(path, on_node, data, mode, user, group, after_change, digest=digest)
