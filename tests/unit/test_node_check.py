@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -215,11 +216,26 @@ def test_the_zipapp_runs_on_a_bare_python(tmp_path):
         [unpacked] = cache.iterdir()
         assert unpacked.name == zipapp.sha256()[:16]
         assert list(unpacked.glob("rdmaprov/health/__pycache__/checks.*.pyc"))
-        (unpacked / "rdmaprov" / "nodecheck" / "run.py").write_text("raise SystemExit('the unpacked copy ran')")
+        run_py = unpacked / "rdmaprov" / "nodecheck" / "run.py"
+        size = run_py.stat().st_size
+        run_py.write_text("raise SystemExit('the unpacked copy ran')".ljust(size - 1) + "\n")  # same size
+        os.utime(run_py, (time.time() + 10, time.time() + 10))  # so Python does not take its old bytecode
         again = subprocess.run(
             [sys.executable, "-I", "-S", str(app), "--help"], capture_output=True, text=True, env=env
         )
         assert again.returncode == 1 and "the unpacked copy ran" in again.stderr
+        # a copy that lost part of a file (a full disk, a clean-up) is unpacked anew, not run half;
+        # an unpacking folder of a killed run goes once it is old, a recent one (a run now) stays
+        run_py.write_text("raise SystemExit('the damaged copy ran')")
+        killed, running = cache / "unpacking-killed", cache / "unpacking-now"
+        killed.mkdir(), running.mkdir()
+        os.utime(killed, (time.time() - 3600, time.time() - 3600))
+        fixed = subprocess.run(
+            [sys.executable, "-I", "-S", str(app), "--help"], capture_output=True, text=True, env=env
+        )
+        assert fixed.returncode == 0 and "usage" in fixed.stdout, fixed.stderr
+        assert sorted(p.name for p in cache.iterdir()) == sorted([unpacked.name, running.name])
+        assert run_py.stat().st_size == size
 
 
 def test_rdmaprov_node_check_is_a_command_of_the_cli(tmp_path):

@@ -15,9 +15,57 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import zipfile
 
 CACHE = os.environ.get("RDMAPROV_NODE_CHECK_CACHE") or "/var/cache/rdmaprov/node-check"
+
+
+STALE_S = 600  # an unpacking folder this old belongs to a run that was killed
+
+
+def intact(target: str, packed: zipfile.ZipFile) -> bool:
+    """Every file of the archive is in the unpacked copy, at its size (a copy that lost files to a
+    clean-up, or a full disk, is unpacked anew rather than run half)."""
+    for member in packed.infolist():
+        if member.is_dir():
+            continue
+        try:
+            if os.path.getsize(os.path.join(target, member.filename)) != member.file_size:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def unpack(archive: str, target: str) -> None:
+    """Unpack into a fresh folder and rename it to `target` (no run ever sees half of it); the
+    folder goes when anything fails."""
+    staging = tempfile.mkdtemp(prefix="unpacking-", dir=CACHE)
+    try:
+        with zipfile.ZipFile(archive) as packed:
+            packed.extractall(staging)
+        os.chmod(staging, 0o755)
+        os.rename(staging, target)
+    except (OSError, zipfile.BadZipFile):  # a full disk, or another run unpacked it first
+        shutil.rmtree(staging, ignore_errors=True)
+        if not os.path.isdir(target):
+            raise
+
+
+def tidy(keep: str) -> None:
+    """Remove earlier versions of the archive, and unpacking folders of killed runs."""
+    for name in os.listdir(CACHE):
+        path = os.path.join(CACHE, name)
+        if name.startswith("unpacking-"):
+            try:
+                stale = os.path.getmtime(path) < time.time() - STALE_S
+            except OSError:
+                continue
+            if stale:
+                shutil.rmtree(path, ignore_errors=True)
+        elif name != keep and len(name) == 16:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def unpacked(archive: str) -> str | None:
@@ -26,22 +74,16 @@ def unpacked(archive: str) -> str | None:
         with open(archive, "rb") as handle:
             digest = hashlib.sha256(handle.read()).hexdigest()[:16]
         target = os.path.join(CACHE, digest)
-        if os.path.isdir(target):
-            return target
+        with zipfile.ZipFile(archive) as packed:
+            if os.path.isdir(target) and intact(target, packed):
+                return target
         if os.geteuid() != 0:
             return None
         os.makedirs(CACHE, mode=0o755, exist_ok=True)
-        staging = tempfile.mkdtemp(prefix="unpacking-", dir=CACHE)
-        with zipfile.ZipFile(archive) as packed:
-            packed.extractall(staging)
-        os.chmod(staging, 0o755)
-        try:
-            os.rename(staging, target)
-        except OSError:  # another run unpacked it first
-            shutil.rmtree(staging, ignore_errors=True)
-        for name in os.listdir(CACHE):  # earlier versions of the archive
-            if name != digest and len(name) == 16 and not name.startswith("unpacking-"):
-                shutil.rmtree(os.path.join(CACHE, name), ignore_errors=True)
+        if os.path.isdir(target):  # damaged: set aside, then unpacked anew
+            shutil.rmtree(target, ignore_errors=True)
+        unpack(archive, target)
+        tidy(digest)
         return target if os.path.isdir(target) else None
     except (OSError, zipfile.BadZipFile):
         return None
