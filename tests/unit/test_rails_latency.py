@@ -429,6 +429,27 @@ def test_a_damaged_baselines_file_costs_only_its_damaged_parts(tmp_path, monkeyp
     assert again[0].baseline["value"] == 390.0 and not again[0].baseline["drift"]
 
 
+def test_runs_at_once_on_one_cluster_each_keep_their_figures(tmp_path, monkeypatch):
+    """A scheduled check beside an apply: each records its parts; neither write drops the other's."""
+    import multiprocessing
+
+    monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path))
+    settings = gates_config({"baseline": {"runs": 50}}).baseline
+
+    def record(pair: str) -> None:
+        for _ in range(40):
+            apply_baselines([GateResult("ib_write_bw", pair, True, "x", 95.0, 90.0, "Gb/s")], "prod", settings)
+
+    runs = [multiprocessing.get_context("fork").Process(target=record, args=(p,)) for p in ("a -> b", "c -> d")]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join(60)
+    parts = load_parts("prod")
+    assert sorted(parts) == ["ib_write_bw a -> b", "ib_write_bw c -> d"]
+    assert [len(part["samples"]) for part in parts.values()] == [40, 40]
+
+
 # diagnosis after a failed gate, and the result's JSON
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.health.state import cluster_file, load_section, save_section
+from rdmaprov.health.state import cluster_file, load_section, updating
 from rdmaprov.inventory.config import BaselineConfig
 
 FILE = "baselines.json"
@@ -106,8 +106,13 @@ def apply_baselines(results: list[GateResult], cluster: str, settings: BaselineC
     warning, or a failure with action fail) and keep the figures on the control machine."""
     if not settings.enabled:
         return
-    path = baseline_file(cluster)
-    parts = _load_parts(path)
+    with updating(baseline_file(cluster), "parts") as kept:
+        _judge(results, kept, settings)
+
+
+def _judge(results: list[GateResult], kept: dict[str, Any], settings: BaselineConfig) -> None:
+    """apply_baselines' work on the kept parts, which it updates in place (sound records only)."""
+    parts = {key: record for key, record in kept.items() if sound(record)}
     now = time.time()
     for result in results:
         if result.status not in ("pass", "warn") or result.measured is None:
@@ -131,7 +136,8 @@ def apply_baselines(results: list[GateResult], cluster: str, settings: BaselineC
         if comparison.kind == "drift":
             result.status = "fail" if settings.action == "fail" else "warn"
             result.passed = result.status != "fail"
-    save_section(path, "parts", parts)
+    kept.clear()
+    kept.update(parts)
 
 
 def load_parts(cluster: str) -> dict[str, Any]:
@@ -140,9 +146,8 @@ def load_parts(cluster: str) -> dict[str, Any]:
 
 def reset_parts(cluster: str, hosts: list[str] | None) -> list[str]:
     """Drop the parts that involve any of `hosts` (every part with None); the keys dropped."""
-    path = baseline_file(cluster)
-    parts = _load_parts(path)
-    dropped = [k for k, p in parts.items() if hosts is None or set(p.get("hosts", [])) & set(hosts)]
-    if dropped:
-        save_section(path, "parts", {k: p for k, p in parts.items() if k not in dropped})
+    with updating(baseline_file(cluster), "parts") as parts:
+        dropped = [k for k, p in parts.items() if sound(p) and (hosts is None or set(p.get("hosts", [])) & set(hosts))]
+        for key in dropped:
+            del parts[key]
     return dropped

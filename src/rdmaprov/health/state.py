@@ -4,10 +4,13 @@ or not at all (a run interrupted mid-write must not cost every node its history)
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +37,16 @@ def save_section(path: Path, key: str, section: dict[str, Any]) -> None:
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as handle:
         json.dump({key: section}, handle, indent=1, sort_keys=True)
     Path(handle.name).replace(path)
+
+
+@contextmanager
+def updating(path: Path, key: str) -> Iterator[dict[str, Any]]:
+    """The file's `key` mapping, for this process alone until the block ends, then written back
+    (atomically) if the block completed: two runs at once on one cluster (a scheduled check
+    beside an apply) each add their figures, instead of the later one dropping the earlier's."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        section = load_section(path, key)
+        yield section
+        save_section(path, key, section)

@@ -12,12 +12,13 @@ import requests
 from rdmaprov.engine.session import Readings, Session, read_everywhere
 from rdmaprov.facts.node import NodeFacts
 from rdmaprov.health.checks import report_programs, verify_node
-from rdmaprov.health.counters import counter_findings, load_reads, save_reads, state_file
+from rdmaprov.health.counters import counter_findings, state_file
 from rdmaprov.health.diagnose import Diagnosis, diagnose_in
 from rdmaprov.health.findings import Finding, finding
 from rdmaprov.health.fleet import fleet_findings
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.runner import cluster_gate_failed, run_gates
+from rdmaprov.health.state import updating
 from rdmaprov.inventory.model import HostSpec, Inventory
 from rdmaprov.parsers.node import NodeReport
 
@@ -87,18 +88,16 @@ def _counter_findings(
     inventory: Inventory, reports: dict[str, NodeReport | Exception], readable: list[str]
 ) -> dict[str, list[Finding]]:
     """Each readable host's port error counters against its previous read, which this read replaces."""
-    path = state_file(inventory.name)
-    reads, now = load_reads(path), time.time()
+    now = time.time()
     found: dict[str, list[Finding]] = {name: [] for name in inventory.hosts}
-    for name in readable:
-        report = reports[name]
-        if isinstance(report, NodeReport) and report.counters:
-            found[name] = counter_findings(
-                name, inventory.hosts[name].node.fabric, now, report.counters, reads.get(name), report.boot_id
-            )
-            reads[name] = {"at": now, "boot": report.boot_id, "ports": report.counters}
-    if any(found.values()):
-        save_reads(path, reads)
+    with updating(state_file(inventory.name), "hosts") as reads:
+        for name in readable:
+            report = reports[name]
+            if isinstance(report, NodeReport) and report.counters:
+                found[name] = counter_findings(
+                    name, inventory.hosts[name].node.fabric, now, report.counters, reads.get(name), report.boot_id
+                )
+                reads[name] = {"at": now, "boot": report.boot_id, "ports": report.counters}
     return found
 
 
