@@ -10,7 +10,7 @@ import yaml
 
 from rdmaprov.engine.session import Session
 from rdmaprov.errors import UserError
-from rdmaprov.health.gates.mpi import mixed_mpi_reason
+from rdmaprov.health.gates.mpi import mixed_mpi_reason, version_skew
 from rdmaprov.inventory import load_inventory
 from rdmaprov.lab.lab import Lab, LabSettings, write_inventory
 from rdmaprov.lab.nodes import Node
@@ -107,11 +107,33 @@ def test_all_reduce_refuses_to_span_open_mpi_4_and_5_and_says_what_to_do():
         "one MPI job cannot span these nodes: Open MPI 4.1.4 on node1, node2; Open MPI 5.0.7 on node3."
     )
     assert "rdmaprov verify --gates --limit node1,node2" in reason and "mpi.source: archive ships one" in reason
+    assert version_skew({"node1": four, "node2": four}) is None
     missing = mixed_mpi_reason({"node1": four, "node2": "`mpirun --version` failed: sh: 1: mpirun: not found"})
     assert missing == (
         "no usable mpirun on node2 (node2: `mpirun --version` failed: sh: 1: mpirun: not found): run `rdmaprov "
         "apply` (openmpi) or fix mpi.prefix"
     )
+
+
+def test_one_series_at_different_versions_runs_but_a_pass_is_only_a_warning():
+    """Open MPI 4.1.4 beside 4.1.6 may start one job, but Open MPI supports a job only with the
+    same version everywhere: the gate runs and says so, and its pass becomes a warning."""
+    from rdmaprov.health.gates.all_reduce import skewed
+    from rdmaprov.health.gates.result import GateResult
+
+    versions = {"node1": MpiVersion("Open MPI", "4.1.4"), "node2": MpiVersion("Open MPI", "4.1.6")}
+    assert mixed_mpi_reason(versions) is None
+    result = skewed(GateResult("all_reduce", "node1,node2", True, "busbw 90 GB/s >= 80 GB/s"), versions)
+    assert (result.passed, result.status) == (True, "warn")
+    assert result.reason == (
+        "busbw 90 GB/s >= 80 GB/s; the nodes run different versions of their MPI (Open MPI 4.1.4 on node1; "
+        "Open MPI 4.1.6 on node2): Open MPI supports a job only with the same version on every node; install one "
+        "(mpi.source: archive ships one)"
+    )
+    failed = skewed(GateResult("all_reduce", "node1,node2", False, "slow", status="fail"), versions)
+    assert failed.status == "fail" and "different versions of their MPI" in failed.reason
+    same = {"node1": versions["node1"], "node2": versions["node1"]}
+    assert skewed(GateResult("all_reduce", "node1,node2", True, "ok"), same).status == "pass"
 
 
 def test_mixed_mpi_groups_come_in_inventory_order_whoever_answers_first(tmp_path):

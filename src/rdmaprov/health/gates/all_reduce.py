@@ -27,10 +27,11 @@ from rdmaprov.health.gates.bandwidth import (
 )
 from rdmaprov.health.gates.deadline import ITERATIONS, bytes_per_rank, slowest_link, sweep_deadline
 from rdmaprov.health.gates.launch import Job, launcher
-from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions
+from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions, version_skew
 from rdmaprov.health.gates.pairs import Pair, run_in_rounds
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import AllReduceGate, NodeConfig
+from rdmaprov.parsers.mpi import MpiVersion
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import NodeReport
@@ -244,6 +245,16 @@ def all_reduce_over(
             ],
         }
         if verdict.passed:
-            return GateResult.of("all_reduce", subject, verdict, attempt, details)
-    details = {"command": command, "deadline_s": deadline.seconds, "via": launch.via}
-    return GateResult.of("all_reduce", subject, verdict, attempt, details)
+            return skewed(GateResult.of("all_reduce", subject, verdict, attempt, details), versions)
+    details = {"command": command, "deadline_s": deadline.seconds, "via": launch.via, "mpi": mpi}
+    return skewed(GateResult.of("all_reduce", subject, verdict, attempt, details), versions)
+
+
+def skewed(result: GateResult, versions: dict[str, MpiVersion | str]) -> GateResult:
+    """The verdict with the nodes' MPI version skew said (a pass becomes a warning)."""
+    skew = version_skew(versions)
+    if skew:
+        result.reason += f"; {skew}"
+        if result.status == "pass":
+            result.status = "warn"
+    return result

@@ -39,6 +39,23 @@ def read_mpi_versions(session: Session, hosts: list[str]) -> dict[str, MpiVersio
     }
 
 
+def version_skew(versions: dict[str, MpiVersion | str]) -> str | None:
+    """What to say when the nodes run one MPI series at different versions (4.1.4 and 4.1.6): the
+    job may well start, but Open MPI promises nothing unless every node runs the same version
+    (its README; Open MPI 5's PRRTE refuses daemons of another version outright)."""
+    groups: dict[str, list[str]] = {}
+    for name, version in versions.items():
+        if isinstance(version, MpiVersion):
+            groups.setdefault(str(version), []).append(name)
+    if len(groups) < 2:
+        return None
+    parts = "; ".join(f"{version} on {', '.join(names)}" for version, names in groups.items())
+    return (
+        f"the nodes run different versions of their MPI ({parts}): Open MPI supports a job only with the same "
+        "version on every node; install one (mpi.source: archive ships one)"
+    )
+
+
 def mixed_mpi_reason(versions: dict[str, MpiVersion | str]) -> str | None:
     """Why one job cannot span these hosts (mpirun missing, or MPI series that cannot mix), or None."""
     missing = {name: why for name, why in versions.items() if isinstance(why, str)}
