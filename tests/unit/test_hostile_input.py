@@ -351,7 +351,6 @@ def test_validate_never_prints_a_traceback_for_the_cases_above(tmp_path):
         ("{mpi: {source: prefix}}", "mpi.source is prefix but mpi.prefix is not set"),
         ("{mpi: {source: archive, archive: {path: m.tgz}}}", "mpi.source is archive but mpi.prefix is not set"),
         ("{mpi: {source: archive, prefix: /opt/m}}", "mpi.source is archive but mpi.archive is not set"),
-        ("{mpi: {archive: {path: m.tgz}}}", "mpi.archive is set but mpi.source is distro, which does not use it"),
         (
             "{fabric: erdma, rdma: {netdevs: [eth0]}, mtu: {eth0: 9000}}",
             "mtu.eth0 is 9000 but eRDMA with jumbo frames needs 8500",

@@ -4,6 +4,7 @@ and the programs linked against it rebuilt when it changes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 from rdmaprov.deploys.gate_tools import probe_build
@@ -16,15 +17,17 @@ BOOKWORM = OsInfo("debian", "12", "bookworm", "debian", "Debian GNU/Linux 12 (bo
 TRIXIE = OsInfo("debian", "13", "trixie", "debian", "Debian GNU/Linux 13 (trixie)")
 
 
-def _tarball(tmp_path, *files: str):
-    """An install tree in one top folder, packed as a site would (files: paths under it)."""
+def _tarball(tmp_path, *files: str, owner: int = 1000):
+    """An install tree in one top folder, packed as a site would, by a user (files: paths under it)."""
     top = tmp_path / "openmpi-4.1.4"
     for name in files:
         (top / name).parent.mkdir(parents=True, exist_ok=True)
         (top / name).write_text('#!/bin/sh\necho "mpirun (Open MPI) 4.1.4 from $OPAL_PREFIX"\n')
         (top / name).chmod(0o755)
     tarball = tmp_path / "ompi.tar.gz"
-    subprocess.run(["tar", "-C", str(tmp_path), "-czf", str(tarball), top.name], check=True)
+    subprocess.run(
+        ["tar", f"--owner={owner}", f"--group={owner}", "-C", str(tmp_path), "-czf", str(tarball), top.name], check=True
+    )
     return tarball
 
 
@@ -44,6 +47,9 @@ def test_one_build_serves_every_release_and_lands_under_current(tmp_path):
     current = tmp_path / "opt" / "site-mpi" / "current"
     assert current.resolve().name == spec.dirname and spec.dirname.startswith("4.1.4-")
     assert (current / "bin" / "mpirun").is_file() and (current / "lib" / "libmpi.so.40").is_file()
+    if os.geteuid() == 0:  # as on a node: root owns what root runs, whoever packed the tarball
+        for path in (current / "bin" / "mpirun", current / "lib", current / "bin"):
+            assert (path.stat().st_uid, path.stat().st_gid, path.stat().st_mode & 0o022) == (0, 0, 0), path
     mpi = MpiConfig("archive", str(tmp_path / "opt" / "site-mpi") + "/", MpiArchive(str(tarball), "", "4.1.4"))
     assert mpi.install_prefix == str(current)
     ran = subprocess.run(["sh", "-c", f"{site_env(mpi)}{current}/bin/mpirun"], capture_output=True, text=True)
@@ -76,5 +82,7 @@ def test_the_shipped_mpi_needs_compilers_but_not_the_distros_mpi():
     assert "openmpi-bin" in distro["debian"] and "gcc" in distro["debian"]
     assert mpi_package_sets(MpiConfig("prefix", "/opt/hpcx/ompi")) == {}
     assert site_env(MpiConfig("distro", None)) == ""
-    profile = render_profile("/opt/m/current")
-    assert "export OPAL_PREFIX='/opt/m/current'\n" in profile and "export PATH='/opt/m/current/bin'" in profile
+    shipped = render_profile("/opt/m/current", relocated=True)
+    assert "export OPAL_PREFIX='/opt/m/current'\n" in shipped and "export PATH='/opt/m/current/bin'" in shipped
+    # an existing prefix install is where it was built: login shells' other Open MPIs keep working
+    assert "OPAL_PREFIX" not in render_profile("/opt/hpcx/ompi")

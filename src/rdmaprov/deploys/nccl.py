@@ -15,7 +15,7 @@ from pyinfra.api import deploy
 
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship, platform
-from rdmaprov.deploys.openmpi import archive_identity, linked_mpi
+from rdmaprov.deploys.openmpi import archive_identity, linked_mpi, site_env
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.config import plain
 from rdmaprov.nvidia import arch_from_compute_cap, arch_problem, cuda_home, gencode
@@ -130,8 +130,8 @@ def nccl_tests_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu])
     # The version names a directory: a ref such as release/2.13 keeps its last part.
     version = (tests.get("ref") or NCCL_TESTS_REF).rsplit("/", 1)[-1].lstrip("v") if not tests.get("path") else "local"
     script = (
-        f'{prepare}make -j"$JOBS" MPI=1 MPI_HOME={mpi_home} NCCL_HOME={nccl_home} CUDA_HOME={sh(cuda_home(cuda))} '
-        f"NVCC_GENCODE={sh_double(code)}\n"
+        f'{prepare}{settings.get("mpi_env", "")}make -j"$JOBS" MPI=1 MPI_HOME={mpi_home} NCCL_HOME={nccl_home} '
+        f"CUDA_HOME={sh(cuda_home(cuda))} NVCC_GENCODE={sh_double(code)}\n"
         'mkdir -p "$STAGE/bin" && cp build/*_perf "$STAGE/bin/"'
     )
     identity = built.key if built else f"packages {nccl['version']}"
@@ -182,6 +182,7 @@ def nccl_tests_settings(ctx: NodeContext, nccl: dict[str, Any] | None) -> dict[s
         "nccl": nccl,
         "tests": tests,
         "mpi_prefix": ctx.node.mpi.install_prefix,
+        "mpi_env": site_env(ctx.node.mpi),  # ld finds libmpi's own libraries through LD_LIBRARY_PATH
         "mpi_archive": archive_identity(ctx),
     }
 

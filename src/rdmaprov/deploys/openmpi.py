@@ -43,13 +43,17 @@ def mpi_package_sets(mpi: MpiConfig) -> dict[str, list[str]]:
     return {family: (OPENMPI[family] if mpi.source == "distro" else []) + BUILD_TOOLS[family] for family in OPENMPI}
 
 
-def render_profile(prefix: str) -> str:
-    return (
-        "# Managed by rdmaprov: OpenMPI installed under a prefix.\n"
-        f"export OPAL_PREFIX={sh_single(prefix)}\n"
-        f'export PATH={sh_single(prefix + "/bin")}:"$PATH"\n'
-        f"export LD_LIBRARY_PATH={sh_single(prefix + '/lib')}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
-    )
+def render_profile(prefix: str, relocated: bool = False) -> str:
+    """Login shells' PATH and LD_LIBRARY_PATH; a shipped MPI (`relocated`, unpacked elsewhere than
+    it was built for) also needs OPAL_PREFIX there, which then holds for every Open MPI run from
+    such a shell (another one must be run with `env -u OPAL_PREFIX`). An existing prefix install
+    is where it was built: its profile leaves OPAL_PREFIX alone."""
+    lines = ["# Managed by rdmaprov: OpenMPI installed under a prefix.\n"]
+    if relocated:
+        lines.append(f"export OPAL_PREFIX={sh_single(prefix)}\n")
+    lines.append(f'export PATH={sh_single(prefix + "/bin")}:"$PATH"\n')
+    lines.append(f"export LD_LIBRARY_PATH={sh_single(prefix + '/lib')}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n")
+    return "".join(lines)
 
 
 def site_env(mpi: MpiConfig) -> str:
@@ -74,7 +78,8 @@ def archive_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) ->
         name="mpi",
         version=settings["version"],
         source=Source(kind="file", path=settings["path"], sha256=settings["sha256"], setting="mpi.archive"),
-        script=f'test -x bin/mpirun || {missing}\ncp -a . "$STAGE"/',
+        # root owns what root runs: the tarball's owners (a packer's uid) are not kept
+        script=f'test -x bin/mpirun || {missing}\ncp -a . "$STAGE"/\nchown -R 0:0 "$STAGE" && chmod -R go-w "$STAGE"',
         prefix=settings["prefix"],
     )
 
@@ -109,10 +114,10 @@ def linked_mpi(settings: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 
 
 @operation()
-def mpirun_present(prefix: str | None):
+def mpirun_present(prefix: str | None, source: str = "prefix"):
     """Fail clearly when the declared prefix has no mpirun (rdmaprov does not install HPC-X)."""
     if prefix is None:
-        host.noop("OpenMPI from the distro")
+        host.noop("OpenMPI from the distro" if source == "distro" else f"OpenMPI from mpi.source {source}")
         return
     if not fact(PathExists, path=f"{prefix}/bin/mpirun"):
         raise ValueError(
@@ -130,6 +135,7 @@ def openmpi(ctx: NodeContext) -> None:
     packages(name="OpenMPI packages", by_family=mpi_package_sets(mpi))
     if any(spec.node.mpi.source == "archive" for spec in ctx.inventory.hosts.values()):
         build_and_ship(ctx, MPI_ARCHIVE, "site MPI", archive_settings(ctx))
-    if mpi.source == "prefix":
-        mpirun_present(name="mpirun under prefix", prefix=prefix)
-    managed_file(name="OpenMPI prefix on PATH", path=PROFILE, content=render_profile(prefix) if prefix else None)
+    # every host plans the same operations: pyinfra pairs them up across hosts by position
+    mpirun_present(name="mpirun under prefix", prefix=prefix if mpi.source == "prefix" else None, source=mpi.source)
+    profile = render_profile(prefix, relocated=mpi.source == "archive") if prefix else None
+    managed_file(name="OpenMPI prefix on PATH", path=PROFILE, content=profile)

@@ -115,8 +115,6 @@ class MpiConfig:
     @property
     def root(self) -> str | None:
         """mpi.prefix without its trailing slash, where a non-distro MPI needs it; None for the distro's."""
-        if self.archive is not None and self.source != "archive":
-            raise ValueError(f"mpi.archive is set but mpi.source is {self.source}, which does not use it")
         if self.source == "distro":
             return None
         if not self.prefix:
@@ -260,8 +258,8 @@ class NodeConfig:
                 mpi["source"],
                 mpi.get("prefix"),
                 MpiArchive(archive["path"], archive.get("sha256", ""), archive.get("version", "site"))
-                if (archive := mpi.get("archive"))
-                else None,
+                if (archive := mpi.get("archive")) and mpi["source"] == "archive"
+                else None,  # a node whose source is another keeps the default's archive unused
             ),
             gpu=GpuConfig(
                 gpu["count"],

@@ -8,14 +8,17 @@ lab may reach), built here natively (about six minutes on two cores; inside the 
 would take an hour), and on purpose for a prefix no node uses: rdmaprov unpacks it elsewhere and
 OPAL_PREFIX relocates it, as it must for any site's tarball. TCP and shared memory only (no UCX,
 libfabric or verbs: the gate's MPI traffic is TCP), its own hwloc, libevent and PMIx, no Fortran,
-OpenSHMEM or MPI-IO; the result needs libc, libm and zlib, and glibc 2.36 (Debian 12 and 13).
+OpenSHMEM or MPI-IO; the result needs libc, libm and zlib, and the glibc it was built against or a
+newer one: built on Debian 12 (glibc 2.36), it runs on Debian 12 and 13 nodes alike.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import requests
@@ -45,10 +48,29 @@ CONFIGURE = (
 )
 
 
+STALE_S = 7200  # a scratch folder this old belongs to a build that was killed
+
+
+def glibc() -> str:
+    """This machine's glibc version: the oldest a build made here runs with."""
+    return (os.confstr("CS_GNU_LIBC_VERSION") or "glibc unknown").split()[-1]
+
+
 def archive_path() -> Path:
-    """The cached tarball; its name carries the recipe, so a changed recipe builds anew."""
+    """The cached tarball; its name carries the recipe and the glibc it needs, so a changed
+    recipe, or another control machine's release, builds anew."""
     recipe = hashlib.sha256(" ".join((SOURCE_SHA256, *CONFIGURE)).encode()).hexdigest()[:8]
-    return cache_root() / "mpi" / f"openmpi-{VERSION}-{recipe}.tar.gz"
+    return cache_root() / "mpi" / f"openmpi-{VERSION}-glibc{glibc()}-{recipe}.tar.gz"
+
+
+def _tidy(folder: Path) -> None:
+    """Remove the scratch folders of builds that were killed (an interrupted one removes its own)."""
+    for scratch in folder.glob(".build-*"):
+        try:
+            if scratch.stat().st_mtime < time.time() - STALE_S:
+                shutil.rmtree(scratch, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def _download(dest: Path) -> None:
@@ -73,6 +95,7 @@ def ensure_mpi_archive(log=print) -> Path:
         return path
     require("gcc", "make", "tar", "xz")
     path.parent.mkdir(parents=True, exist_ok=True)
+    _tidy(path.parent)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as scratch:
         work = Path(scratch)
         log(f"mpi: downloading Open MPI {VERSION}'s source from {SOURCE_URL}")
@@ -84,8 +107,9 @@ def ensure_mpi_archive(log=print) -> Path:
         run(["make", f"-j{os.cpu_count() or 1}"], "building Open MPI", cwd=tree)
         dest = work / "dest"
         run(["make", "install", f"DESTDIR={dest}"], "installing Open MPI", cwd=tree)
-        part = path.with_name(path.name + ".part")
-        run(["tar", "-C", f"{dest}{BUILT_FOR}", "-czf", str(part), "."], "packing Open MPI")
+        part = work / path.name  # in the scratch folder: two builds at once never share it
+        owned = ["--owner=0", "--group=0", "--numeric-owner"]
+        run(["tar", *owned, "-C", f"{dest}{BUILT_FOR}", "-czf", str(part), "."], "packing Open MPI")
         part.replace(path)
-    log(f"mpi: {path}")
+    log(f"mpi: {path} (needs glibc {glibc()} or newer on the nodes)")
     return path
