@@ -454,10 +454,13 @@ def test_runs_at_once_on_one_cluster_each_keep_their_figures(tmp_path, monkeypat
 
 
 def test_only_a_cluster_gate_that_ran_and_fell_short_calls_for_a_diagnosis():
-    slow = GateResult("all_reduce", "a,b", False, "0.1 GB/s < 1 GB/s", 0.1, 1.0, "GB/s")
+    # an all_reduce that ran names each node's MPI too: only the refusal before it ran is left alone
+    slow = GateResult("all_reduce", "a,b", False, "0.1 GB/s < 1 GB/s", 0.1, 1.0, "GB/s", details={"mpi": {"a": "4"}})
     broke = GateResult("ib_write_bw", "a -> b", False, "ib_write_bw on b gave no result: Completion with error")
     drift = GateResult("ib_write_bw", "a -> b", False, "x", 20.0, 10.0, "Gb/s", baseline={"drift": True})
-    mixed = GateResult("all_reduce", "a,b", False, "one MPI job cannot span", details={"mpi": {"a": "4.1.4"}})
+    mixed = GateResult(
+        "all_reduce", "a,b", False, "one MPI job cannot span", details={"mpi": {"a": "4.1.4"}, "mixed_mpi": True}
+    )
     rail = GateResult("rail", "a:mlx5_0 -> b:mlx5_0", False, "slow", 1.0, 10.0, "Gb/s")
     assert cluster_gate_failed([slow]) and cluster_gate_failed([broke, drift])
     assert not cluster_gate_failed([drift, mixed, rail])

@@ -184,7 +184,7 @@ def all_reduce_over(
     mixed = mixed_mpi_reason(versions)
     mpi = {h: str(v) for h, v in versions.items()}
     if mixed:
-        return GateResult("all_reduce", subject, False, mixed, details={"mpi": mpi})
+        return GateResult("all_reduce", subject, False, mixed, details={"mpi": mpi, "mixed_mpi": True})
     use_gpus = all(reports[h].gpus for h in hosts)
     first = hosts[0]
     per_node = len(reports[first].gpus) if use_gpus else 1  # one rank per GPU, else per node

@@ -43,6 +43,9 @@ def cluster_gate_failed(results: list[GateResult]) -> bool:
     tests do not know: they would clear every node and contradict the gate), nor a job refused
     before it ran because the nodes' MPI series cannot mix (every pair across them fails alike)."""
     return any(
-        r.gate in CLUSTER_GATES and not r.passed and not (r.baseline or {}).get("drift") and "mpi" not in r.details
+        r.gate in CLUSTER_GATES
+        and not r.passed
+        and not (r.baseline or {}).get("drift")
+        and not r.details.get("mixed_mpi")
         for r in results
     )
