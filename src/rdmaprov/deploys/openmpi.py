@@ -67,6 +67,11 @@ def site_env(mpi: MpiConfig) -> str:
     return f'OPAL_PREFIX={sh(prefix)} LD_LIBRARY_PATH={sh(prefix + "/lib")}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" '
 
 
+def archive_source(settings: dict[str, Any]) -> Source:
+    """The site MPI's tarball on the control machine, as the archive recipe's settings name it."""
+    return Source(kind="file", path=settings["path"], sha256=settings["sha256"], setting="mpi.archive")
+
+
 def archive_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
     """The site MPI's tarball as a build: the builder checks it holds an MPI and repacks it. No
     platform input: the same tree goes to every node, of every release."""
@@ -77,7 +82,7 @@ def archive_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) ->
     return BuildSpec(
         name="mpi",
         version=settings["version"],
-        source=Source(kind="file", path=settings["path"], sha256=settings["sha256"], setting="mpi.archive"),
+        source=archive_source(settings),
         # root owns what root runs: the tarball's owners (a packer's uid) are not kept
         script=f'test -x bin/mpirun || {missing}\ncp -a . "$STAGE"/\nchown -R 0:0 "$STAGE" && chmod -R go-w "$STAGE"',
         prefix=settings["prefix"],
@@ -103,9 +108,7 @@ def archive_identity(ctx: NodeContext) -> str:
     settings = archive_settings(ctx)
     if settings is None:
         return ""
-    return Source(kind="file", path=settings["path"], sha256=settings["sha256"], setting="mpi.archive.path").identity()[
-        "sha256"
-    ]
+    return archive_source(settings).identity()["sha256"]
 
 
 def linked_mpi(settings: dict[str, Any]) -> tuple[tuple[str, str], ...]:

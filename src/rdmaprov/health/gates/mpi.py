@@ -9,6 +9,8 @@ upgraded one release at a time meets this; the gate says so instead of failing o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rdmaprov.deploys.openmpi import site_env
 from rdmaprov.engine.session import Session
 from rdmaprov.parsers.mpi import MpiVersion, parse_mpirun_version
@@ -39,20 +41,30 @@ def read_mpi_versions(session: Session, hosts: list[str]) -> dict[str, MpiVersio
     }
 
 
+def _grouped(versions: dict[str, MpiVersion | str], key: Callable[[MpiVersion], str]) -> list[tuple[str, list[str]]]:
+    """The hosts that read a version, grouped by `key` of it in inventory order, each group shown
+    by its first host's version: (shown, hosts) per group."""
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for name, version in versions.items():
+        if isinstance(version, MpiVersion):
+            groups.setdefault(key(version), (str(version), []))[1].append(name)
+    return list(groups.values())
+
+
+def _listed(groups: list[tuple[str, list[str]]]) -> str:
+    return "; ".join(f"{shown} on {', '.join(names)}" for shown, names in groups)
+
+
 def version_skew(versions: dict[str, MpiVersion | str]) -> str | None:
     """What to say when the nodes run one MPI series at different versions (4.1.4 and 4.1.6): the
     job may well start, but Open MPI promises nothing unless every node runs the same version
     (its README; Open MPI 5's PRRTE refuses daemons of another version outright)."""
-    groups: dict[str, list[str]] = {}
-    for name, version in versions.items():
-        if isinstance(version, MpiVersion):
-            groups.setdefault(str(version), []).append(name)
+    groups = _grouped(versions, str)
     if len(groups) < 2:
         return None
-    parts = "; ".join(f"{version} on {', '.join(names)}" for version, names in groups.items())
     return (
-        f"the nodes run different versions of their MPI ({parts}): Open MPI supports a job only with the same "
-        "version on every node; install one (mpi.source: archive ships one)"
+        f"the nodes run different versions of their MPI ({_listed(groups)}): Open MPI supports a job only with the "
+        "same version on every node; install one (mpi.source: archive ships one)"
     )
 
 
@@ -62,16 +74,11 @@ def mixed_mpi_reason(versions: dict[str, MpiVersion | str]) -> str | None:
     if missing:
         named = "; ".join(f"{name}: {why}" for name, why in missing.items())
         return f"no usable mpirun on {', '.join(missing)} ({named}): run `rdmaprov apply` (openmpi) or fix mpi.prefix"
-    groups: dict[str, list[str]] = {}
-    shown: dict[str, str] = {}
-    for name, version in versions.items():
-        assert isinstance(version, MpiVersion)
-        groups.setdefault(version.series, []).append(name)
-        shown.setdefault(version.series, str(version))
+    groups = _grouped(versions, lambda version: version.series)
     if len(groups) < 2:
         return None
-    parts = "; ".join(f"{shown[series]} on {', '.join(names)}" for series, names in groups.items())
-    first = next(iter(groups.values()))
+    parts = _listed(groups)
+    first = groups[0][1]
     return (
         f"one MPI job cannot span these nodes: {parts}. mpirun starts its own launcher daemon on every node "
         "(Open MPI 4: orted, Open MPI 5: prted) and ranks of different MPI versions cannot talk to each other. "
