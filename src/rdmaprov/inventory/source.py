@@ -36,6 +36,15 @@ MAX_BYTES = 32 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_VALUES = 1_000_000
 
+_TOO_DEEP = (
+    f"nested more than {MAX_DEPTH} levels deep",
+    "an inventory needs fewer than 10 levels: check brackets and indentation",
+)
+# Limits of libyaml's own (newer releases stop nesting past 1,000 levels in the scanner, which reads
+# a flow collection ahead of the events, so before the reader's own check): reported as the loader's
+# limit, so the words a user gets do not depend on which PyYAML or libyaml is installed.
+_PARSER_LIMITS = {"exceeded maximum nesting depth": _TOO_DEEP}
+
 # libyaml's C parser where PyYAML has it (the wheels do): the same events, several times faster.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _RESOLVER = yaml.resolver.Resolver()
@@ -173,11 +182,7 @@ class _Reader:
         if path is None:  # a complex key (`? [a, b]`): reported when it ends
             path = self.stack[-1].path + ("?",)
         if len(self.stack) >= MAX_DEPTH:
-            raise self.fatal(
-                mark,
-                f"nested more than {MAX_DEPTH} levels deep",
-                "an inventory needs fewer than 10 levels: check brackets and indentation",
-            )
+            raise self.fatal(mark, *_TOO_DEEP)
         if event.tag not in _COLLECTION_TAGS:
             self.problem(
                 mark,
@@ -403,15 +408,10 @@ def parse_yaml(text: str, name: str, keep_tags: frozenset[str] = frozenset()) ->
         mark = exc.problem_mark or exc.context_mark
         line, col = _position(mark) if mark else (None, None)
         what = exc.problem or exc.context or "invalid YAML"
-        raise UserError(
-            Problem(
-                name,
-                f"invalid YAML: {what}",
-                line,
-                col,
-                fix="correct the YAML syntax at that position (indentation, quotes, colons)",
-            )
-        ) from None
+        message, fix = _PARSER_LIMITS.get(
+            what, (f"invalid YAML: {what}", "correct the YAML syntax at that position (indentation, quotes, colons)")
+        )
+        raise UserError(Problem(name, message, line, col, fix=fix)) from None
     except yaml.YAMLError as exc:
         raise UserError(Problem(name, f"invalid YAML: {exc}", fix="correct the YAML syntax")) from None
     return reader.root, reader.smap, reader.problems
