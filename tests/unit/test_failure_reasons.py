@@ -9,6 +9,7 @@ import os
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,17 @@ NOISE = [
     "    are supported and installed on your system.",
     "locale: Cannot set LC_ALL to default locale: No such file or directory",
 ]
+
+
+def _fake_sleep(tmp_path) -> tuple[str, Path]:
+    """A shell `sleep` that writes down the seconds it was asked for and waits 50 ms instead: the
+    retry loop's waits are asserted, not sat through (a function beats the sleep command in sh)."""
+    asked = tmp_path / "slept"
+    return f'sleep() {{ echo "$1" >> {asked}; command sleep 0.05; }}', asked
+
+
+def _waits(asked: Path) -> list[str]:
+    return asked.read_text().split() if asked.exists() else []
 
 
 def _lines(name: str) -> list[str]:
@@ -123,15 +135,16 @@ def test_dpkg_recovery_waits_while_the_lock_is_held_and_says_so(tmp_path):
     env = _private_dpkg(tmp_path)
     lock = os.open(tmp_path / "var/lib/dpkg/lock-frontend", os.O_RDWR | os.O_CREAT)
     fcntl.lockf(lock, fcntl.LOCK_EX)
-    threading.Timer(3, lambda: os.close(lock)).start()  # closing the descriptor releases the lock
-    started = time.monotonic()
-    proc = subprocess.run(["sh", "-c", DPKG_RECOVER], env=env, capture_output=True, text=True, timeout=60)
+    threading.Timer(0.3, lambda: os.close(lock)).start()  # closing the descriptor releases the lock
+    sleep, asked = _fake_sleep(tmp_path)
+    proc = subprocess.run(["sh", "-c", f"{sleep}; {DPKG_RECOVER}"], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert (
         "rdmaprov note: waiting for the dpkg lock (1/60, 5 s each): dpkg: error: dpkg frontend lock was locked by"
         in proc.stderr
     )
-    assert 3 <= time.monotonic() - started < 30
+    waits = _waits(asked)
+    assert waits and set(waits) == {"5"}, waits  # it waited 5 s a try until the lock was free
 
 
 def test_an_apt_update_still_holding_the_package_lists_is_waited_for_and_named(tmp_path):
@@ -146,13 +159,14 @@ def test_an_apt_update_still_holding_the_package_lists_is_waited_for_and_named(t
     own += f"-o Dir::Etc::SourceParts={tmp_path}/parts"
     lock = os.open(lists / "lock", os.O_RDWR | os.O_CREAT)
     fcntl.lockf(lock, fcntl.LOCK_EX)
-    threading.Timer(3, lambda: os.close(lock)).start()
-    script = f"{RETRY_LOCKED}; retry_locked 'package lists' apt-get {own} update -q || exit 1; echo updated"
-    started = time.monotonic()
+    threading.Timer(0.3, lambda: os.close(lock)).start()
+    sleep, asked = _fake_sleep(tmp_path)
+    script = f"{sleep}; {RETRY_LOCKED}; retry_locked 'package lists' apt-get {own} update -q || exit 1; echo updated"
     proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "updated", proc.stderr
     assert "rdmaprov note: waiting for the package lists lock (1/60, 5 s each): E: Could not get lock " in proc.stderr
-    assert 3 <= time.monotonic() - started < 30
+    waits = _waits(asked)
+    assert waits and set(waits) == {"5"}, waits
 
 
 def test_debian_13s_wording_of_a_held_dpkg_lock_is_waited_for_too(tmp_path):
@@ -161,16 +175,16 @@ def test_debian_13s_wording_of_a_held_dpkg_lock_is_waited_for_too(tmp_path):
     said = (FIXTURES / "lab" / "dpkg_configure_lock_held_debian13.txt").read_text().strip()
     once = tmp_path / "once"
     locked = f'if [ -e {once} ]; then exit 0; fi; touch {once}; echo "{said}" >&2; exit 2'
-    started = time.monotonic()
+    sleep, asked = _fake_sleep(tmp_path)
     proc = subprocess.run(
-        ["sh", "-c", f"{RETRY_LOCKED}; retry_locked dpkg sh -c '{locked}' || exit 1; echo recovered"],
+        ["sh", "-c", f"{sleep}; {RETRY_LOCKED}; retry_locked dpkg sh -c '{locked}' || exit 1; echo recovered"],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "recovered", proc.stderr
     assert proc.stderr.strip() == f"rdmaprov note: waiting for the dpkg lock (1/60, 5 s each): {said}"
-    assert 5 <= time.monotonic() - started < 30
+    assert _waits(asked) == ["5"]
 
 
 def test_dpkg_recovery_fails_at_once_on_any_other_error(tmp_path):
