@@ -1,4 +1,5 @@
-"""OS package sets the node stack installs, per distro family (field manuals, DESIGN.md §3).
+"""OS package sets the node stack installs, per distro family (field manuals; docs/inventory.md,
+"What each deploy does", `rdma_userspace`).
 
 One source of truth: the deploys install these, and the lab's mirror carries them.
 """

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-# What each fabric needs when the inventory says nothing (field manuals, DESIGN.md §3).
+# What each fabric needs when the inventory says nothing (field manuals; docs/inventory.md,
+# "What each deploy does", `nccl_env`).
 _FABRIC_HCA = {"erdma": "erdma", "softroce": "rxe"}
 _FABRIC_GID_INDEX = {"roce": 3, "erdma": 1, "softroce": 1}
 ETHERNET_FABRICS = frozenset({"roce", "erdma", "softroce"})
