@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Set up a fresh Debian 12 machine (as root) for rdmaprov: the system tools the lab and the
-# end-to-end tests use (the test hosts share this machine's root: the build tests compile with its
-# gcc and probe sources with its curl; `rdmaprov lab mpi` builds Open MPI with gcc and make from
-# an xz tarball; Vagrant on libvirt, and GRUB's BIOS files for the box
-# `rdmaprov lab box` makes), and a virtualenv in .venv with rdmaprov installed from this checkout.
+# Set up a fresh Debian 12 machine for rdmaprov: tools/setup.sh [--python]
+#   (no option, as root) the system tools the lab and the end-to-end tests use (the test hosts share
+#   this machine's root: the build tests compile with its gcc and probe sources with its curl;
+#   `rdmaprov lab mpi` builds Open MPI with gcc and make from an xz tarball; Vagrant on libvirt, and
+#   GRUB's BIOS files for the box `rdmaprov lab box` makes), then the virtualenv below
+#   --python  only the virtualenv in .venv: rdmaprov installed from this checkout (editable) with
+#             its test extra, at the versions CI tested (constraints/tested.txt); no root needed
 # Nothing is started here: the Vagrant test starts libvirtd itself when none runs (CI machines
 # have no systemd to do it), and stops it afterwards.
 set -euo pipefail
@@ -16,23 +18,28 @@ APT_PACKAGES=(
   gcc libc6-dev curl make xz-utils
   vagrant vagrant-libvirt libvirt-daemon-system dnsmasq-base grub-pc-bin debian-archive-keyring
 )
-missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-  if [[ $EUID -ne 0 ]]; then
-    echo "setup: missing system packages: ${missing[*]} (run as root, or apt-get install them)" >&2
-    exit 1
+if [[ "${1:-}" != --python ]]; then
+  missing=()
+  for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    if [[ $EUID -ne 0 ]]; then
+      echo "setup: missing system packages: ${missing[*]} (run as root, or apt-get install them)" >&2
+      exit 1
+    fi
+    echo "setup: installing ${missing[*]}"
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
-  echo "setup: installing ${missing[*]}"
-  apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
 if [[ ! -x .venv/bin/python ]]; then
-  python3 -m venv .venv
+  python3 -m venv .venv || {
+    echo "setup: python3 cannot make a virtualenv: apt-get install python3-venv (as root)" >&2
+    exit 1
+  }
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -c constraints/tested.txt -e '.[test]'
 echo "setup: ready (.venv/bin/rdmaprov)"

@@ -58,9 +58,12 @@ def imported_modules(entry: str = ENTRY) -> list[str]:
 
 
 def module_file(name: str) -> Path:
-    """The source file of an rdmaprov module or package."""
+    """The source file of an rdmaprov module or package, by Python's own rule: a folder with an
+    __init__.py is the package, a module file wins over a folder without one (the installed wheel
+    has the data folder rdmaprov/schemas/ beside the module rdmaprov/schemas.py)."""
     path = package_root().joinpath(*name.split("."))
-    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    package = path / "__init__.py"
+    return package if package.is_file() else path.with_suffix(".py")
 
 
 def _entry(name: str, data: bytes) -> tuple[zipfile.ZipInfo, bytes]:
