@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 DocPath = tuple[str | int, ...]
 
-# Limits of the loader (README, "The inventory"): far above any real inventory (10,000 hosts with
+# Limits of the loader (docs/inventory.md, "Limits of the loader"): far above any real inventory (10,000 hosts with
 # their settings are about 2 MiB and 200,000 values), far below what hurts the control machine.
 MAX_BYTES = 32 * 1024 * 1024
 MAX_DEPTH = 64
