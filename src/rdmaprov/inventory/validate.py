@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable, Iterator
 from functools import cache
@@ -210,22 +211,39 @@ def _validator(schema_name: str) -> Any:
     return _Validator(_inline_refs(schema, schema))
 
 
-def _control_characters(value: Any, path: DocPath, smap: SourceMap) -> Iterator[Problem]:
-    """Strings (values and keys) with control characters; scripts may have newlines and tabs."""
+def _unusable_values(value: Any, path: DocPath, smap: SourceMap) -> Iterator[Problem]:
+    """What no schema keyword refuses, walked once over the whole document: strings (values and
+    keys) with control characters (scripts may have newlines and tabs), and numbers that are not
+    finite."""
     if isinstance(value, dict):
         for key, item in value.items():
             found = _CONTROL.search(key) if isinstance(key, str) else None
             if found:
                 yield _control_problem(key, found.group(), path + (key,), smap, is_key=True)
-            yield from _control_characters(item, path + (key,), smap)
+            yield from _unusable_values(item, path + (key,), smap)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _control_characters(item, path + (index,), smap)
+            yield from _unusable_values(item, path + (index,), smap)
     elif isinstance(value, str):
         script = bool(path) and path[-1] in SCRIPT_KEYS
         found = (_SCRIPT_CONTROL if script else _CONTROL).search(value)
         if found:
             yield _control_problem(value, found.group(), path, smap, is_key=False)
+    elif isinstance(value, float) and not math.isfinite(value):
+        yield _infinite_problem(value, path, smap)
+
+
+def _infinite_problem(value: float, path: DocPath, smap: SourceMap) -> Problem:
+    """YAML's .nan and .inf (and a number too large for a float) are floats that the schema's
+    ranges miss: NaN compares false with every bound, then breaks the arithmetic it reaches (a
+    drain share rounded down raises) or turns a check off (no measurement is above a NaN bound);
+    an infinite threshold is none either."""
+    name = "not-a-number (.nan)" if math.isnan(value) else "infinity (.inf)" if value > 0 else "minus infinity (-.inf)"
+    return smap.problem(
+        path,
+        f"YAML reads this value as {name}; every number in an inventory must be finite",
+        "write a finite number; quote the value if it is text",
+    )
 
 
 def _control_problem(text: str, found: str, path: DocPath, smap: SourceMap, is_key: bool) -> Problem:
@@ -242,9 +260,10 @@ def _control_problem(text: str, found: str, path: DocPath, smap: SourceMap, is_k
 def schema_problems(data: Any, smap: SourceMap, schema_name: str = "inventory") -> list[Problem]:
     """Every schema violation in `data`, in document order.
 
-    A string with a control character is reported once, as such, not also for its pattern.
+    A string with a control character, or a number that is not finite, is reported once, as
+    such, not also for its pattern, type or range.
     """
-    problems = list(_control_characters(data, (), smap))
+    problems = list(_unusable_values(data, (), smap))
     flagged = {p.path for p in problems}
     for error in _validator(schema_name).iter_errors(data):
         problems.extend(p for p in _explain(error, smap) if p.path not in flagged)
