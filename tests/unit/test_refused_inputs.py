@@ -62,3 +62,67 @@ def test_nan_and_infinity_are_refused_in_every_setting(tmp_path, settings, posit
         f"{inventory}:{position}: {path}: YAML reads this value as {read_as}; every number in an inventory "
         f"must be finite {FINITE_FIX}"
     ]
+
+
+# --- 2. lower and upper bounds are ordered --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gates", "position", "path", "message", "fix"),
+    [
+        (
+            "ib_write_bw: {fraction: 0.9, warn_fraction: 0.85}",
+            "4:29",
+            "cluster.gates.ib_write_bw.fraction",
+            "fraction 0.9 is not below warn_fraction 0.85: a result between them passes with a warning, so no "
+            "result could",
+            "make warn_fraction larger than fraction, or turn fraction down",
+        ),
+        (
+            "all_reduce: {fraction: 0.9, warn_fraction: 0.9}",
+            "4:28",
+            "cluster.gates.all_reduce.fraction",
+            "fraction 0.9 is not below warn_fraction 0.9: a result between them passes with a warning, so no "
+            "result could",
+            "make warn_fraction larger than fraction, or turn fraction down",
+        ),
+        (
+            "rail: {fraction: 0.98}",
+            "4:22",
+            "cluster.gates.rail.fraction",
+            "fraction 0.98 is not below warn_fraction 0.97 (the default): a result between them passes with a "
+            "warning, so no result could",
+            "make warn_fraction larger than fraction, or turn fraction down",
+        ),
+        (
+            "ib_write_bw: {duration_s: 60}",
+            "4:31",
+            "cluster.gates.ib_write_bw.duration_s",
+            "duration_s 60 is not below timeout_s 60 (the default): timeout_s stops each run, so every run "
+            "would be cut off before its measurement ends",
+            "make timeout_s larger than duration_s, with a few seconds for perftest to connect",
+        ),
+        (
+            "node: {min_bytes: 2G}",
+            "4:23",
+            "cluster.gates.node.min_bytes",
+            "min_bytes 2G is larger than max_bytes 1G (the default)",
+            "make min_bytes the smallest message size of the sweep and max_bytes the largest",
+        ),
+    ],
+    ids=["ib_write_bw-warn", "all_reduce-warn-equal", "rail-warn-default", "ib_write_bw-duration", "node-bytes"],
+)
+def test_bounds_of_a_gate_must_be_ordered(tmp_path, gates, position, path, message, fix):
+    inventory = write(tmp_path, f"cluster:\n  name: c\n  gates:\n    {gates}\n" + HOST)
+    assert problems(inventory, require_files=False) == [f"{inventory}:{position}: {path}: {message} (fix: {fix})"]
+
+
+def test_a_latency_warning_level_at_the_limit_is_refused(tmp_path):
+    """Latency warns above warn_fraction x max_p99_us and fails above max_p99_us: at 1 the
+    warning band is empty."""
+    inventory = write(tmp_path, "cluster:\n  name: c\n  gates:\n    latency: {warn_fraction: 1}\n" + HOST)
+    assert problems(inventory, require_files=False) == [
+        f"{inventory}:4:30: cluster.gates.latency.warn_fraction: number 1 is out of range: must be more than 0 "
+        "and less than 1 (fix: use a value more than 0 and less than 1 — Pass with a warning when p99 is above "
+        "warn_fraction x max_p99_us.)"
+    ]

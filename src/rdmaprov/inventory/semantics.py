@@ -7,14 +7,17 @@ wrong and the fix; the loader points the problem at the line that set the key an
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rdmaprov.errors import Problem
 from rdmaprov.health.gates.bandwidth import parse_size
 from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.inventory.model import fill_defaults
 from rdmaprov.inventory.source import DocPath, SourceMap
 from rdmaprov.nvidia import arch_problem, driver_problem, parse_version
+from rdmaprov.schemas import load_schema
 
 # AIACC NCCL plugin version → the NCCL versions it supports (first, last minor of NCCL 2).
 AIACC_NCCL = {"1.0.2": ((2, 8), (2, 16))}
@@ -173,26 +176,71 @@ def node_issues(node: NodeConfig) -> list[NodeIssue]:
     return _gpu_issues(node) + _nccl_issues(node) + _aiacc_issues(node) + _build_issues(node) + _derived_issues(node)
 
 
+@dataclass(frozen=True)
+class _Ordered:
+    """Two settings of one gate where `low` must be below `high` (or at most `high`, unless
+    `strict`); `why` says what an inverted pair would do."""
+
+    gate: str
+    low: str
+    high: str
+    strict: bool
+    why: str
+    fix: str
+    measure: Callable[[Any], float] = float
+
+
+_SWEEP = ("", "make min_bytes the smallest message size of the sweep and max_bytes the largest")
+# A result at or above fraction passes; below warn_fraction it passes with a warning.
+_WARN = (
+    "a result between them passes with a warning, so no result could",
+    "make warn_fraction larger than fraction, or turn fraction down",
+)
+# perftest measures for duration_s inside a `timeout timeout_s`.
+_RUN = (
+    "timeout_s stops each run, so every run would be cut off before its measurement ends",
+    "make timeout_s larger than duration_s, with a few seconds for perftest to connect",
+)
+ORDERED_BOUNDS = (
+    _Ordered("node", "min_bytes", "max_bytes", False, *_SWEEP, measure=parse_size),
+    _Ordered("all_reduce", "min_bytes", "max_bytes", False, *_SWEEP, measure=parse_size),
+    *(_Ordered(gate, "fraction", "warn_fraction", True, *_WARN) for gate in ("ib_write_bw", "rail", "all_reduce")),
+    *(_Ordered(gate, "duration_s", "timeout_s", True, *_RUN) for gate in ("ib_write_bw", "rail")),
+)
+
+
+def _disordered(gates: dict[str, Any], smap: SourceMap) -> list[Problem]:
+    """Each pair of ORDERED_BOUNDS whose values (written or the schema's defaults) are not in
+    order; the problem points at the key the inventory wrote."""
+    root = load_schema("inventory")
+    filled = fill_defaults(gates, root["$defs"]["gates"], root)
+    problems = []
+    for pair in ORDERED_BOUNDS:
+        written, values = gates.get(pair.gate) or {}, filled[pair.gate]
+        low, high = pair.measure(values[pair.low]), pair.measure(values[pair.high])
+        if low < high or (low == high and not pair.strict):
+            continue
+        low_text, high_text = (
+            f"{key} {values[key]}" + ("" if key in written else " (the default)") for key in (pair.low, pair.high)
+        )
+        relation = "is not below" if pair.strict else "is larger than"
+        message = f"{low_text} {relation} {high_text}" + (f": {pair.why}" if pair.why else "")
+        key = pair.low if pair.low in written else pair.high
+        problems.append(smap.problem(("cluster", "gates", pair.gate, key), message, pair.fix))
+    return problems
+
+
 def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap, slurm: bool = False) -> list[Problem]:
     """The cluster's gate settings against each other, the hosts that exist and Slurm."""
     settings = gates.get("all_reduce") or {}
     where = ("cluster", "gates", "all_reduce")
-    problems = []
+    problems = _disordered(gates, smap)
     if gates.get("via") == "slurm" and not slurm:
         problems.append(
             smap.problem(
                 ("cluster", "gates", "via"),
                 "gates.via is slurm but the inventory declares no Slurm",
                 "enable cluster.slurm (mode full or health_check), or use via: ssh",
-            )
-        )
-    low, high = settings.get("min_bytes", "1M"), settings.get("max_bytes", "512M")
-    if parse_size(low) > parse_size(high):
-        problems.append(
-            smap.problem(
-                where + ("min_bytes",),
-                f"min_bytes {low} is larger than max_bytes {high}",
-                "make min_bytes the smallest message size of the sweep and max_bytes the largest",
             )
         )
     for index, name in enumerate(settings.get("hosts") or []):
