@@ -118,6 +118,7 @@ def test_a_hostile_value_stays_one_word_in_either_launch(tmp_path):
 )
 def test_srun_ranks_find_a_site_mpis_libraries_and_each_run_names_its_own_jobs(tmp_path, mpi, where):
     text = INVENTORY.format(slurm=SLURM, via="").replace("defaults:\n", f"defaults:\n  mpi: {mpi}\n")
+    (tmp_path / "ompi.tar.gz").write_bytes(b"")  # a command that connects needs the archive there
     inventory = load_inventory(write(tmp_path, text))
     session = _session(inventory)
     job = Job(["node1", "node2"], 1, {}, ["all_reduce_perf"], 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rdmaprov.inventory import load_inventory
 from tests.support.inventories import problems, write
 
 HOST = "hosts:\n  n1: {}\n  n2: {}\n"
@@ -126,3 +127,37 @@ def test_a_latency_warning_level_at_the_limit_is_refused(tmp_path):
         "and less than 1 (fix: use a value more than 0 and less than 1 — Pass with a warning when p99 is above "
         "warn_fraction x max_p99_us.)"
     ]
+
+
+# --- 3. the local files an inventory names exist --------------------------------------------------
+
+ARCHIVE = (
+    "cluster: {{name: c}}\ndefaults:\n  mpi:\n    source: archive\n    prefix: /opt/site-mpi\n"
+    "    archive: {{path: {path}}}\n"
+)
+
+
+def test_a_missing_mpi_archive_is_an_error_where_it_is_needed_and_a_warning_in_validate(tmp_path):
+    """As the SSH key and known_hosts files: `validate` may run before the archive is built (a
+    warning), a command that connects would ship it (an error)."""
+    inventory = write(tmp_path, ARCHIVE.format(path="mpi/openmpi.tar.gz") + HOST)
+    expected = (
+        f"{inventory}:6:21: defaults.mpi.archive.path: MPI archive {tmp_path}/mpi/openmpi.tar.gz does not exist "
+        "(fix: build the tarball (for the lab: `rdmaprov lab mpi`) or point mpi.archive.path at it)"
+    )
+    assert problems(inventory) == [expected]
+    assert [w.format() for w in load_inventory(inventory, require_files=False).warnings] == [expected]
+
+
+def test_an_mpi_archive_that_is_a_directory_is_refused_even_by_validate(tmp_path):
+    (tmp_path / "mpi").mkdir()
+    inventory = write(tmp_path, ARCHIVE.format(path="mpi") + HOST)
+    assert problems(inventory, require_files=False) == [
+        f"{inventory}:6:21: defaults.mpi.archive.path: MPI archive {tmp_path}/mpi cannot be read: Is a directory "
+        "(fix: point the setting at the file itself)"
+    ]
+
+
+def test_an_archive_of_a_node_whose_mpi_comes_from_elsewhere_is_not_needed(tmp_path):
+    text = ARCHIVE.format(path="absent.tgz") + "hosts:\n  n1: {vars: {mpi: {source: distro}}}\n"
+    assert load_inventory(write(tmp_path, text)).hosts["n1"].node.mpi.source == "distro"

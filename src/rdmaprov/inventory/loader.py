@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,11 @@ from rdmaprov.inventory.model import (
     fill_defaults,
     flatten,
     node_schema,
+    resolve_path,
     ssh_settings,
 )
 from rdmaprov.inventory.semantics import ISSUE_KEYS, gate_problems, node_issues, slurm_problems
-from rdmaprov.inventory.source import SourceMap, format_path, parse_yaml, read_text
+from rdmaprov.inventory.source import DocPath, SourceMap, format_path, parse_yaml, read_text
 from rdmaprov.inventory.validate import schema_problems
 
 
@@ -39,20 +41,28 @@ def _host_definitions(data: dict[str, Any]) -> list[tuple[str, str | None, tuple
     return places
 
 
-def _check_file(
-    path: str | None, where: tuple, smap: SourceMap, what: str, private_key: bool
-) -> tuple[Problem | None, str]:
+@dataclass(frozen=True)
+class _LocalFile:
+    """A file on the control machine that the inventory names, and the setting that names it."""
+
+    path: str
+    where: DocPath
+    what: str
+    missing_fix: str
+    private_key: bool = False
+
+
+_SSH_FILE_FIX = "create it (for the lab: `rdmaprov lab up`) or point the setting at an existing file"
+_ARCHIVE_FIX = "build the tarball (for the lab: `rdmaprov lab mpi`) or point mpi.archive.path at it"
+
+
+def _check_file(file: _LocalFile, smap: SourceMap) -> tuple[Problem | None, str]:
     """(problem, severity): "missing" (fatal only when connecting), "fatal" (unusable) or "warning"."""
-    if path is None:
-        return None, ""
+    path, where, what = file.path, file.where, file.what
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        return smap.problem(
-            where,
-            f"{what} {path} does not exist",
-            "create it (for the lab: `rdmaprov lab up`) or point the setting at an existing file",
-        ), "missing"
+        return smap.problem(where, f"{what} {path} does not exist", file.missing_fix), "missing"
     except OSError as exc:
         return smap.problem(
             where,
@@ -77,13 +87,13 @@ def _check_file(
             f"{what} {path} cannot be read: {exc.strerror}",
             "fix its permissions or point the setting at a readable file",
         ), "fatal"
-    if private_key and b"PRIVATE KEY" not in head:
+    if file.private_key and b"PRIVATE KEY" not in head:
         return smap.problem(
             where,
             f"{what} {path} is not a private key",
             "point it at the private half of the key pair (not the .pub file)",
         ), "fatal"
-    if private_key and info.st_mode & 0o077:
+    if file.private_key and info.st_mode & 0o077:
         return smap.problem(
             where,
             f"{what} {path} can be read by other users (mode {stat.S_IMODE(info.st_mode):04o}); OpenSSH refuses such "
@@ -91,6 +101,22 @@ def _check_file(
             f"chmod 600 {path}",
         ), "warning"
     return None, ""
+
+
+def _local_files(
+    ssh: SSHSettings, node: NodeConfig, base: Path, where: tuple, groups: list[str], body: dict, data: dict
+) -> list[_LocalFile]:
+    """The files on the control machine one host needs: its SSH key and known_hosts, and the
+    site MPI's tarball where its MPI comes from one (a node of another source ignores it)."""
+    files = [
+        _LocalFile(path, _ssh_origin(key, where, groups, body, data), what, _SSH_FILE_FIX, key == "key")
+        for key, what in (("key", "SSH key file"), ("known_hosts", "known_hosts file"))
+        if (path := getattr(ssh, key)) is not None
+    ]
+    if node.mpi.source == "archive" and node.mpi.archive is not None:
+        origin = _node_origin(("mpi", "archive", "path"), where, groups, body, data)
+        files.append(_LocalFile(resolve_path(node.mpi.archive.path, base), origin, "MPI archive", _ARCHIVE_FIX))
+    return files
 
 
 def _group_conflicts(
@@ -136,8 +162,9 @@ def in_file_order(problems: list[Problem]) -> list[Problem]:
 def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     """Load and fully validate one inventory; raises UserError listing every problem.
 
-    With require_files=False (plain `validate`), key files that do not exist yet are warnings:
-    the inventory may be written before the keys are made. Unusable files are always errors.
+    With require_files=False (plain `validate`), files on this machine that do not exist yet (SSH
+    key, known_hosts, the MPI archive) are warnings: the inventory may be written before the keys
+    are made or the archive built. Unusable files are always errors.
     """
     path = Path(path)
     text = read_text(path)
@@ -204,7 +231,7 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     # merged node settings, SSH settings, the checks of key files) is worked out once for each.
     bases: dict[tuple[str, ...], dict[str, Any]] = {}
     ssh_cache: dict[tuple[str, ...], SSHSettings] = {}
-    file_checks: dict[tuple[str, str, tuple], tuple[Problem | None, str]] = {}
+    file_checks: dict[_LocalFile, tuple[Problem | None, str]] = {}
     issues_of: dict[int, list] = {}
     configs: dict[int, NodeConfig] = {}
 
@@ -236,12 +263,10 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
             ssh = ssh_settings(ssh_layers, base)
             if not own_ssh:
                 ssh_cache[key] = ssh
-        for field_name, what in (("key", "SSH key file"), ("known_hosts", "known_hosts file")):
-            layer_path = _ssh_origin(field_name, where, groups, body, data)
-            check = (field_name, getattr(ssh, field_name), layer_path)
-            if check not in file_checks:
-                file_checks[check] = _check_file(getattr(ssh, field_name), layer_path, smap, what, field_name == "key")
-            problem, severity = file_checks[check]
+        for local in _local_files(ssh, config_of(node), base, where, groups, body, data):
+            if local not in file_checks:
+                file_checks[local] = _check_file(local, smap)
+            problem, severity = file_checks[local]
             if problem:
                 fatal = severity == "fatal" or (severity == "missing" and require_files)
                 (problems if fatal else warnings).append(problem)
