@@ -161,3 +161,26 @@ def test_an_mpi_archive_that_is_a_directory_is_refused_even_by_validate(tmp_path
 def test_an_archive_of_a_node_whose_mpi_comes_from_elsewhere_is_not_needed(tmp_path):
     text = ARCHIVE.format(path="absent.tgz") + "hosts:\n  n1: {vars: {mpi: {source: distro}}}\n"
     assert load_inventory(write(tmp_path, text)).hosts["n1"].node.mpi.source == "distro"
+
+
+# --- 4. a partition lists each host once ----------------------------------------------------------
+
+
+def test_a_host_listed_twice_in_a_partition_is_named(tmp_path):
+    inventory = write(
+        tmp_path,
+        "cluster:\n  name: c\n  slurm:\n    enabled: true\n    controller: n1\n"
+        "    partitions: [{name: gpu, hosts: [n1, n2, n1]}]\n" + HOST,
+    )
+    assert problems(inventory, require_files=False) == [
+        f"{inventory}:6:46: cluster.slurm.partitions[0].hosts[2]: partition 'gpu' names 'n1' twice (first as "
+        "hosts[0]) (fix: name each host once)"
+    ]
+
+
+def test_a_host_listed_twice_in_all_reduce_hosts_is_named(tmp_path):
+    inventory = write(tmp_path, "cluster:\n  name: c\n  gates:\n    all_reduce: {hosts: [n1, n2, n2]}\n" + HOST)
+    assert problems(inventory, require_files=False) == [
+        f"{inventory}:4:34: cluster.gates.all_reduce.hosts[2]: all_reduce.hosts names 'n2' twice (first as "
+        "hosts[1]) (fix: name each host once)"
+    ]

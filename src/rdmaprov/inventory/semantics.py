@@ -15,7 +15,7 @@ from rdmaprov.errors import Problem
 from rdmaprov.health.gates.bandwidth import parse_size
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.inventory.model import fill_defaults
-from rdmaprov.inventory.source import DocPath, SourceMap
+from rdmaprov.inventory.source import DocPath, SourceMap, format_path
 from rdmaprov.nvidia import arch_problem, driver_problem, parse_version
 from rdmaprov.schemas import load_schema
 
@@ -243,16 +243,14 @@ def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap, slurm
                 "enable cluster.slurm (mode full or health_check), or use via: ssh",
             )
         )
-    for index, name in enumerate(settings.get("hosts") or []):
-        if name not in hosts:
-            problems.append(
-                smap.problem(
-                    where + ("hosts", index),
-                    f"all_reduce.hosts names {name!r}, which is not a host of this inventory",
-                    f"use host names defined under hosts: or groups (known: {', '.join(sorted(hosts)[:10])}"
-                    f"{', …' if len(hosts) > 10 else ''})",
-                )
-            )
+    problems += host_list_problems(
+        settings.get("hosts") or [],
+        where + ("hosts",),
+        "all_reduce.hosts",
+        hosts,
+        f"use host names defined under hosts: or groups ({_known(sorted(hosts))})",
+        smap,
+    )
     return problems
 
 
@@ -262,6 +260,33 @@ _SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
 
 def _known(hosts: list[str]) -> str:
     return f"known: {', '.join(hosts[:10])}{', …' if len(hosts) > 10 else ''}"
+
+
+def host_list_problems(
+    names: list[str], where: DocPath, owner: str, hosts: set[str], unknown_fix: str, smap: SourceMap
+) -> list[Problem]:
+    """A list of inventory hosts (a Slurm partition's, the all_reduce gate's): each a host of the
+    inventory, each once. A host listed twice would be passed on twice (slurm.conf's Nodes=, the
+    hosts the gate runs over), and is most likely a typo for a host left out."""
+    problems = []
+    first: dict[str, int] = {}
+    for position, name in enumerate(names):
+        if name not in hosts:
+            problems.append(
+                smap.problem(
+                    where + (position,), f"{owner} names {name!r}, which is not a host of this inventory", unknown_fix
+                )
+            )
+        elif name in first:
+            problems.append(
+                smap.problem(
+                    where + (position,),
+                    f"{owner} names {name!r} twice (first as {format_path((where[-1], first[name]))})",
+                    "name each host once",
+                )
+            )
+        first.setdefault(name, position)
+    return problems
 
 
 def slurm_problems(slurm: dict[str, Any], hosts: list[str], smap: SourceMap) -> list[Problem]:
@@ -299,15 +324,14 @@ def slurm_problems(slurm: dict[str, Any], hosts: list[str], smap: SourceMap) -> 
                 )
             )
         seen.add(partition["name"])
-        for position, name in enumerate(partition.get("hosts") or []):
-            if name not in hosts:
-                problems.append(
-                    smap.problem(
-                        where + ("partitions", index, "hosts", position),
-                        f"partition {partition['name']!r} names {name!r}, which is not a host of this inventory",
-                        _known(hosts),
-                    )
-                )
+        problems += host_list_problems(
+            partition.get("hosts") or [],
+            where + ("partitions", index, "hosts"),
+            f"partition {partition['name']!r}",
+            set(hosts),
+            _known(hosts),
+            smap,
+        )
     defaults = [index for index, p in enumerate(partitions) if p.get("default")]
     if len(defaults) > 1:
         problems.append(
