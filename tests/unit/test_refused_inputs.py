@@ -184,3 +184,38 @@ def test_a_host_listed_twice_in_all_reduce_hosts_is_named(tmp_path):
         f"{inventory}:4:34: cluster.gates.all_reduce.hosts[2]: all_reduce.hosts names 'n2' twice (first as "
         "hosts[1]) (fix: name each host once)"
     ]
+
+
+# --- 5. no `..` in a path on the nodes ------------------------------------------------------------
+
+NODE_PATH_FIX = (
+    "(fix: An absolute path on the nodes, e.g. /opt/nccl: letters, digits, '_', '.', '+', '@', '-' and '/', "
+    "with no '..' folder.)"
+)
+
+
+@pytest.mark.parametrize(
+    ("vars_text", "position", "path", "value"),
+    [
+        ("mpi: {source: prefix, prefix: /opt/../usr}", "3:33", "defaults.mpi.prefix", "/opt/../usr"),
+        ("nccl: {prefix: /opt/nccl/..}", "3:18", "defaults.nccl.prefix", "/opt/nccl/.."),
+        ("nccl: {tests: {prefix: /../opt}}", "3:26", "defaults.nccl.tests.prefix", "/../opt"),
+        (
+            "builds: [{name: b, version: '1', source: {path: b.tgz}, build: make, prefix: /opt/b/../../etc}]",
+            "3:80",
+            "defaults.builds[0].prefix",
+            "/opt/b/../../etc",
+        ),
+    ],
+    ids=["mpi.prefix", "nccl.prefix", "nccl.tests.prefix", "builds.prefix"],
+)
+def test_dot_dot_in_a_path_on_the_nodes_is_refused(tmp_path, vars_text, position, path, value):
+    inventory = write(tmp_path, f"cluster: {{name: c}}\ndefaults:\n  {vars_text}\n" + HOST)
+    assert problems(inventory, require_files=False) == [
+        f"{inventory}:{position}: {path}: string '{value}' does not have the expected form {NODE_PATH_FIX}"
+    ]
+
+
+def test_dots_inside_a_name_on_the_nodes_are_fine(tmp_path):
+    inventory = write(tmp_path, "cluster: {name: c}\ndefaults:\n  nccl: {prefix: /opt/nccl..2/.cache}\n" + HOST)
+    assert load_inventory(inventory, require_files=False).hosts["n1"].node.nccl.prefix == "/opt/nccl..2/.cache"
