@@ -148,9 +148,7 @@ def test_deepops_inventory_imports_into_a_valid_inventory_with_ansibles_connecti
     assert data["hosts"]["gpu03.cluster.local"] == {}
 
     text = out.read_text()
-    assert (
-        'ansible (group all): ansible_ssh_common_args: "-o ProxyCommand=\\"ssh -W %h:%p -q ubuntu@10.20.0.1\\""' in text
-    )
+    assert 'ansible (group all): ansible_ssh_common_args: "-o ServerAliveInterval=30"' in text
     assert f"({DEEPOPS}:85)" in text
     assert "# ansible: slurm_password: <not copied: a secret>" in text
     assert "ChangeMeInTheVault" not in text

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from rdmaprov.errors import UserError
+from rdmaprov.importers.ansible import import_ansible
 from rdmaprov.inventory import load_inventory
 from tests.support.inventories import problems, write
 
@@ -219,3 +221,68 @@ def test_dot_dot_in_a_path_on_the_nodes_is_refused(tmp_path, vars_text, position
 def test_dots_inside_a_name_on_the_nodes_are_fine(tmp_path):
     inventory = write(tmp_path, "cluster: {name: c}\ndefaults:\n  nccl: {prefix: /opt/nccl..2/.cache}\n" + HOST)
     assert load_inventory(inventory, require_files=False).hosts["n1"].node.nccl.prefix == "/opt/nccl..2/.cache"
+
+
+# --- 6. a jump host in the Ansible inventory ------------------------------------------------------
+
+JUMP_FIX = (
+    "run rdmaprov on a machine that reaches the nodes directly (the jump host, for one) and import a copy of the "
+    "Ansible inventory without {option}"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "where", "var", "how", "option", "value"),
+    [
+        (
+            "inventory",
+            "[gpu]\ngpu01\ngpu02\n[all:vars]\nansible_ssh_common_args='-o ProxyCommand=\"ssh -W %h:%p -q "
+            "ubuntu@10.0.0.1\"'\n",
+            "5: all",
+            "ansible_ssh_common_args",
+            "a proxy command",
+            "ProxyCommand",
+            "ssh -W %h:%p -q ubuntu@10.0.0.1",
+        ),
+        (
+            "inventory",
+            "[gpu]\ngpu01 ansible_ssh_extra_args='-J admin@bastion:2222'\ngpu02\n",
+            "2: gpu01",
+            "ansible_ssh_extra_args",
+            "a jump host",
+            "-J",
+            "admin@bastion:2222",
+        ),
+        (
+            "hosts.yml",
+            "all:\n  children:\n    gpu:\n      hosts: {gpu01: , gpu02: }\n"
+            "      vars: {ansible_ssh_common_args: '-oProxyJump=bastion'}\n",
+            "5: gpu",
+            "ansible_ssh_common_args",
+            "a jump host",
+            "ProxyJump",
+            "bastion",
+        ),
+    ],
+    ids=["ProxyCommand", "-J", "ProxyJump"],
+)
+def test_a_jump_host_in_the_ansible_inventory_refuses_the_import(tmp_path, name, text, where, var, how, option, value):
+    """rdmaprov connects to every node directly: an inventory that reaches them through a jump host
+    would import, validate, then fail to connect (or reach other machines of the same addresses)."""
+    source = tmp_path / name
+    source.write_text(text)
+    hosts = "gpu01" if "gpu01 ansible_ssh_extra_args" in text else "gpu01, gpu02"
+    with pytest.raises(UserError) as info:
+        import_ansible(source, cwd=tmp_path)
+    assert [p.format() for p in info.value.problems] == [
+        f"{source}:{where}: {var} reaches the hosts through {how} ({option} {value}), which rdmaprov does "
+        f"not support: it would connect to {hosts} directly (fix: {JUMP_FIX.format(option=option)})"
+    ]
+
+
+@pytest.mark.parametrize("args", ["-o ProxyCommand=none", "-o ServerAliveInterval=30 -o ProxyJump=none", "-4"])
+def test_ssh_arguments_without_a_jump_host_still_import(tmp_path, args):
+    source = tmp_path / "inventory"
+    source.write_text(f"[gpu]\ngpu01\n[all:vars]\nansible_ssh_common_args='{args}'\n")
+    result = import_ansible(source, cwd=tmp_path)
+    assert f'ansible_ssh_common_args: "{args}"' in result.text

@@ -6,19 +6,30 @@ spelling winning over `ansible_*` as in ansible-core's ssh plugin), and each is 
 holds: for the whole cluster when every host shares it, for a group when every member does, else
 for the host. A value that rdmaprov cannot use (a Jinja template, an encrypted value, an address
 that is not one) is an error naming its file and line: a guessed connection setting would reach
-the wrong machine. Every other variable is kept as a comment beside the group or host that set it.
+the wrong machine; so is a jump host or proxy command in the ssh arguments, which rdmaprov has no
+setting for. Every other variable is kept as a comment beside the group or host that set it.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rdmaprov.errors import Problem, UserError
-from rdmaprov.importers.ansible.model import ALL, UNGROUPED, AnsibleInventory, Host, Origin, Var, is_encrypted
+from rdmaprov.importers.ansible.model import (
+    ALL,
+    UNGROUPED,
+    AnsibleInventory,
+    Group,
+    Host,
+    Origin,
+    Var,
+    is_encrypted,
+)
 from rdmaprov.schemas import load_schema
 
 # rdmaprov key → the Ansible variables that set it, the one Ansible prefers last (its ssh plugin's order).
@@ -32,6 +43,10 @@ SSH_FIELDS = ("user", "port", "key")
 CONNECTION_VARS = frozenset(name for names in CONNECTION.values() for name in names)
 _DEFAULTS = {"user": "root", "port": 22, "key": None}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# The variables that give ssh its arguments (ansible-core's ssh plugin: ssh_args, ssh_common_args, ssh_extra_args).
+SSH_ARGS = ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args")
+_SSH_OPTION = re.compile(r"\s*([A-Za-z]+)\s*(?:=|\s)\s*(.*)", re.S)
+_PROXY_OPTIONS = {"proxycommand": "ProxyCommand", "proxyjump": "ProxyJump"}
 _HOST_KEY_OFF = re.compile(r"StrictHostKeyChecking\s*=?\s*no|UserKnownHostsFile\s*=?\s*/dev/null", re.I)
 
 
@@ -209,6 +224,60 @@ def _endpoint_problems(entries: dict[str, Entry], expected: dict[str, dict[str, 
     return problems
 
 
+def _jump_option(args: str) -> tuple[str, str] | None:
+    """(option, value) where ssh arguments send the connection through another machine (-J,
+    ProxyJump, ProxyCommand); None where they connect directly (no such option, or `none`).
+    Words as Ansible's ssh plugin splits them (shell-like); -o takes `Key=Value` or `Key Value`."""
+    try:
+        words = shlex.split(args)
+    except ValueError:  # an unbalanced quote: still look at the words
+        words = args.split()
+    for index, word in enumerate(words):
+        following = words[index + 1] if index + 1 < len(words) else ""
+        if word.startswith("-J"):
+            return "-J", word[2:] or following
+        option = _SSH_OPTION.match(word[2:] or following) if word.startswith("-o") else None
+        if option and option.group(1).lower() in _PROXY_OPTIONS and option.group(2).strip().lower() != "none":
+            return _PROXY_OPTIONS[option.group(1).lower()], option.group(2).strip()
+    return None
+
+
+def _jump_problems(inventory: AnsibleInventory, effective: dict[str, dict[str, Var]]) -> list[Problem]:
+    """Hosts Ansible reaches through a jump host or a proxy command, one problem per variable
+    that says so. rdmaprov connects to every host directly and has no setting for either: an
+    inventory imported without it would validate, then fail to connect, or reach whatever
+    answers at the nodes' (private) addresses from here."""
+    jumps: dict[int, tuple[str, str] | None] = {}  # hosts share a few variables: each read once
+    found: dict[int, tuple[str, Var, tuple[str, str], list[str]]] = {}
+    for host, variables in effective.items():
+        for var_name in SSH_ARGS:
+            var = variables.get(var_name)
+            if var is None or not isinstance(var.value, str):
+                continue
+            if id(var) not in jumps:
+                jumps[id(var)] = _jump_option(var.value)
+            jump = jumps[id(var)]
+            if jump is not None:
+                found.setdefault(id(var), (var_name, var, jump, []))[3].append(host)
+    if not found:
+        return []
+    holders: list[Group | Host] = [*inventory.groups.values(), *inventory.hosts.values()]
+    owner = {id(var): h.name for h in holders for layer in (h.vars, h.dir_vars) for var in layer.values()}
+    problems = []
+    for var_name, var, (option, value), hosts in found.values():
+        how = "a jump host" if option in ("-J", "ProxyJump") else "a proxy command"
+        problems.append(
+            var.origin.problem(
+                f"{var_name} reaches the hosts through {how} ({option} {value}), which rdmaprov does not "
+                f"support: it would connect to {_some(hosts)} directly",
+                "run rdmaprov on a machine that reaches the nodes directly (the jump host, for one) and import a "
+                f"copy of the Ansible inventory without {option}",
+                owner.get(id(var), ""),
+            )
+        )
+    return problems
+
+
 def _host_key_notes(inventory: AnsibleInventory, effective: dict[str, dict[str, Var]]) -> list[str]:
     """Where the Ansible inventory turned host key checking off: rdmaprov never does."""
     off = set()
@@ -217,7 +286,7 @@ def _host_key_notes(inventory: AnsibleInventory, effective: dict[str, dict[str, 
             var = variables.get(var_name)
             if var is not None and str(var.value).lower() in ("false", "no", "0", "off"):
                 off.add(name)
-        for var_name in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
+        for var_name in SSH_ARGS:
             var = variables.get(var_name)
             if var is not None and isinstance(var.value, str) and _HOST_KEY_OFF.search(var.value):
                 off.add(name)
@@ -248,6 +317,7 @@ def convert(inventory: AnsibleInventory, name: str, known_hosts: str, cwd: Path)
     conv.check_names()
     effective = {host.name: inventory.effective_vars(host) for host in inventory.hosts.values()}
     values = {host.name: conv.host_values(host, effective[host.name]) for host in inventory.hosts.values()}
+    conv.problems += _jump_problems(inventory, effective)
     if conv.problems:
         raise UserError(conv.problems)
 
