@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job on the local lab, from a fresh clone: set up, boot 2 SoftRoCE VMs, converge them,
-# then show that a second apply changes nothing and that the RDMA port is active.
+# The main job on the local lab, from a fresh clone: set up, boot 2 SoftRoCE VMs, converge them
+# (apply, then verify and the gates), then show that `check` finds nothing left to change and that
+# the RDMA port is active. rdmaprov is in .venv/bin (`. .venv/bin/activate` puts it on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -15,4 +16,5 @@ set -e
 if (( code & 4 )); then exit "$code"; fi
 $RDMAPROV check inventories/lab.yaml
 $RDMAPROV lab ssh node1 -- ibv_devinfo -d rxe0
-echo "lab ready: rdmaprov lab ssh node1 | rdmaprov check inventories/lab.yaml | rdmaprov lab down"
+echo "lab ready: $RDMAPROV lab ssh node1 | $RDMAPROV check inventories/lab.yaml | $RDMAPROV lab down"
+echo "(or . .venv/bin/activate, then rdmaprov …)"
