@@ -72,7 +72,10 @@ case $tier in
     bash tools/setup.sh
     style
     rm -rf dist
-    .venv/bin/python -m build -q --outdir dist . >/dev/null
+    .venv/bin/python -m build --outdir dist . >dist.log 2>&1 || {
+      cat dist.log >&2
+      exit 1
+    }
     for set in tested lowest newest; do
       unit_on_wheel "$set" "$@"
     done
