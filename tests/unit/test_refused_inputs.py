@@ -286,3 +286,57 @@ def test_ssh_arguments_without_a_jump_host_still_import(tmp_path, args):
     source.write_text(f"[gpu]\ngpu01\n[all:vars]\nansible_ssh_common_args='{args}'\n")
     result = import_ansible(source, cwd=tmp_path)
     assert f'ansible_ssh_common_args: "{args}"' in result.text
+
+
+# --- every form the schema asks for is refused with a fix, never with its regex ----------------------
+
+
+def _patterns(node: object, path: str = "") -> list[tuple[str, dict]]:
+    """Every schema node that has a `pattern`, with where it is; property names are left out (their
+    refusal says how a name may be written, whatever the pattern)."""
+    found: list[tuple[str, dict]] = []
+    if isinstance(node, dict):
+        if "pattern" in node:
+            found.append((path, node))
+        for key, value in node.items():
+            if key != "propertyNames":
+                found += _patterns(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _patterns(value, f"{path}[{index}]")
+    return found
+
+
+def test_every_pattern_of_the_schema_has_a_description_to_say_as_the_fix():
+    from rdmaprov.schemas import load_schema
+
+    undescribed = [path for path, node in _patterns(load_schema("inventory")) if not node.get("description")]
+    assert undescribed == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "position", "path", "value", "fix"),
+    [
+        (
+            "defaults:\n  builds: [{name: ../evil, version: '1', source: {path: b.tgz}, build: make}]\n",
+            "3:19",
+            "defaults.builds[0].name",
+            "../evil",
+            "The build's name, part of its archive's and work folder's names: a letter or digit, then letters, "
+            "digits, '_', '.', '+' or '-' (no '/'), e.g. my-tool.",
+        ),
+        (
+            "cluster:\n  name: c\n  gates: {all_reduce: {max_bytes: 8 GB}}\n",
+            "3:35",
+            "cluster.gates.all_reduce.max_bytes",
+            "8 GB",
+            "A size in bytes: a whole number, optionally followed by K, M or G (powers of 1024), e.g. 64K, 1M, 8G.",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_form_is_refused_with_what_to_write(tmp_path, settings, position, path, value, fix):
+    head = "" if settings.startswith("cluster:") else "cluster: {name: c}\n"
+    inventory = write(tmp_path, head + settings + HOST)
+    assert problems(inventory, require_files=False) == [
+        f"{inventory}:{position}: {path}: string '{value}' does not have the expected form (fix: {fix})"
+    ]
