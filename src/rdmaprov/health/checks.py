@@ -145,8 +145,8 @@ def _check_pci_link(c: Checker, node: NodeConfig, device: str, report: NodeRepor
         "rdma.pcie_link",
         why,
         link.full,
-        f"x{link.max_width} at {link.max_speed}",
-        f"x{link.width} at {link.speed}",
+        link.capable,
+        link.trained,
         "the HCA's PCIe link trained below what the card supports, so it cannot reach its line rate: reseat the "
         "card or riser, check the slot's lanes and generation in the BIOS (bifurcation, Gen setting); `lspci -vv` "
         "shows LnkSta against LnkCap",

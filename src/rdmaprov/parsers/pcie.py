@@ -39,8 +39,22 @@ class PciLink:
         """Trained at the speed and width the device supports (only meaningful when known)."""
         return gts(self.speed) == gts(self.max_speed) and lanes(self.width) == lanes(self.max_width)
 
+    @property
+    def trained(self) -> str:
+        """The width and speed the link trained at, '?' for what sysfs does not say."""
+        return _width_at_speed(self.width, self.speed)
+
+    @property
+    def capable(self) -> str:
+        """The width and speed the card and slot support."""
+        return _width_at_speed(self.max_width, self.max_speed)
+
     def describe(self) -> str:
-        return f"x{self.width or '?'} at {self.speed or '?'} (max x{self.max_width or '?'} at {self.max_speed or '?'})"
+        return f"{self.trained} (max {self.capable})"
+
+
+def _width_at_speed(width: str, speed: str) -> str:
+    return f"x{width or '?'} at {speed or '?'}"
 
 
 def gts(value: str) -> float | None:
