@@ -212,3 +212,28 @@ def test_to_json_is_plain_json():
 def test_to_json_with_a_node_gate_matches_the_schema():
     gates = [GateResult("node", "n1", True, "skipped (one GPU: nothing to reduce across)", status="skipped")]
     _valid(_run(_host(), gates=gates).to_json())
+
+
+def test_the_summary_line_counts_interrupted_and_not_run_hosts():
+    """After Ctrl-C every host is `interrupted`: the line under the table says so, not '0 failed'."""
+    import io
+
+    from rich.console import Console
+
+    from rdmaprov.report.tables import print_run
+
+    def line(*hosts: HostResult, interrupted: bool = False) -> str:
+        result = _run(*hosts)
+        result.interrupted = interrupted
+        buffer = io.StringIO()
+        print_run(result, Console(file=buffer, width=200, force_terminal=False))
+        return buffer.getvalue().splitlines()[-1]
+
+    stopped = [HostResult(n, "a", status="interrupted", error="interrupted while planning") for n in ("n1", "n2")]
+    assert line(*stopped, interrupted=True) == (
+        "2 hosts: 0 changed, 0 unchanged, 0 failed, 0 unreachable, 2 interrupted — exit 130"
+    )
+    skipped = HostResult("n2", "b", status="skipped", error="not run: 1 of 1 hosts in batch 1 failed", batch=2)
+    assert (
+        line(_host("failed"), skipped) == "2 hosts: 0 changed, 0 unchanged, 1 failed, 0 unreachable, 1 not run — exit 4"
+    )

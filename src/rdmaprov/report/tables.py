@@ -16,6 +16,10 @@ _STYLE = {
     "interrupted": "red",
 }
 
+# Host states the summary line counts only when some host is in them: hosts a --max-fail stop never
+# reached, and hosts a Ctrl-C stopped (each is in the table; the line must not read as nothing done).
+_ONLY_IF_ANY = {"skipped": "not run", "interrupted": "interrupted"}
+
 
 def print_run(result: RunResult, console: Console, show_diff: bool = True) -> None:
     pending = result.command == "check"
@@ -61,7 +65,6 @@ def print_run(result: RunResult, console: Console, show_diff: bool = True) -> No
     console.print(
         f"{summary['hosts']} hosts: {summary['changed']} {'with drift' if pending else 'changed'}, "
         f"{summary['unchanged']} unchanged, {summary['failed']} failed, {summary['unreachable']} unreachable"
-        + (f", {summary['skipped']} not run" if summary.get("skipped") else "")
-        + " "
-        f"— exit {result.exit_code}"
+        + "".join(f", {summary[status]} {words}" for status, words in _ONLY_IF_ANY.items() if summary.get(status))
+        + f" — exit {result.exit_code}"
     )
