@@ -393,3 +393,18 @@ def test_a_declared_net_plugin_that_nccl_did_not_load_fails_the_gate():
     )
     assert set(hpcx.plugin_loaded.values()) == {"NCCL RDMA Plugin v6 (v6)"} and not hpcx.plugin_missing
     assert transport_verdict(hpcx, set(), ok, "AIACC") == ok
+
+
+def test_the_nccl_hca_hint_follows_the_cause_a_vanished_device_or_a_wrong_setting():
+    """After `rdma link del rxe0` the setting is right and the device is gone: the hint says to bring
+    the device back; a setting that names no declared device is the inventory's to fix."""
+    text = (LAB / "node_report_rxe.txt").read_text()
+    gone = parse_node_report("\n".join(line for line in text.splitlines() if not line.startswith("port rxe0")))
+    [hca] = [f for f in verify_node(lab_host(), gone) if f.id == "nccl.hca_matches"]
+    assert not hca.ok and hca.hint == (
+        "NCCL would fall back to sockets: rxe0, which NCCL_IB_HCA names as the inventory declares, is gone from "
+        "the node (rdma.device_present): bring it back (driver, link, card), not the setting"
+    )
+    wrong = parse_node_report(text.replace("NCCL_IB_HCA=rxe", "NCCL_IB_HCA=mlx5"))
+    [hca] = [f for f in verify_node(lab_host(), wrong) if f.id == "nccl.hca_matches"]
+    assert not hca.ok and hca.hint.endswith("fix NCCL_IB_HCA in the inventory (nccl.env) or rdma.devices")

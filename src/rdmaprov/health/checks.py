@@ -286,13 +286,19 @@ def _check_nccl_hca(c: Checker, node: NodeConfig, report: NodeReport) -> None:
     devices = sorted({p.device for p in report.ports})
     specs = hca_specs(hca)
     matched = [d for d in devices if any(spec_matches(s, d) for s in specs)]
+    # The hint follows the cause: a declared device that NCCL_IB_HCA names but the node lost (a
+    # deleted rxe link, an unloaded driver) is not fixed by editing the setting.
+    gone = [d for d in expected_devices(node, report) if d not in devices and any(spec_matches(s, d) for s in specs)]
     c.check(
         "/etc/nccl.conf",
         "nccl.hca_matches",
         bool(matched),
         f"a device matching {hca}",
         ", ".join(matched) or f"none (devices: {', '.join(devices) or 'none'})",
-        "NCCL would fall back to sockets: fix NCCL_IB_HCA in the inventory (nccl.env) or rdma.devices",
+        f"NCCL would fall back to sockets: {', '.join(gone)}, which NCCL_IB_HCA names as the inventory declares, "
+        "is gone from the node (rdma.device_present): bring it back (driver, link, card), not the setting"
+        if gone
+        else "NCCL would fall back to sockets: fix NCCL_IB_HCA in the inventory (nccl.env) or rdma.devices",
     )
     storage = node.rdma.storage_hcas
     hit = [d for d in storage if any(spec_matches(s, d) for s in specs)]
