@@ -179,7 +179,9 @@ def node_issues(node: NodeConfig) -> list[NodeIssue]:
 @dataclass(frozen=True)
 class _Ordered:
     """Two settings of one gate where `low` must be below `high` (or at most `high`, unless
-    `strict`); `why` says what an inverted pair would do."""
+    `strict`); `why` says what an inverted pair would do. With `only_if_written`, the pair is
+    checked only where the inventory writes that key (a default that does not fit is no mistake of
+    the user's: a `fraction` raised above the default warn_fraction just has no warning band)."""
 
     gate: str
     low: str
@@ -188,13 +190,15 @@ class _Ordered:
     why: str
     fix: str
     measure: Callable[[Any], float] = float
+    only_if_written: str = ""
 
 
 _SWEEP = ("", "make min_bytes the smallest message size of the sweep and max_bytes the largest")
-# A result at or above fraction passes; below warn_fraction it passes with a warning.
+# A result at or above fraction passes, with a warning below warn_fraction: a warn_fraction under
+# fraction asks for a warning that can never come (equal ones mean no warning band).
 _WARN = (
-    "a result between them passes with a warning, so no result could",
-    "make warn_fraction larger than fraction, or turn fraction down",
+    "a result passes from fraction up and warns only below warn_fraction, so it could never warn",
+    "make warn_fraction at least fraction (equal: no warning band), or turn fraction down",
 )
 # perftest measures for duration_s inside a `timeout timeout_s`.
 _RUN = (
@@ -204,7 +208,10 @@ _RUN = (
 ORDERED_BOUNDS = (
     _Ordered("node", "min_bytes", "max_bytes", False, *_SWEEP, measure=parse_size),
     _Ordered("all_reduce", "min_bytes", "max_bytes", False, *_SWEEP, measure=parse_size),
-    *(_Ordered(gate, "fraction", "warn_fraction", True, *_WARN) for gate in ("ib_write_bw", "rail", "all_reduce")),
+    *(
+        _Ordered(gate, "fraction", "warn_fraction", False, *_WARN, only_if_written="warn_fraction")
+        for gate in ("ib_write_bw", "rail", "all_reduce")
+    ),
     *(_Ordered(gate, "duration_s", "timeout_s", True, *_RUN) for gate in ("ib_write_bw", "rail")),
 )
 
@@ -217,6 +224,8 @@ def _disordered(gates: dict[str, Any], smap: SourceMap) -> list[Problem]:
     problems = []
     for pair in ORDERED_BOUNDS:
         written, values = gates.get(pair.gate) or {}, filled[pair.gate]
+        if pair.only_if_written and pair.only_if_written not in written:
+            continue
         low, high = pair.measure(values[pair.low]), pair.measure(values[pair.high])
         if low < high or (low == high and not pair.strict):
             continue
