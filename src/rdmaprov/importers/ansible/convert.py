@@ -262,7 +262,7 @@ def _jump_problems(inventory: AnsibleInventory, effective: dict[str, dict[str, V
     if not found:
         return []
     holders: list[Group | Host] = [*inventory.groups.values(), *inventory.hosts.values()]
-    owner = {id(var): h.name for h in holders for layer in (h.vars, h.dir_vars) for var in layer.values()}
+    owner = {id(var): h.name for h in holders for var in _own_vars(h.vars, h.dir_vars).values()}
     problems = []
     for var_name, var, (option, value), hosts in found.values():
         how = "a jump host" if option in ("-J", "ProxyJump") else "a proxy command"
