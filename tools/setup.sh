@@ -3,7 +3,9 @@
 #   (no option, as root) the system tools the lab and the end-to-end tests use (the test hosts share
 #   this machine's root: the build tests compile with its gcc and probe sources with its curl;
 #   `rdmaprov lab mpi` builds Open MPI with gcc and make from an xz tarball; Vagrant on libvirt, and
-#   GRUB's BIOS files for the box `rdmaprov lab box` makes), then the virtualenv below
+#   GRUB's BIOS files for the box `rdmaprov lab box` makes; promtool in /usr/local/bin, taken out of
+#   Debian's prometheus package without installing its server, that the unit tests lint the
+#   exporter's and the textfile's metrics with), then the virtualenv below
 #   --python  only the virtualenv in .venv: rdmaprov installed from this checkout (editable) with
 #             its test extra, at the versions CI tested (constraints/tested.txt); no root needed
 # Nothing is started here: the Vagrant test starts libvirtd itself when none runs (CI machines
@@ -31,6 +33,18 @@ if [[ "${1:-}" != --python ]]; then
     echo "setup: installing ${missing[*]}"
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+  if ! command -v promtool >/dev/null; then
+    if [[ $EUID -ne 0 ]]; then
+      echo "setup: promtool missing: run as root, or put Debian's prometheus package's promtool on PATH" >&2
+      exit 1
+    fi
+    unpack=$(mktemp -d) && chmod 755 "$unpack"  # apt downloads as _apt
+    (cd "$unpack" && { apt-get download -q prometheus || { apt-get update -q && apt-get download -q prometheus; }; })
+    dpkg-deb --fsys-tarfile "$unpack"/prometheus_*.deb | tar -x -C "$unpack" ./usr/bin/promtool
+    install -m 755 "$unpack/usr/bin/promtool" /usr/local/bin/promtool
+    rm -rf "$unpack"
+    echo "setup: promtool in /usr/local/bin"
   fi
 fi
 

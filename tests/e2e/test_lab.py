@@ -16,6 +16,7 @@ import yaml
 
 from rdmaprov.health.baselines import baseline_file
 from tests.conftest import REPO, rdmaprov, rdmaprov_json
+from tests.support.promtool import promtool_check
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
@@ -445,9 +446,12 @@ def test_lab_up_without_qemu_says_what_to_install(tmp_path, monkeypatch):
 
 
 def _scrape(address: str) -> dict[str, float]:
+    """Every sample the node's exporter serves, after promtool (Prometheus' linter) found its
+    names, units and types clean on the node's real sysfs."""
     import requests
 
     text = requests.get(f"http://{address}:9879/metrics", timeout=30).text
+    assert promtool_check(text) == (0, "")
     samples = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -463,6 +467,8 @@ def test_exporter_is_scraped_over_the_bridge_and_counters_grow_with_traffic(vm_l
     labels = '{device="rxe0",port="1"}'
     assert before["node1"][f"rdma_port_state{labels}"] == 4.0
     assert before["node1"][f"rdma_port_active{labels}"] == 1.0
+    rate = float(vm_lab.ssh("node1", "cut -d' ' -f1 /sys/class/infiniband/rxe0/ports/1/rate").stdout)
+    assert before["node1"][f"rdma_port_rate_bytes_per_second{labels}"] == rate * 1e9 / 8  # Gb/s in bytes/s
     assert f"rdma_hw_counters_sent_pkts_total{labels}" in before["node2"]
     assert "rdma_exporter_read_errors_total" in before["node1"]
     code, result = rdmaprov_json("verify", vm_lab.inventory, "--gates", timeout=600)

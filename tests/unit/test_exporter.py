@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from rdmaprov.exporter.rdma_exporter import RdmaCollector, sanitise
 from tests.conftest import FIXTURES
+from tests.support.promtool import promtool_check
 
 SEED = FIXTURES / "seed"
 
@@ -30,6 +31,8 @@ def _sysfs(root: Path) -> Path:
     for name in names:
         (port / "hw_counters" / name).write_text(values.get(name, "0") + "\n")
     (port / "counters" / "port_xmit_data").write_text("123456789\n")
+    (port / "counters" / "port_rcv_data").write_text("1000\n")
+    (port / "counters" / "port_xmit_packets").write_text("1000\n")
     return root
 
 
@@ -52,14 +55,14 @@ def test_every_counter_exported_with_labels_and_types(tmp_path):
     assert samples['rdma_port_state{device="irdma0",port="1"}'] == 4
     assert samples['rdma_port_active{device="irdma0",port="1"}'] == 1
     assert samples['rdma_port_physical_state{device="irdma0",port="1"}'] == 5
-    assert samples['rdma_port_rate_bits_per_second{device="irdma0",port="1"}'] == 25e9
+    assert samples['rdma_port_rate_bytes_per_second{device="irdma0",port="1"}'] == 25e9 / 8
     assert samples['rdma_port_info{device="irdma0",link_layer="Ethernet",port="1"}'] == 1
     assert samples['rdma_hw_counters_iwinrdmawrites_total{device="irdma0",port="1"}'] == 141075419
     assert samples['rdma_hw_counters_iwoutrdmawrites_total{device="irdma0",port="1"}'] == 137113821
     types = {line.split()[2].removesuffix("_total"): line.split()[3] for line in lines if line.startswith("# TYPE")}
     assert types["rdma_hw_counters_iwinrdmawrites"] == "counter"
     assert types["rdma_hw_counters_lifespan"] == "gauge"  # a setting, not a running count
-    assert samples['rdma_counters_port_xmit_data_total{device="irdma0",port="1"}'] == 123456789
+    assert samples['rdma_counters_port_xmit_data_bytes_total{device="irdma0",port="1"}'] == 123456789 * 4
     names = (SEED / "hw_counters_ls_irdma0.txt").read_text().split()
     exported = {line.split("{")[0] for line in lines if line.startswith("rdma_hw_counters_")}
     assert len(exported) == len(names) == 47
@@ -80,6 +83,28 @@ def test_garbage_and_vanished_files_are_skipped_and_counted(tmp_path):
     (port / "hw_counters" / "tcpInSegs").write_text("42\n")
     lines, _ = _scrape(root)
     assert 'rdma_hw_counters_tcpinsegs_total{device="irdma0",port="1"} 42.0' in lines
+
+
+def test_data_counters_in_bytes_and_rate_in_bytes_per_second(tmp_path):
+    """The kernel keeps port_xmit_data/port_rcv_data in 4-octet words and the rate in Gb/sec: the
+    exporter publishes bytes and bytes/s, named so; packet counters stay as they are."""
+    lines, _ = _scrape(_sysfs(tmp_path))
+    samples = _samples(lines)
+    assert samples['rdma_counters_port_rcv_data_bytes_total{device="irdma0",port="1"}'] == 4000
+    assert samples['rdma_counters_port_xmit_packets_total{device="irdma0",port="1"}'] == 1000
+    assert samples['rdma_port_rate_bytes_per_second{device="irdma0",port="1"}'] == 3.125e9
+    assert (
+        "# HELP rdma_counters_port_rcv_data_bytes_total counters/port_rcv_data of the port (sysfs), in bytes: "
+        "converted from 4-octet words (x4)."
+    ) in lines
+    old = ("rdma_port_rate_bits_per_second", "rdma_counters_port_xmit_data_total", "rdma_counters_port_rcv_data_total")
+    assert not [line for line in lines if any(name in line for name in old)]
+
+
+def test_promtool_finds_nothing_to_lint(tmp_path):
+    """The real rendered scrape (every irdma counter, the data counters, the rate) in base units."""
+    lines, _ = _scrape(_sysfs(tmp_path))
+    assert promtool_check("\n".join(lines) + "\n") == (0, "")
 
 
 def test_sanitise():

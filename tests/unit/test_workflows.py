@@ -25,6 +25,7 @@ from rdmaprov.report.textfile import render_metrics, write_textfile
 from rdmaprov.workflows import rolling
 from rdmaprov.workflows.rolling import Hooks, batch_size, batches, parse_max_fail, rolling_apply
 from tests.support.ops import run_notes
+from tests.support.promtool import promtool_check
 
 
 @pytest.mark.parametrize(
@@ -308,3 +309,15 @@ def test_metrics_parse_as_prometheus_text(tmp_path):
         "rdmaprov_check_exit_code",
     } <= set(families)
     assert [p.name for p in path.parent.iterdir()] == ["rdmaprov.prom"]  # no temp file left
+
+
+def test_textfile_promtool_finds_nothing_to_lint(tmp_path):
+    """The file node_exporter serves, every family present (gates too), in base units and names."""
+    from rdmaprov.health.gates.result import GateResult
+
+    result = _check_result()
+    result.gates = [GateResult("ib_write_bw", "node1 -> node2", False, "slow", status="fail")]
+    path = tmp_path / "rdmaprov.prom"
+    write_textfile(str(path), render_metrics(result, now=1790000000))
+    assert "rdmaprov_gate_passed{" in path.read_text()
+    assert promtool_check(path.read_text()) == (0, "")

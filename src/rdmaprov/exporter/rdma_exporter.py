@@ -4,10 +4,17 @@ This file is installed on the nodes as it is (by the exporter deploy) and needs 
 prometheus_client (Debian/Ubuntu python3-prometheus-client, EPEL python3-prometheus_client):
 keep it free of other imports.
 
-Per device and port: state and physical state (the kernel's numeric codes), rate in bit/s, link
-layer, and every file under counters/ and hw_counters/ as `rdma_counters_<name>_total` and
+Per device and port: state and physical state (the kernel's numeric codes), rate, link layer,
+and every file under counters/ and hw_counters/ as `rdma_counters_<name>_total` and
 `rdma_hw_counters_<name>_total`. A counter file that vanishes or holds garbage is skipped and
 counted in `rdma_exporter_read_errors_total`; a scrape never fails because of sysfs content.
+
+Values are in Prometheus' base units, so `rate()` and `promtool check metrics` need no footnotes:
+the port rate as `rdma_port_rate_bytes_per_second` (the kernel's Gb/sec divided by 8), and
+counters/port_xmit_data and counters/port_rcv_data, which the kernel keeps in 4-octet words
+(InfiniBand PortXmitData/PortRcvData; Documentation/ABI/stable/sysfs-class-infiniband), times 4
+as `rdma_counters_port_xmit_data_bytes_total` and `rdma_counters_port_rcv_data_bytes_total`, as
+node_exporter's InfiniBand collector does. Every other counter keeps its unit and name.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ from prometheus_client.registry import Collector
 SYSFS = "/sys/class/infiniband"
 # Kernel files that hold a setting or a level, not a running count: exported as gauges.
 NOT_MONOTONIC = {"lifespan", "resp_cqe_error_max", "req_cqe_error_max"}
+# counters/ files in units of 4 octets (the data counters; every other counters/ file counts packets
+# or events): exported times 4, named bytes, so that rate() is bytes per second.
+FOUR_OCTET_WORDS = {"port_xmit_data", "port_rcv_data"}
 
 
 def sanitise(name: str) -> str:
@@ -72,7 +82,11 @@ class RdmaCollector(Collector):
             "Port physical state (kernel code: 5 LinkUp, 3 Disabled, 2 Polling...).",
             labels=labels,
         )
-        rate = GaugeMetricFamily("rdma_port_rate_bits_per_second", "Port rate as the kernel reports it.", labels=labels)
+        rate = GaugeMetricFamily(
+            "rdma_port_rate_bytes_per_second",
+            "Port rate as the kernel reports it, converted from Gb/sec to bytes per second.",
+            labels=labels,
+        )
         info = GaugeMetricFamily("rdma_port_info", "Port attributes as labels.", labels=labels + ["link_layer"])
         families: dict[tuple[str, str], CounterMetricFamily | GaugeMetricFamily] = {}
         for device in self._listdir(self.root):
@@ -90,7 +104,7 @@ class RdmaCollector(Collector):
                 rate_text = _read(os.path.join(base, "rate")) or ""
                 match = re.match(r"([\d.]+)\s*Gb/sec", rate_text)
                 if match:
-                    rate.add_metric(values, float(match.group(1)) * 1e9)
+                    rate.add_metric(values, float(match.group(1)) * 1e9 / 8)
                 info.add_metric(values + [_read(os.path.join(base, "link_layer")) or ""], 1)
                 for group in ("counters", "hw_counters"):
                     self._counters(families, group, os.path.join(base, group), values)
@@ -115,14 +129,18 @@ class RdmaCollector(Collector):
         return int(match.group(1))
 
     def _counters(self, families: dict, group: str, directory: str, values: list[str]) -> None:
+        """One family per file, as bytes where the kernel counts 4-octet words (FOUR_OCTET_WORDS)."""
         for name in self._listdir(directory):
             value = self._number(os.path.join(directory, name))
             if value is None:
                 continue
             metric = f"rdma_{group}_{sanitise(name)}"
+            doc = f"{group}/{name} of the port (sysfs)."
+            if group == "counters" and name in FOUR_OCTET_WORDS:
+                metric, value = f"{metric}_bytes", value * 4
+                doc = f"{group}/{name} of the port (sysfs), in bytes: converted from 4-octet words (x4)."
             key = (group, metric)
             if key not in families:
-                doc = f"{group}/{name} of the port (sysfs)."
                 if name in NOT_MONOTONIC:
                     families[key] = GaugeMetricFamily(metric, doc, labels=["device", "port"])
                 else:
