@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rdmaprov.engine.applied import classify_fact
 from rdmaprov.facts.node_report import LINKED_NCCL
 from rdmaprov.health.checks import roce_active_mtu, verify_node
 from rdmaprov.health.diagnose import localize, neighbour_pairs
@@ -426,6 +427,9 @@ def test_memlock_set_by_a_site_file_is_named_with_the_fix_apply_cannot_make():
     assert services.hint.startswith("set to something else outside rdmaprov's /etc/systemd/system.conf.d/")
     assert "99-site.conf:2 `DefaultLimitMEMLOCK=64M`" in services.hint and "daemon-reexec" in services.hint
     assert "#DefaultLimitMEMLOCK" not in services.hint  # a commented default is not a setting
+    # apply leaves the site's files alone, so no deploy is named and check calls the drift manual
+    assert login.deploy is None and services.deploy is None
+    assert classify_fact(login.deploy, True, []) == "manual"
 
 
 def test_memlock_with_only_rdmaprovs_lines_points_at_apply_and_numbers_are_held_to_the_inventory():
@@ -436,6 +440,7 @@ def test_memlock_with_only_rdmaprovs_lines_points_at_apply_and_numbers_are_held_
         f for f in verify_node(lab_host(), parse_node_report(_memlock_report("64", "infinity", ours))) if not f.ok
     ]
     assert login.id == "limits.memlock_login" and "run `rdmaprov apply`" in login.hint
+    assert login.deploy == "limits" and classify_fact(login.deploy, True, []) == "corrective"
     sized = lab_host(limits={"memlock": 1048576})
     report = parse_node_report(_memlock_report("1048576", str(1048576 * 1024), ""))
     assert [f for f in verify_node(sized, report) if not f.ok] == []

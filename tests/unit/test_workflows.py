@@ -210,9 +210,11 @@ def test_fact_drift_classified_by_the_deploy_behind_the_check():
     assert classify_fact(check_deploy("rdma.port_state", "softroce"), False, []) == "new"
     assert classify_fact(check_deploy("mtu.netdev", "roce"), True, ["mtu"]) == "intentional"
     assert classify_fact(check_deploy("mtu.netdev", "roce"), True, ["nccl_env"]) == "corrective"
-    # An IB port going down is the hardware's doing, whatever the inventory says.
+    # An IB port going down is the hardware's doing, whatever the inventory says: apply cannot
+    # put it back, on a node applied before or not.
     assert check_deploy("rdma.port_state", "infiniband") is None
-    assert classify_fact(check_deploy("rdma.port_state", "infiniband"), True, ["softroce"]) == "corrective"
+    assert classify_fact(check_deploy("rdma.port_state", "infiniband"), True, ["softroce"]) == "manual"
+    assert classify_fact(check_deploy("gpu.xid", "infiniband"), False, []) == "manual"
 
 
 def test_every_check_verify_makes_has_an_id_and_the_deploy_behind_it():
@@ -278,7 +280,10 @@ def _check_result() -> RunResult:
         "node1", "rxe0/1", "port state", False, "ACTIVE", "DOWN", drift="corrective", id="rdma.port_state"
     )
     fine = Finding("node1", "gpu0", "Xid errors since boot", True, "no hardware Xid", "none", id="gpu.xid")
-    result.verify = [HostVerification("node1", "10.0.0.1", status="failed", findings=[finding, fine])]
+    site = Finding(
+        "node1", "memlock", "login limit", False, "unlimited", "65536", drift="manual", id="limits.memlock_login"
+    )
+    result.verify = [HostVerification("node1", "10.0.0.1", status="failed", findings=[finding, fine, site])]
     return result
 
 
@@ -288,6 +293,8 @@ def test_metrics_text_counts_drift_per_host_and_kind():
     assert 'rdmaprov_drift_operations{cluster="lab",host="node1",drift="intentional"} 1' in text
     assert 'rdmaprov_drift_operations{cluster="lab",host="node2",drift="corrective"} 0' in text
     assert 'rdmaprov_drift_facts{cluster="lab",host="node1",drift="corrective"} 1' in text
+    assert 'rdmaprov_drift_facts{cluster="lab",host="node1",drift="manual"} 1' in text
+    assert 'drift="manual"' not in text.split("# HELP rdmaprov_drift_facts")[0]  # no operation is manual
     assert 'rdmaprov_host_reachable{cluster="lab",host="node2"} 0' in text
     assert 'rdmaprov_host_failed{cluster="lab",host="node1"} 1' in text
     assert 'rdmaprov_check_exit_code{cluster="lab"} 6' in text

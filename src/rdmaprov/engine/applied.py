@@ -24,7 +24,7 @@ from rdmaprov.engine.pyinfra_state import privileges
 RECORD_DIR = "/etc/rdmaprov"
 RECORD_PATH = f"{RECORD_DIR}/applied.json"
 
-Drift = Literal["corrective", "intentional", "new"]
+Drift = Literal["corrective", "intentional", "new", "manual"]
 
 
 @dataclass(frozen=True)
@@ -94,9 +94,13 @@ def write_record(host, content: str) -> bool:
 
 
 def classify_fact(deploy: str | None, has_record: bool, inputs_changed: list[str]) -> Drift:
-    """A fact that no longer holds, established by `deploy`: intentional when that deploy's
+    """A fact that no longer holds, established by `deploy`: manual when no deploy establishes
+    it (the hardware's own state, a file rdmaprov did not write: apply cannot put it back, so
+    calling it corrective would promise what apply does not do), intentional when that deploy's
     inventory settings changed since the last apply, new when rdmaprov never applied this node,
     corrective otherwise."""
+    if deploy is None:
+        return "manual"
     if not has_record:
         return "new"
     return "intentional" if deploy is not None and deploy in inputs_changed else "corrective"

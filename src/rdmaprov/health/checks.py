@@ -237,26 +237,28 @@ def _check_memlock(c: Checker, node: NodeConfig, report: NodeReport) -> None:
     """The limit a login and a service get, and where it comes from when it is not what the node
     needs: a line in a file that is not rdmaprov's is the operator's to change, not apply's."""
     login, services = memlock_value(node.memlock)
+    foreign = _memlock_hint(report, LOGIN_LIMITS, pam_memlock, login, "log in again")
     c.check(
         "memlock",
         "limits.memlock_login",
         report.memlock_login == login,
         login,
         report.memlock_login or "unknown",
-        _memlock_hint(report, LOGIN_LIMITS, pam_memlock, login, "log in again")
-        or "RDMA pins memory: run `rdmaprov apply` (limits deploy), then log in again",
+        foreign or "RDMA pins memory: run `rdmaprov apply` (limits deploy), then log in again",
+        apply_fixes=foreign is None,
     )
     if report.memlock_services:
+        foreign = _memlock_hint(
+            report, SERVICE_LIMITS, systemd_memlock, services, "run `systemctl daemon-reexec` and restart services"
+        )
         c.check(
             "memlock",
             "limits.memlock_services",
             report.memlock_services == services,
             services,
             report.memlock_services,
-            _memlock_hint(
-                report, SERVICE_LIMITS, systemd_memlock, services, "run `systemctl daemon-reexec` and restart services"
-            )
-            or "run `rdmaprov apply` (limits deploy); systemd applies it to services started afterwards",
+            foreign or "run `rdmaprov apply` (limits deploy); systemd applies it to services started afterwards",
+            apply_fixes=foreign is None,
         )
 
 

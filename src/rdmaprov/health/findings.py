@@ -3,7 +3,7 @@ check ids with the deploy that establishes each, and the Checker that collects f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Finding:
     expected: str
     found: str
     hint: str = ""
-    drift: str | None = None  # check only, for a failure: corrective, intentional or new
+    drift: str | None = None  # check only, for a failure: corrective, intentional, new or manual
     id: str = ""
     deploy: str | None = None
     # Could not be judged (the node does not report it): not a failure, never shown as a pass.
@@ -132,9 +132,20 @@ class Checker:
         self.findings: list[Finding] = []
 
     def check(
-        self, subject: str, check_id: str, ok: bool, expected: str, found: str, hint: str = "", label: str | None = None
+        self,
+        subject: str,
+        check_id: str,
+        ok: bool,
+        expected: str,
+        found: str,
+        hint: str = "",
+        label: str | None = None,
+        apply_fixes: bool = True,
     ) -> bool:
-        self.findings.append(finding(self.host, self.fabric, check_id, subject, ok, expected, found, hint, label))
+        """Record one finding. `apply_fixes` False: its cause lies outside what the check's deploy
+        writes (another file sets the value), so no deploy is named and check calls it manual."""
+        found_here = finding(self.host, self.fabric, check_id, subject, ok, expected, found, hint, label)
+        self.findings.append(found_here if apply_fixes else replace(found_here, deploy=None))
         return ok
 
     def judge(

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from rdmaprov.engine.results import RunResult
 
-KINDS = ("corrective", "intentional", "new")
+OP_KINDS = ("corrective", "intentional", "new")
+FACT_KINDS = (*OP_KINDS, "manual")  # a fact apply cannot restore (hardware, a file not rdmaprov's)
 
 
 def _label(value: str) -> str:
@@ -32,7 +33,7 @@ def render_metrics(result: RunResult, now: float | None = None) -> str:
     verified = {v.name: v for v in result.verify or []}
     for host in result.hosts:
         kinds = Counter(op.drift or "new" for op in host.ops if op.status == "would_change")
-        for kind in KINDS:
+        for kind in OP_KINDS:
             lines.append(
                 f'rdmaprov_drift_operations{{cluster="{cluster}",host="{_label(host.name)}",drift="{kind}"}} '
                 f"{kinds[kind]}"
@@ -43,7 +44,7 @@ def render_metrics(result: RunResult, now: float | None = None) -> str:
     ]
     for name, verification in verified.items():
         kinds = Counter(f.drift or "corrective" for f in verification.failures)
-        for kind in KINDS:
+        for kind in FACT_KINDS:
             lines.append(
                 f'rdmaprov_drift_facts{{cluster="{cluster}",host="{_label(name)}",drift="{kind}"}} {kinds[kind]}'
             )

@@ -1,7 +1,8 @@
 """`rdmaprov check`: what apply would change and which facts no longer hold, changing nothing.
 
 Every would-be change and every failed verify check is classified against the node's record of
-its last apply (engine/applied.py): corrective, intentional or new.
+its last apply (engine/applied.py): corrective, intentional or new; a failed check that no deploy
+restores is manual.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rdmaprov.inventory.model import Inventory
 
 
 def classify_findings(inventory: Inventory, result: RunResult, verifications: list[HostVerification]) -> None:
-    """Mark each failed check of each host corrective, intentional or new."""
+    """Mark each failed check of each host corrective, intentional, new or manual."""
     hosts = {h.name: h for h in result.hosts}
     for verification in verifications:
         host = hosts.get(verification.name)
