@@ -25,7 +25,7 @@ from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.deploys import STACK
 from rdmaprov.engine.applied import AppliedRecord
-from rdmaprov.engine.results import HostResult
+from rdmaprov.engine.results import HostResult, OpResult
 from rdmaprov.engine.run_context import context_of, start_run
 from rdmaprov.engine.runner import (
     NullObserver,
@@ -34,6 +34,7 @@ from rdmaprov.engine.runner import (
     _check_ops,
     _collect_applied,
     _name_ops,
+    _report_applied,
     _never,
     _op_name,
     _Plan,
@@ -508,3 +509,17 @@ def test_callbacks_report_finished_operations_by_name():
     callbacks.operation_host_success(state, host, host.op_hash_order[0])
     callbacks.operation_host_error(state, host, host.op_hash_order[0])
     assert recorder.events == [("op", "node1", "beta | say", "done"), ("op", "node1", "beta | say", "failed")]
+
+
+def test_each_host_through_the_apply_phase_is_reported_finished_or_not():
+    """A log (no progress bar) gets a line per host when the apply phase ends: done, or failed
+    with its error; a host never reached is not reported again."""
+    state = _state("node1", "node2", "node3")
+    results = {name: HostResult(name, "10.0.0.1") for name in ("node1", "node2", "node3")}
+    results["node1"].ops = [OpResult("alpha | say", "changed")]
+    results["node2"].ops = [OpResult("alpha | say", "failed")]
+    results["node2"].error = "alpha | say failed: no route to mirror"
+    results["node3"].status, results["node3"].error = "unreachable", "Could not connect"
+    recorder = Recorder()
+    _report_applied(state, results, recorder)
+    assert recorder.events == [("host", "node1", "apply", True), ("host", "node2", "apply", False)]

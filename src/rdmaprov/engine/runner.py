@@ -417,6 +417,17 @@ def _settle_lost(state: State, results: dict[str, HostResult], run_started: floa
     _each_host(state, list(state.inventory), settle)
 
 
+def _report_applied(state: State, results: dict[str, HostResult], observer: Observer) -> None:
+    """Each host of this run that went through the apply phase, finished or not. pyinfra runs
+    every host's operations in step, so the hosts finish together: one line each at the end."""
+    for host in state.inventory:
+        result = results[host.name]
+        if result.status in ("unreachable", "skipped") and not result.ops:
+            continue
+        ok = result.failed == 0 and result.status not in ("failed", "unreachable", "interrupted")
+        observer.host_done(host.name, "apply", ok, result.error or result.status)
+
+
 def run(inventory: Inventory, options: RunOptions, observer: Observer | None = None) -> RunResult:
     """Connect to the selected hosts, plan the deploys on each, then apply them or only check;
     across several processes when there are many hosts (engine/shards.py)."""
@@ -519,6 +530,7 @@ def _run_hosts(
                     _mark_interrupted(state, interrupt.running, results)
                 elif here:
                     _settle_lost(state, results, started)
+                _report_applied(state, results, observer)
                 # Still inside: a Ctrl-C while other shards finish their operations stops them,
                 # and this run reports it, as one process running them all would.
                 peers.sync(("finished", None), None)
