@@ -169,7 +169,7 @@ def _cmd_bootstrap(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _finish(result, args: argparse.Namespace, out: Console) -> int:
     """Print a run (table or JSON), write JUnit if asked, and return its exit code."""
-    from rdmaprov.health.report import print_diagnosis, print_gates, print_verify
+    from rdmaprov.health.report import print_diagnosis, print_gates, print_gates_not_run, print_verify
     from rdmaprov.report.junit import junit_xml
     from rdmaprov.report.tables import print_run
 
@@ -182,10 +182,11 @@ def _finish(result, args: argparse.Namespace, out: Console) -> int:
             print_verify(result.verify, out, verbose=args.verbose)
         if result.gates:
             print_gates(result.gates, out)
+        print_gates_not_run(result.gates_not_run, out)
         if result.diagnosis is not None:
             out.print("a cluster gate failed: diagnosis (--no-diagnose to skip)", highlight=False)
             print_diagnosis(result.diagnosis, out)
-        if result.verify is not None or result.gates:
+        if result.verify is not None or result.gates or result.gates_not_run:
             out.print(f"exit {result.exit_code}", highlight=False)
     if getattr(args, "junit", None):
         with open(args.junit, "w", encoding="utf-8") as handle:

@@ -328,3 +328,57 @@ def test_textfile_promtool_finds_nothing_to_lint(tmp_path):
     write_textfile(str(path), render_metrics(result, now=1790000000))
     assert "rdmaprov_gate_passed{" in path.read_text()
     assert promtool_check(path.read_text()) == (0, "")
+
+
+def test_every_host_the_gates_leave_out_is_named_with_why(tmp_path, monkeypatch):
+    """converge with the engine and the node reads replaced: which hosts the gates run over, and
+    the reason recorded for each one left out (never a gate silently missing from the report)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from rdmaprov.health.gates.result import GateResult
+    from rdmaprov.health.report import print_gates_not_run
+    from rdmaprov.health.verify import Health
+    from rdmaprov.workflows import apply
+    from rdmaprov.workflows.apply import ConvergeSettings, converge
+
+    path = tmp_path / "inv.yaml"
+    path.write_text(
+        "cluster:\n  name: c\nhosts:\n" + "".join(f"  n{i}: {{address: 10.0.0.{i}}}\n" for i in range(1, 6))
+    )
+    inventory = load_inventory(path, require_files=False)
+    monkeypatch.setattr(rolling, "run", FakeEngine({"n1": "failed", "n2": "unreachable"}))
+    gated: list[list[str]] = []
+
+    def post_deploy(inventory, hosts, gates, verify=True, gate_hosts=None, **_):
+        verifications = [HostVerification(n, "a", status="failed" if n == "n3" else "ok") for n in hosts]
+        chosen = gate_hosts(verifications) if gate_hosts else hosts
+        gated.append(chosen)
+        return Health(verifications, [GateResult("ib_write_bw", "n4 -> n5", True, "ok")] if chosen else [])
+
+    monkeypatch.setattr(apply, "post_deploy", post_deploy)
+    options = RunOptions("apply", list(inventory.hosts), [limits])
+    result = converge(inventory, options, ConvergeSettings(), lambda line: None)
+    assert gated == [["n4", "n5"]]
+    assert result.gates_not_run == {
+        "n1": "apply failed on it",
+        "n2": "it could not be reached",
+        "n3": "it failed verify",
+    }
+    assert result.to_json()["gates_not_run"] == result.gates_not_run
+    shown = StringIO()
+    print_gates_not_run(result.gates_not_run, Console(file=shown, width=200))
+    assert shown.getvalue().splitlines() == [
+        "gates not run on n1: apply failed on it",
+        "gates not run on n2: it could not be reached",
+        "gates not run on n3: it failed verify",
+    ]
+
+    # one host left: no gates, and that host says why too
+    monkeypatch.setattr(rolling, "run", FakeEngine({"n1": "failed", "n2": "unreachable", "n5": "failed"}))
+    alone = converge(inventory, options, ConvergeSettings(), lambda line: None)
+    assert alone.gates == [] and alone.gates_not_run["n4"].startswith("only n4 was left to test")
+    # gates not asked for: nothing to explain
+    quiet = converge(inventory, options, ConvergeSettings(gates=False), lambda line: None)
+    assert quiet.gates_not_run == {} and "gates_not_run" not in quiet.to_json()

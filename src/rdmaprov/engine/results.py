@@ -86,6 +86,9 @@ class RunResult:
     gates: list[Any] | None = None  # GateResult
     diagnosis: Any | None = None  # health.diagnose.Diagnosis, after a failed cluster gate
     interrupted: bool = False  # Ctrl-C stopped the run: hosts say where (status "interrupted")
+    # Hosts the gates were asked for but left out, with why (a failed apply or verify, too few
+    # hosts left): a gate missing from the report is never silent.
+    gates_not_run: dict[str, str] = field(default_factory=dict)
 
     @property
     def health_failed(self) -> bool:
@@ -127,6 +130,8 @@ class RunResult:
             extra["gates"] = [g.to_json() for g in self.gates]
         if self.diagnosis is not None:
             extra["diagnosis"] = self.diagnosis.to_json()
+        if self.gates_not_run:
+            extra["gates_not_run"] = dict(self.gates_not_run)
         return {
             "schema_version": SCHEMA_VERSION,
             "rdmaprov_version": __version__,

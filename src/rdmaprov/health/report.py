@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from rdmaprov.health.diagnose import Diagnosis
 from rdmaprov.health.gates.result import GateResult
@@ -136,6 +137,13 @@ def print_gates(results: list[GateResult], console: Console) -> None:
             gate.reason + (f" (attempt {gate.attempts})" if gate.attempts > 1 else ""),
         )
     console.print(table)
+
+
+def print_gates_not_run(left_out: dict[str, str], console: Console) -> None:
+    """One line per host the gates left out, with why, so that a gate missing from the table
+    above (or a table missing altogether) is never silent."""
+    for name, why in left_out.items():
+        console.print(Text.assemble(("gates not run on ", "yellow"), (name, "bold yellow"), f": {why}"))
 
 
 def print_diagnosis(diagnosis: Diagnosis, console: Console) -> None:

@@ -44,6 +44,14 @@ def _reboot_owed(
             host.status, host.error = "failed", f"reboot: {outcome[host.name]}"
 
 
+def _not_applied(status: str) -> str:
+    """Why a host that apply did not converge is left out of the gates (its error says more)."""
+    return {
+        "unreachable": "it could not be reached",
+        "skipped": "apply did not run on it (an earlier batch failed over --max-fail)",
+    }.get(status, "apply failed on it")
+
+
 def converge(
     inventory: Inventory, options: RunOptions, settings: ConvergeSettings, log: Callable[[str], None], observer=None
 ) -> RunResult:
@@ -71,19 +79,32 @@ def converge(
             result.verify = post_deploy(inventory, verify, gates=False).verify
 
     result = rolling_apply(inventory, options, size, settings.max_fail, Hooks(after_batch, log), observer)
+    wanted_gates = settings.verify and settings.gates
     if result.interrupted:
+        if wanted_gates:
+            result.gates_not_run = {h.name: "the run was interrupted (Ctrl-C)" for h in result.hosts}
         return result  # no verify and no gates: the operator asked to stop
     applied = [
         name
         for name in inventory.host_names()
         if name in {h.name for h in result.hosts if h.status not in ("failed", "unreachable", "skipped")}
     ]
+    if wanted_gates:
+        result.gates_not_run = {h.name: _not_applied(h.status) for h in result.hosts if h.name not in applied}
 
     def gate_hosts(verifications: list[HostVerification] | None) -> list[str]:
         passed = {v.name for v in verifications or [] if v.status == "ok"}
         # in inventory order; hosts outside the verify scope (bootstrap's old nodes) need not have been verified
         chosen = [name for name in applied if name in passed or scope is not None and name not in scope]
+        for name in applied:
+            if name not in chosen:
+                result.gates_not_run[name] = "it failed verify"
         if len(chosen) < 2:
+            for name in chosen:
+                result.gates_not_run[name] = (
+                    f"only {name} was left to test, and apply gates two hosts or more "
+                    "(`rdmaprov verify --gates` tests one)"
+                )
             return []
         log(f"gates over {len(chosen)} hosts…")
         return chosen

@@ -42,6 +42,8 @@ def drift_check(
     started = time.monotonic()
     result = run(inventory, RunOptions("check", hosts, deploys), observer)
     reached = [h.name for h in result.hosts if h.status != "unreachable"]
+    if verify and gates:
+        result.gates_not_run = {h.name: "it could not be reached" for h in result.hosts if h.name not in reached}
     if verify and reached:
         health = post_deploy(inventory, reached, gates=gates, diagnose=diagnose)
         result.verify, result.gates, result.diagnosis = health.verify, health.gates, health.diagnosis
