@@ -16,5 +16,9 @@ set -e
 if (( code & 4 )); then exit "$code"; fi
 $RDMAPROV check inventories/lab.yaml
 $RDMAPROV lab ssh node1 -- ibv_devinfo -d rxe0
-echo "lab ready: $RDMAPROV lab ssh node1 | $RDMAPROV check inventories/lab.yaml | $RDMAPROV lab down"
-echo "(or . .venv/bin/activate, then rdmaprov …)"
+cat <<NEXT
+lab ready. Next, one command a line (or . .venv/bin/activate, then rdmaprov …):
+  $RDMAPROV lab ssh node1
+  $RDMAPROV verify inventories/lab.yaml --gates
+  $RDMAPROV lab down
+NEXT

@@ -219,10 +219,11 @@ def test_vagrant_ssh_config_and_what_each_machine_shows():
     }
 
 
-def test_every_lab_inventory_gates_softroce_with_the_labs_own_settings():
+def test_every_lab_inventory_gates_softroce_with_the_labs_own_settings(tmp_path):
     """`lab up`, `lab vagrant-inventory` and inventories/lab.yaml share one set of gate settings:
     with the fabric's defaults a healthy SoftRoCE lab fails (no latency default for SoftRoCE;
-    rails held to a fraction of the rxe port rate)."""
+    rails held to a fraction of the rxe port rate). `lab up`'s inventory and inventories/lab.yaml
+    name one cluster, so either keeps the same baselines."""
     from rdmaprov.health.gates.latency import latency_limit
     from rdmaprov.lab.gates import LAB_P99_US, softroce_gates
     from rdmaprov.lab.vagrant import Machine, inventory_data
@@ -233,6 +234,11 @@ def test_every_lab_inventory_gates_softroce_with_the_labs_own_settings():
     shipped = yaml.safe_load((REPO / "inventories" / "lab.yaml").read_text())
     assert vagrant["cluster"]["gates"] == softroce_gates("eth1")
     assert shipped["cluster"]["gates"] == softroce_gates("eth0")
+    lab = Lab(tmp_path)
+    write_inventory(lab, LabSettings(), [Node("node1", "10.77.0.11", 24, "vm", str(tmp_path))], "10.77.0.1")
+    written = yaml.safe_load(lab.inventory.read_text())
+    assert written["cluster"]["name"] == shipped["cluster"]["name"] == "lab"
+    assert written["cluster"]["gates"] == shipped["cluster"]["gates"]
     gates = gates_config(vagrant["cluster"]["gates"])
     assert latency_limit(gates.latency, "softroce") == (LAB_P99_US, "gates.latency.max_p99_us")
     assert gates.rail.min_gbps == gates.ib_write_bw.min_gbps == 0.01 and gates.rail.enabled

@@ -166,7 +166,9 @@ def write_inventory(lab: Lab, settings: LabSettings, nodes: list[Node], host_add
     lines = [
         f"# Written by `rdmaprov lab up` for the {len(nodes)}-node {settings.kind} lab in {lab.dir}.",
         "cluster:",
-        f"  name: lab-{settings.kind}",
+        # The VM lab is the cluster inventories/lab.yaml describes: one name, one set of
+        # baselines and counter reads, whichever of the two inventories a run was given.
+        f"  name: {'lab' if softroce else f'lab-{settings.kind}'}",
         "  ssh:",
         "    user: root",
         f"    key: {lab.key}",
