@@ -34,11 +34,11 @@ from rdmaprov.engine.runner import (
     _check_ops,
     _collect_applied,
     _name_ops,
-    _report_applied,
     _never,
     _op_name,
     _Plan,
     _reason,
+    _report_applied,
     _skipped,
     describe,
 )
