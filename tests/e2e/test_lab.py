@@ -32,6 +32,9 @@ def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     # apply ended with verify and both gates, run for real over rxe and MPI
     assert [v["status"] for v in first["verify"]] == ["ok", "ok"], first["verify"]
     gates = {g["gate"]: g for g in first["gates"]}
+    # judged by what the lab is: a healthy lab ends PASS, never WARN (issue 37)
+    assert {g["status"] for g in first["gates"] if g["gate"] != "node"} == {"pass"}, first["gates"]
+    assert "gates_not_run" not in first
     assert gates["ib_write_bw"]["passed"] and gates["ib_write_bw"]["measured"] > 0, gates
     assert gates["all_reduce"]["passed"] and gates["all_reduce"]["details"]["kind"] == "cpu-probe", gates
     assert gates["all_reduce"]["details"]["rows"][-1]["size"] == 4 << 20
@@ -193,7 +196,7 @@ def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_ow
         _, drifted = _gates_until(inventory, lambda result: _by_subject(result, "rail")[rails[1]]["passed"])
         rail1 = _by_subject(drifted, "rail")[rails[1]]
         assert rail1["passed"] and rail1["status"] == "warn" and rail1["baseline"]["drift"], rail1
-        assert "below its baseline" in rail1["reason"] and "gates.baseline.max_drop 5%" in rail1["reason"]
+        assert "below its baseline" in rail1["reason"] and "gates.baseline.max_drop 60%" in rail1["reason"]
 
         # rail 1 policed under the floor: that HCA fails, the other passes
         assert vm_lab.ssh("node1", police + "rate 1mbit burst 32k drop").returncode == 0

@@ -94,6 +94,16 @@ def test_ib_write_bw_outputs():
     assert judge(24.0, "Gb/s", Bounds(0.9, 0.95, 1.05), port).status == "pass"
     too_fast = judge(27.0, "Gb/s", Bounds(0.9, 0.95, 1.05), port)
     assert too_fast.status == "fail" and "measurement error" in too_fast.reason
+    # The lab's SoftRoCE: 0.15 Gb/s on a port whose sysfs says 2.5 Gb/s, held to an absolute
+    # floor: a healthy run passes (no band under a rate emulation never reaches), a slow one fails.
+    rxe = Reference(2.5, "rxe0 at 2.5 Gb/s", "the port rate")
+    floor = Bounds(0.9, 0.95, 1.05, minimum=0.01, minimum_source="gates.ib_write_bw.min_gbps")
+    assert judge(0.15, "Gb/s", floor, rxe).status == "pass"
+    slow = judge(0.004, "Gb/s", floor, rxe)
+    assert (slow.status, slow.reason) == (
+        "fail",
+        "0.004 Gb/s (0.2% of the port rate) < 0.01 Gb/s = gates.ib_write_bw.min_gbps 0.01 Gb/s",
+    )
 
 
 def test_nccl_tests_two_node_run_with_ucx_noise_busbw_by_hand():

@@ -6,7 +6,8 @@ Every gate result is a part: a node (node gate), a pair (ib_write_bw), one rail 
 latency) or a set of nodes (all_reduce), named by its gate and subject. The median of a part's
 first `runs` passing figures is its baseline, fixed from then on, so that a slow slide is measured
 against where the part started, not against last week. A later figure more than `max_drop`
-worse (lower bandwidth, higher latency) is flagged: a warning, or a failure with `action: fail`.
+lower (bandwidth), or `max_latency_rise` higher (a p99 latency, which jitters more), is flagged: a
+warning, or a failure with `action: fail`.
 Failed runs are never recorded. `rdmaprov baseline --reset` drops a node's parts (after a NIC or
 cable is replaced) and the next runs record new ones.
 """
@@ -70,9 +71,12 @@ def compare(
     worse = change if lower_is_better else -change
     runs = len(record.get("samples", []))
     of = f"its baseline {baseline:.4g} {unit} (median of {runs} runs since {_when(record.get('since', now))})"
-    if worse > settings.max_drop:
+    setting, tolerance = (
+        ("max_latency_rise", settings.max_latency_rise) if lower_is_better else ("max_drop", settings.max_drop)
+    )
+    if worse > tolerance:
         direction = "above" if lower_is_better else "below"
-        note = f"{worse:.1%} {direction} {of}, more than gates.baseline.max_drop {settings.max_drop:.0%}"
+        note = f"{worse:.1%} {direction} {of}, more than gates.baseline.{setting} {tolerance:.0%}"
         return Comparison("drift", note, change), record
     return Comparison("steady", f"{change:+.1%} against {of}", change), record
 

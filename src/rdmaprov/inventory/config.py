@@ -422,6 +422,9 @@ class BaselineConfig:
     max_drop: float
     runs: int
     action: str  # warn or fail
+    # A p99 latency jitters between healthy runs far more than an average bandwidth does, so a
+    # latency part has its own tolerance (a rise, as a fraction of its baseline).
+    max_latency_rise: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -497,7 +500,7 @@ class GatesConfig:
             LatencyGate(
                 lt["enabled"], lt.get("max_p99_us"), lt["warn_fraction"], lt["size"], lt["iterations"], lt["timeout_s"]
             ),
-            BaselineConfig(bl["enabled"], bl["max_drop"], bl["runs"], bl["action"]),
+            BaselineConfig(bl["enabled"], bl["max_drop"], bl["runs"], bl["action"], bl["max_latency_rise"]),
             gates.get("via") or ("slurm" if slurm else "ssh"),
         )
 

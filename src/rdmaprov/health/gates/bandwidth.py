@@ -46,7 +46,10 @@ class Reference:
 @dataclass(frozen=True)
 class Bounds:
     """A gate's settings: pass at fraction × reference (or an absolute minimum), warn below
-    warn_fraction × reference, and fail above max_fraction × reference as a measurement error."""
+    warn_fraction × reference, and fail above max_fraction × reference as a measurement error.
+    A gate held to an absolute minimum has no warning band: the minimum is written where the
+    reference cannot be reached (emulated SoftRoCE, an eRDMA instance's bandwidth cap), so a band
+    under the reference would warn on every healthy run; its part's baseline still flags a slide."""
 
     fraction: float
     warn_fraction: float
@@ -114,7 +117,7 @@ def judge(measured: float, unit: str, bounds: Bounds, reference: Reference | Non
     reason = f"{measured:.4g} {unit}{share} {'>=' if passed else '<'} {threshold:.4g} {unit} = {basis}"
     if not passed:
         return Verdict("fail", measured, threshold, unit, reason, expected)
-    if reference is not None and measured < bounds.warn_fraction * reference.value:
+    if bounds.minimum is None and reference is not None and measured < bounds.warn_fraction * reference.value:
         return Verdict(
             "warn",
             measured,
