@@ -11,10 +11,12 @@ import subprocess
 import sys
 import time
 
+import jsonschema
 import pytest
 import yaml
 
 from rdmaprov.health.baselines import baseline_file
+from rdmaprov.schemas import load_schema
 from tests.conftest import REPO, rdmaprov, rdmaprov_json
 from tests.support.promtool import promtool_check
 
@@ -618,6 +620,84 @@ def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab):
     assert all("node3" in line for line in slow["suspects"]["node3"])
     [node_gate] = [t for t in slow["tests"] if t["gate"] == "node"]
     assert (node_gate["subject"], node_gate["status"]) == ("node3", "skipped")
+
+
+def test_diagnose_on_two_nodes_tests_each_alone_reads_counters_and_says_what_would_settle_it(vm_lab):
+    """Two nodes, node2's RoCE traffic policed: no node passes round 1, so neither can vouch for
+    the other. The diagnosis runs what decides without a third node: each node against itself
+    (ib_write_bw looping back through its own HCA: both pass, the fault is between them) and the
+    pair again between two reads of every counter (node2's drops show), then says what would
+    settle it."""
+    throttle = vm_lab.ssh("node2", _POLICE_ROCE)
+    assert throttle.returncode == 0, throttle.stderr
+    try:
+        code, slow = rdmaprov_json("diagnose", vm_lab.inventory, timeout=900)
+        human = rdmaprov("diagnose", vm_lab.inventory, timeout=900)
+    finally:
+        unthrottled = vm_lab.ssh("node2", "tc qdisc del dev eth0 clsact", timeout=120)
+        assert unthrottled.returncode == 0, unthrottled.stderr
+    assert code == 4 and set(slow["undecided"]) == {"node1", "node2"} and slow["suspects"] == {}, slow
+    alone = {t["subject"]: t for t in slow["tests"] if t["subject"] in ("node1 -> node1", "node2 -> node2")}
+    assert sorted(alone) == ["node1 -> node1", "node2 -> node2"] and all(t["passed"] for t in alone.values()), alone
+    for node in ("node1", "node2"):
+        assert "Alone, through its own HCA, it passed" in slow["undecided"][node], slow["undecided"]
+    assert "send_err +" in slow["undecided"]["node2"], slow["undecided"]["node2"]  # the policer's drops
+    assert slow["advice"].startswith("nodes that pass alone but fail together cannot tell which end")
+    assert "--limit node1,node2,GOOD" in slow["advice"]
+    assert human.returncode == 4 and "to settle it: nodes that pass alone" in human.stdout, human.stdout
+
+
+def _frozen_while_testing(vm_lab, node: str, *args: str) -> tuple[int, dict, str]:
+    """Run `rdmaprov ARGS --json` and freeze `node` once its ib_write_bw runs; the run's exit
+    code, JSON and stderr (the node thawed again afterwards)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rdmaprov", *args, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=dict(os.environ, COLUMNS="200"),
+    )
+    try:
+        assert _wait_for(lambda: vm_lab.ssh(node, "pgrep -x ib_write_bw").returncode == 0, 300, 0.5), (
+            "ib_write_bw never ran on " + node
+        )
+        with vm_lab.frozen(node):
+            out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    try:
+        return proc.returncode, json.loads(out), err
+    except json.JSONDecodeError:
+        raise AssertionError(f"no JSON (exit {proc.returncode}):\n{out}\n{err}") from None
+
+
+def test_a_node_that_stops_answering_mid_gate_or_mid_diagnose_is_named_lost(vm_lab, tmp_path):
+    """node2's VM frozen while its ib_write_bw runs (no answer, no reset: as if it lost power),
+    first in verify's gates, then in a diagnosis: each run names node2 lost, with when and in
+    which step, instead of a crash; the gates after it say why they did not run; exit 4; no
+    traceback on stderr."""
+    gates = {"ib_write_bw": {"enabled": True, "duration_s": 20}, "all_reduce": {"enabled": True}}
+    inventory = _gates_only(vm_lab, tmp_path, "lost.yaml", ["rxe0"], gates)
+
+    code, result, err = _frozen_while_testing(vm_lab, "node2", "verify", inventory, "--gates")
+    assert code == 4 and "Traceback" not in err and "failed with" not in err, err
+    jsonschema.validate(result, load_schema("result"))
+    by_gate = {g["gate"]: g for g in result["gates"]}
+    pair, cluster = by_gate["ib_write_bw"], by_gate["all_reduce"]
+    assert pair["reason"].startswith("not judged: node2 stopped answering at "), pair
+    assert "during the ib_write_bw gate" in pair["reason"] and pair["details"]["lost"] == "node2"
+    assert cluster["reason"].startswith("not run: node2 stopped answering at "), cluster
+    assert result["diagnosis"]["lost"]["node2"].startswith("node2 stopped answering at "), result["diagnosis"]
+    assert "node2" not in result["diagnosis"]["suspects"]
+
+    code, diagnosis, err = _frozen_while_testing(vm_lab, "node2", "diagnose", inventory)
+    assert code == 4 and "Traceback" not in err and "failed with" not in err, err
+    assert "during the diagnosis" in diagnosis["lost"]["node2"], diagnosis
+    assert "node2" not in diagnosis["suspects"] and "node2" not in diagnosis["cleared"]
+    # node2 answers again once thawed: the lab goes on
+    assert _wait_for(lambda: vm_lab.ssh("node2", "true").returncode == 0, 120)
 
 
 def test_netns_mode_needing_a_reboot_is_reported_and_rebooted_only_when_allowed(vm_lab, tmp_path):

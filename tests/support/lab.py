@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.conftest import rdmaprov
@@ -92,6 +96,20 @@ class TestLab:
 
     def ssh(self, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess:
         return rdmaprov("lab", "--dir", str(self.dir), "ssh", node, "--", command, timeout=timeout)
+
+    @contextmanager
+    def frozen(self, node: str) -> Iterator[None]:
+        """`node`'s VM stopped where it stands (SIGSTOP to the QEMU this lab started, by its PID):
+        to its peers it stops answering without a reset, as a node that lost power does.
+        Afterwards SIGCONT lets it run on (its old connections timed out), so the tests after
+        this one still have the node."""
+        status = rdmaprov("lab", "--dir", str(self.dir), "status", "--json", timeout=60)
+        [pid] = [entry["pid"] for entry in json.loads(status.stdout) if entry["name"] == node]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def down(self) -> subprocess.CompletedProcess:
         return rdmaprov("lab", "--dir", str(self.dir), "down", timeout=300)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rdmaprov.engine.applied import classify_fact
+from rdmaprov.engine.session import HostLost
 from rdmaprov.facts.node_report import LINKED_NCCL
 from rdmaprov.health.checks import roce_active_mtu, verify_node
 from rdmaprov.health.diagnose import localize, neighbour_pairs
@@ -409,6 +410,29 @@ def test_diagnosis_names_the_slow_node_in_two_rounds():
     assert set(hopeless.undecided) == {"a", "b"} and hopeless.exit_code == 4
 
 
+def test_a_node_lost_during_the_pair_tests_is_lost_and_its_peer_is_tested_again():
+    """n4 stops answering in round 1: it is lost (when, where), not a suspect; n3, whose test
+    said nothing, is tested against a cleared node in round 2 and cleared."""
+    lost = HostLost("n4", "22:49:36 UTC", "the diagnosis", "SSH session not active")
+    log: list = []
+
+    def test(pairs):
+        log.append(pairs)
+        return [
+            GateResult.broken("ib_write_bw", f"{a} -> {b}", lost)
+            if "n4" in (a, b)
+            else GateResult("ib_write_bw", f"{a} -> {b}", True, "ok")
+            for a, b in pairs
+        ]
+
+    diagnosis = localize(["n1", "n2", "n3", "n4"], test)
+    assert diagnosis.lost == {"n4": str(lost)}
+    assert str(lost) == "n4 stopped answering at 22:49:36 UTC during the diagnosis (SSH session not active)"
+    assert diagnosis.suspects == {} and diagnosis.undecided == {} and diagnosis.exit_code == 4
+    assert log[1] == [("n1", "n3")] and diagnosis.cleared == ["n1", "n2", "n3"]
+    assert diagnosis.to_json()["lost"] == diagnosis.lost
+
+
 def _memlock_report(login: str, services: str, lines: str) -> str:
     """The lab's node report with other memlock values and the files' lines that set them."""
     text = (LAB / "node_report_rxe.txt").read_text()
@@ -661,3 +685,48 @@ def test_xid_errors_from_the_kernel_log():
     assert ("kernel log", "gpu.xid") not in _gpu_failures(
         "", "NVRM: Xid (PCI:0000:05:00): 13, pid=9, Graphics Exception\n"
     )
+
+
+def test_a_pair_test_that_raises_is_that_pairs_result_and_prints_no_traceback(capfd):
+    """A host lost mid-test is named lost with when and where; any other error is the pair's
+    crash; neither reaches stderr as gevent's greenlet traceback."""
+    from rdmaprov.health.gates.pairs import run_in_rounds
+
+    lost = HostLost("node2", "22:49:36 UTC", "the ib_write_bw gate", "SSH session not active")
+
+    def test(server: str, client: str) -> list[GateResult]:
+        if client == "node2":
+            raise lost
+        raise ValueError("no such device")
+
+    results = run_in_rounds("ib_write_bw", [("node1", "node2"), ("node3", "node4")], test)
+    assert [(r.subject, r.passed, r.reason, r.details) for r in results] == [
+        (
+            "node1 -> node2",
+            False,
+            "not judged: node2 stopped answering at 22:49:36 UTC during the ib_write_bw gate (SSH session not active)",
+            {"lost": "node2"},
+        ),
+        ("node3 -> node4", False, "gate crashed: no such device", {}),
+    ]
+    assert capfd.readouterr().err == ""
+
+
+def test_trouble_counters_that_grew_around_a_policed_pair_test():
+    """Real reads of every rxe counter before and after node2 wrote through a policer: node2's
+    drops show as send_err and its retries, node1's as duplicates; data and packet counts are not
+    trouble. A counter that went down (a reset) or appeared is not growth."""
+    from rdmaprov.parsers.counters import parse_port_counters, trouble_growth
+
+    def read(node: str, when: str) -> dict[str, dict[str, int]]:
+        return parse_port_counters((LAB / f"counters_policed_{node}_{when}.txt").read_text().splitlines())
+
+    assert trouble_growth(read("node2", "before"), read("node2", "after")) == [
+        "rxe0/1 completer_retry_err +41",
+        "rxe0/1 send_err +278445",
+    ]
+    assert trouble_growth(read("node1", "before"), read("node1", "after")) == ["rxe0/1 duplicate_request +78"]
+    before = read("node2", "before")
+    reset = {"rxe0/1": {**before["rxe0/1"], "send_err": 0}, "rxe1/1": {"rcvd_seq_err": 5}}
+    assert trouble_growth(before, reset) == []
+    assert trouble_growth(before, before) == []

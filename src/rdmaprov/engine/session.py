@@ -8,12 +8,15 @@ cost the control machine ~40 ms a host, 80 s of one core for 2,000 nodes.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import gevent
+from paramiko import SSHException
 from pyinfra.api import FactBase, StringCommand
 from pyinfra.api.connect import disconnect_all
 from pyinfra.api.facts import get_fact
@@ -21,6 +24,7 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.pyinfra_state import build_state, connect, privileges
+from rdmaprov.engine.run_context import context_of
 from rdmaprov.inventory.model import Inventory
 
 # Printed to stderr when coreutils' timeout stopped the command: 124 when TERM ended it, 137 when
@@ -39,13 +43,59 @@ class CommandResult:
         return DEADLINE_MARK in self.stderr
 
 
+# What paramiko and the socket raise when the host behind a connection stops answering (the
+# keepalive deadline in engine/connection.py turns a silent host into one of these).
+CONNECTION_ERRORS = (SSHException, EOFError, OSError)
+
+
+class HostLost(Exception):
+    """A host that stopped answering while the session used it: by name, when, and in which
+    step. Every later command to it raises the same, so each step it was needed for says why it
+    did not run instead of crashing on a dead connection."""
+
+    def __init__(self, host: str, when: str, during: str, cause: str) -> None:
+        super().__init__(host, when, during, cause)
+        self.host, self.when, self.during, self.cause = host, when, during, cause
+
+    def __str__(self) -> str:
+        return f"{self.host} stopped answering at {self.when} during {self.during} ({self.cause})"
+
+
 class Session:
-    """`with Session(inventory, hosts) as s:` — s.unreachable names who could not be reached."""
+    """`with Session(inventory, hosts) as s:` — s.unreachable names who could not be reached,
+    s.lost who stopped answering since."""
 
     def __init__(self, inventory: Inventory, hosts: list[str]) -> None:
         self.inventory = inventory
         self.state = build_state(inventory, hosts)
         self.unreachable: dict[str, str] = {}
+        self.lost: dict[str, HostLost] = {}
+        self.step = "the health checks"  # what the session is doing, for a host lost meanwhile
+
+    @contextlib.contextmanager
+    def during(self, step: str) -> Iterator[None]:
+        """Name the step under way (a gate, a diagnosis round): steps run one after another, so
+        a host lost meanwhile was lost in this one."""
+        previous, self.step = self.step, step
+        try:
+            yield
+        finally:
+            self.step = previous
+
+    def _lose(self, name: str, cause: str) -> HostLost:
+        """Record `name` as lost (its first loss stands) and return the exception to raise."""
+        if name not in self.lost:
+            when = datetime.now(timezone.utc).strftime("%H:%M:%S UTC")
+            self.lost[name] = HostLost(name, when, self.step, cause)
+        return self.lost[name]
+
+    def _lost_now(self, name: str, exc: BaseException | None = None) -> HostLost | None:
+        """The loss a command's end shows: an exception from the connection, or a command that
+        failed because its connection went (engine/connection.py keeps how it ended)."""
+        if exc is not None:
+            return self._lose(name, str(exc) or type(exc).__name__)
+        end = context_of(self.state).command_ends.get(name)
+        return self._lose(name, end.cause) if end is not None and end.lost else None
 
     def __enter__(self) -> Session:
         self.unreachable = connect(self.state)
@@ -76,16 +126,24 @@ class Session:
         arguments: {name: value or the exception that stopped it}."""
 
         def read(name: str) -> Any:
+            if name in self.lost:
+                raise self.lost[name]
             host = self._host(name)
             with ctx_host.use(host):
                 kwargs = arguments(name) if arguments else {}
-                return get_fact(self.state, host, cls, kwargs=kwargs, apply_failed_hosts=False)
+                try:
+                    return get_fact(self.state, host, cls, kwargs=kwargs, apply_failed_hosts=False)
+                except CONNECTION_ERRORS as exc:
+                    raise self._lose(name, str(exc) or type(exc).__name__) from None
 
         return self.each(self.connected, read)
 
     def run(self, name: str, command: str, timeout_s: int | None = None) -> CommandResult:
         """Run a shell command on one host; `timeout_s` stops it there (coreutils timeout), and
-        the result says so."""
+        the result says so. A host that stopped answering raises HostLost, now and for every
+        later command."""
+        if name in self.lost:
+            raise self.lost[name]
         host = self._host(name)
         if timeout_s:
             seconds = int(timeout_s)
@@ -95,7 +153,13 @@ class Session:
                 f"then echo '{DEADLINE_MARK} {seconds} s' >&2; fi; exit $rc"
             )
         with ctx_state.use(self.state), ctx_host.use(host):
-            ok, output = host.run_shell_command(StringCommand(command), _success_exit_codes=[0], **privileges(host))
+            try:
+                ok, output = host.run_shell_command(StringCommand(command), _success_exit_codes=[0], **privileges(host))
+            except CONNECTION_ERRORS as exc:
+                raise self._lose(name, str(exc) or type(exc).__name__) from None
+        lost = None if ok else self._lost_now(name)
+        if lost is not None:
+            raise lost
         return CommandResult(
             ok,
             "\n".join(output.stdout_lines),
@@ -103,20 +167,22 @@ class Session:
         )
 
 
+def returned(work: Callable[..., Any], *args: Any) -> Any:
+    """work(*args), or the exception it raised as its value: for a greenlet whose failure its
+    caller reports (gevent prints a greenlet's uncaught error to stderr as a traceback)."""
+    try:
+        return work(*args)
+    except Exception as exc:
+        return exc
+
+
 def each(names: list[str], work: Callable[[str], Any]) -> dict[str, Any]:
     """work(name) for every name at once, each in its own greenlet; an exception is that name's
     result. The results come in the order of `names`, not of who answered first, so what is
     built from them (a verdict's words, the JSON) is the same on every run."""
-    results: dict[str, Any] = {}
-
-    def one(name: str) -> None:
-        try:
-            results[name] = work(name)
-        except Exception as exc:  # reported per host by the caller
-            results[name] = exc
-
-    gevent.joinall([gevent.spawn(one, name) for name in names])
-    return {name: results[name] for name in names}
+    jobs = [gevent.spawn(returned, work, name) for name in names]
+    gevent.joinall(jobs)
+    return {name: job.value for name, job in zip(names, jobs, strict=True)}
 
 
 @dataclass

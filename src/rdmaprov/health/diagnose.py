@@ -24,6 +24,7 @@ from rdmaprov.health.gates.ib_write_bw import run_pairs
 from rdmaprov.health.gates.node import run_node_gate
 from rdmaprov.health.gates.rail import run_rails
 from rdmaprov.health.gates.result import GateResult, subject_hosts
+from rdmaprov.parsers.counters import ALL_COUNTER_FILES, parse_port_counters, trouble_growth
 from rdmaprov.parsers.node import NodeReport
 
 PairTest = Callable[[list[tuple[str, str]]], list[GateResult]]
@@ -44,18 +45,22 @@ class Diagnosis:
     suspects: dict[str, list[str]] = field(default_factory=dict)
     cleared: list[str] = field(default_factory=list)
     undecided: dict[str, str] = field(default_factory=dict)  # no known-good peer to tell
+    lost: dict[str, str] = field(default_factory=dict)  # stopped answering: when, and in which step
     tests: list[GateResult] = field(default_factory=list)
     rounds: int = 0
+    advice: str = ""  # what would settle the nodes left undecided
 
     @property
     def exit_code(self) -> int:
-        return 4 if self.suspects or self.undecided else 0
+        return 4 if self.suspects or self.undecided or self.lost else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "suspects": self.suspects,
             "cleared": self.cleared,
             "undecided": self.undecided,
+            "lost": self.lost,
+            "advice": self.advice,
             "rounds": self.rounds,
             "tests": [t.to_json() for t in self.tests],
         }
@@ -65,6 +70,15 @@ def _evidence(result: GateResult) -> str:
     return f"{result.subject}: {result.reason}"
 
 
+def _note_lost(diagnosis: Diagnosis, results: list[GateResult]) -> None:
+    """A node that stopped answering during a pair test is lost, not suspect: its test said
+    nothing about its peer either, which stays to be tested against another node."""
+    for result in results:
+        host = result.details.get("lost")
+        if host and host not in diagnosis.lost:
+            diagnosis.lost[host] = result.reason.removeprefix("not judged: ")
+
+
 def localize(names: list[str], test: PairTest) -> Diagnosis:
     """Run the two rounds with `test` (which runs a list of pairs, at once where it can) and
     name the suspects."""
@@ -72,10 +86,11 @@ def localize(names: list[str], test: PairTest) -> Diagnosis:
     first = test(neighbour_pairs(names))
     diagnosis.tests += first
     diagnosis.rounds = 1
-    good = [n for n in names if any(r.passed and n in _pair(r) for r in first)]
-    doubtful = [n for n in names if n not in good]
+    _note_lost(diagnosis, first)
+    good = [n for n in names if n not in diagnosis.lost and any(r.passed and n in _pair(r) for r in first)]
+    doubtful = [n for n in names if n not in good and n not in diagnosis.lost]
     if not doubtful:
-        diagnosis.cleared = list(names)
+        diagnosis.cleared = list(good)
         return diagnosis
     if not good:
         for name in doubtful:
@@ -87,15 +102,20 @@ def localize(names: list[str], test: PairTest) -> Diagnosis:
     second = test(retest)
     diagnosis.tests += second
     diagnosis.rounds = 2
+    _note_lost(diagnosis, second)
     by_node = {_pair(r)[1]: r for r in second}
     for name in doubtful:
         result = by_node.get(name)
+        if name in diagnosis.lost:
+            continue
         if result is not None and result.passed:
             good.append(name)
+        elif result is not None and result.details.get("lost"):
+            diagnosis.undecided[name] = f"its known-good peer was lost during the test: {_evidence(result)}"
         else:
             evidence = [_evidence(r) for r in first + second if name in _pair(r) and not r.passed]
             diagnosis.suspects[name] = evidence
-    diagnosis.cleared = [n for n in names if n in good]
+    diagnosis.cleared = [n for n in names if n in good and n not in diagnosis.lost]
     return diagnosis
 
 
@@ -125,17 +145,81 @@ def rail_evidence(suspect: str, rails: list[GateResult]) -> list[str]:
     return failing
 
 
+UNDECIDABLE = (
+    "nodes that pass alone but fail together cannot tell which end of their link is at fault "
+    "(a cable, a switch port, one end's port): rerun `rdmaprov diagnose` with a third node known to "
+    "be good (--limit {names},GOOD), or move the pair to another cable or switch port and test again"
+)
+
+
+def _read_counters(session: Session, names: list[str]) -> dict[str, dict[str, dict[str, int]]]:
+    """Every counter of every port of each node that answered."""
+    command = f"grep -H . {ALL_COUNTER_FILES} 2>/dev/null"
+    read = session.each(names, lambda name: parse_port_counters(session.run(name, command).stdout.splitlines()))
+    return {name: ports for name, ports in read.items() if isinstance(ports, dict)}
+
+
+def _decide_alone(session: Session, diagnosis: Diagnosis, readable: dict[str, NodeReport]) -> None:
+    """No node passed round 1, so none could vouch for a peer (always so with two nodes). What
+    decides without one: each undecided node against itself (ib_write_bw looping back through its
+    own HCA) shows a node slow on its own; round 1's failing pairs run again between two reads of
+    every counter show which end retried, dropped or erred. What stays undecided gets the advice
+    that would settle it."""
+    names = [n for n in diagnosis.undecided if n in readable and n not in diagnosis.lost]
+    if not names or not session.inventory.gates.ib_write_bw.enabled:
+        diagnosis.advice = UNDECIDABLE.format(names=",".join(diagnosis.undecided))
+        return
+    failed = [_pair(r) for r in diagnosis.tests if not r.passed and not r.details.get("lost")]
+    pairs = list(dict.fromkeys(p for p in failed if set(p) <= set(names)))
+    alone = {_pair(r)[0]: r for r in run_pairs(session, [(n, n) for n in names], readable)}
+    before = _read_counters(session, names)
+    again = run_pairs(session, pairs, readable)
+    after = _read_counters(session, names)
+    diagnosis.tests += list(alone.values()) + again
+    slow_alone = [n for n in names if n in alone and not alone[n].passed]
+    for name in names:
+        grown = trouble_growth(before[name], after[name]) if name in before and name in after else None
+        counters = (
+            "its counters could not be read"
+            if grown is None
+            else f"during the pair test again its counters grew: {', '.join(grown)}"
+            if grown
+            else "during the pair test again no error, retry or drop counter of its grew"
+        )
+        result = alone.get(name)
+        if result is None:
+            continue
+        if not result.passed:
+            evidence = diagnosis.undecided.pop(name)
+            diagnosis.suspects[name] = [evidence, f"alone, through its own HCA: {_evidence(result)}", counters]
+        elif slow_alone:  # its peer is slow on its own: that explains their pair
+            diagnosis.undecided.pop(name)
+            diagnosis.cleared.append(name)
+        else:
+            diagnosis.undecided[name] += f". Alone, through its own HCA, it passed ({result.reason}); {counters}"
+    if diagnosis.undecided:
+        diagnosis.advice = UNDECIDABLE.format(names=",".join(diagnosis.undecided))
+
+
 def diagnose_in(session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception]) -> Diagnosis:
     """The whole diagnosis over connections already open: pair rounds, then the suspects' rails
     against cleared nodes and the node gate on the suspects. An unreachable or unreadable node is
     a suspect on that evidence alone."""
+    with session.during("the diagnosis"):
+        return _diagnose(session, hosts, reports)
+
+
+def _diagnose(session: Session, hosts: list[str], reports: dict[str, NodeReport | Exception]) -> Diagnosis:
+    """diagnose_in's work; a node already lost (in a gate before) is named lost, not tested."""
     readable = {name: r for name, r in reports.items() if isinstance(r, NodeReport)}
-    names = [name for name in hosts if name in readable]
+    names = [name for name in hosts if name in readable and name not in session.lost]
     diagnosis = localize(names, pair_test(session, readable))
     for name in hosts:
         if name not in readable:
             why = session.unreachable.get(name) or f"could not read the node's state: {reports.get(name)}"
             diagnosis.suspects[name] = [f"{name} is unreachable or unreadable: {why}"]
+    if diagnosis.undecided and not diagnosis.cleared:
+        _decide_alone(session, diagnosis, readable)
     suspects = [name for name in hosts if name in diagnosis.suspects and name in readable]
     cleared = diagnosis.cleared
     if suspects and cleared and session.inventory.gates.rail.enabled:
@@ -145,4 +229,11 @@ def diagnose_in(session: Session, hosts: list[str], reports: dict[str, NodeRepor
             diagnosis.suspects[suspect] += rail_evidence(suspect, rails)
     if suspects:
         diagnosis.tests += run_node_gate(session, suspects, readable)
+    for name, lost in session.lost.items():  # before the diagnosis, or during its last steps
+        if name in hosts:
+            diagnosis.lost.setdefault(name, str(lost))
+            diagnosis.suspects.pop(name, None)
+            diagnosis.undecided.pop(name, None)
+            if name in diagnosis.cleared:
+                diagnosis.cleared.remove(name)
     return diagnosis

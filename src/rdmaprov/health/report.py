@@ -155,9 +155,13 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console) -> None:
         table.add_row(name, "[red]SUSPECT[/]", "\n".join(evidence))
     for name, why in diagnosis.undecided.items():
         table.add_row(name, "[yellow]UNDECIDED[/]", why)
+    for name, why in diagnosis.lost.items():
+        table.add_row(name, "[red]LOST[/]", Text(why))
     for name in diagnosis.cleared:
         table.add_row(name, "[green]cleared[/]", "")
     console.print(table)
+    if diagnosis.advice:
+        console.print(Text.assemble(("to settle it: ", "yellow"), diagnosis.advice))
     print_gates([t for t in diagnosis.tests if t.gate in ("rail", "node")], console)
 
 

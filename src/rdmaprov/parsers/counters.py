@@ -32,3 +32,23 @@ def parse_port_counters(lines: list[str]) -> dict[str, dict[str, int]]:
             device, port, name, value = match.groups()
             ports.setdefault(f"{device}/{port}", {})[name] = int(value)
     return ports
+
+
+# Every counter of every port, for a before-and-after read around one test (diagnose).
+ALL_COUNTER_FILES = "/sys/class/infiniband/*/ports/*/counters/* /sys/class/infiniband/*/ports/*/hw_counters/*"
+# The counters that grow only when something went wrong on the wire or in the transport: the
+# error counters above and, by their names across drivers, retries, NAKs, duplicates, sequence
+# errors, drops and waits (mlx5 `port_xmit_wait`, rxe `completer_retry_err`, `rcvd_seq_err`…).
+_TROUBLE = re.compile(r"err|discard|retr|dup|seq|nak|rnr|downed|symbol|integrity|overrun|timeout|drop|wait")
+
+
+def trouble_growth(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[str]:
+    """The trouble counters that grew between two reads of one node, as `rxe0/1 name +N`, in
+    port and name order; a counter missing from either read, or lower (reset), is left out."""
+    grown = []
+    for port in sorted(after):
+        for name in sorted(after[port]):
+            old = before.get(port, {}).get(name)
+            if old is not None and _TROUBLE.search(name) and after[port][name] > old:
+                grown.append(f"{port} {name} +{after[port][name] - old}")
+    return grown

@@ -12,7 +12,7 @@ import json
 from dataclasses import replace
 
 from rdmaprov.deploys.gate_tools import PROBE_BINARY
-from rdmaprov.engine.session import Session
+from rdmaprov.engine.session import HostLost, Session
 from rdmaprov.health.checks import expected_devices
 from rdmaprov.health.gates.bandwidth import (
     Bounds,
@@ -151,9 +151,11 @@ def run_all_reduce(
 ) -> GateResult:
     """The gate over `hosts`, or the subset `all_reduce.hosts` names."""
     settings = session.inventory.gates.all_reduce
-    return all_reduce_over(
-        session, [h for h in (settings.hosts or hosts) if h in session.inventory.hosts], reports, pairs
-    )
+    over = [h for h in (settings.hosts or hosts) if h in session.inventory.hosts]
+    try:
+        return all_reduce_over(session, over, reports, pairs)
+    except HostLost as lost:  # one job across the nodes: a node lost mid-run ends it
+        return GateResult.broken("all_reduce", ",".join(over), lost)
 
 
 def run_all_reduce_pairs(session: Session, pairs: list[Pair], reports: dict[str, NodeReport]) -> list[GateResult]:
@@ -171,6 +173,9 @@ def all_reduce_over(
     just measured. A run stopped at its deadline is not retried: the fabric, not chance, stopped it."""
     settings = session.inventory.gates.all_reduce
     subject = ",".join(hosts)
+    lost = [str(session.lost[h]) for h in hosts if h in session.lost]
+    if lost:
+        return GateResult("all_reduce", subject, False, f"not run: {'; '.join(lost)}")
     down = [h for h in hosts if h in session.unreachable or not isinstance(reports.get(h), NodeReport)]
     if down:
         return GateResult(

@@ -110,7 +110,5 @@ def run_node_gate(session: Session, hosts: list[str], reports: dict[str, NodeRep
 
     done = session.each(runnable, run)
     for name, outcome in done.items():
-        results[name] = (
-            outcome if isinstance(outcome, GateResult) else GateResult("node", name, False, f"gate crashed: {outcome}")
-        )
+        results[name] = outcome if isinstance(outcome, GateResult) else GateResult.broken("node", name, outcome)
     return [results[name] for name in hosts if name in results]

@@ -69,7 +69,10 @@ def run_in_rounds(gate: str, pairs: list[Pair], test: Callable[[str, str], list[
 
     def timed(server: str, client: str) -> list[GateResult]:
         started = time.monotonic()
-        results = test(server, client)
+        try:
+            results = test(server, client)
+        except Exception as exc:  # the pair's result, not a greenlet's traceback on stderr
+            results = [GateResult.broken(gate, f"{server} -> {client}", exc)]
         for result in results:
             result.duration_s = round(time.monotonic() - started, 3)
         return results
@@ -78,9 +81,6 @@ def run_in_rounds(gate: str, pairs: list[Pair], test: Callable[[str, str], list[
     for batch in rounds(pairs):
         jobs = [gevent.spawn(timed, server, client) for server, client in batch]
         gevent.joinall(jobs)
-        for job, (server, client) in zip(jobs, batch, strict=True):
-            if job.successful():
-                results.extend(job.get())
-            else:
-                results.append(GateResult(gate, f"{server} -> {client}", False, f"gate crashed: {job.exception}"))
+        for job in jobs:
+            results.extend(job.get())
     return results

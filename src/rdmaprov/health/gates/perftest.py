@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import gevent
 
-from rdmaprov.engine.session import Session
+from rdmaprov.engine.session import CommandResult, HostLost, Session, returned
 from rdmaprov.health.checks import expected_devices
 from rdmaprov.health.gates.bandwidth import Reference, Verdict
 from rdmaprov.health.gates.gpudirect import MemoryChoice, memory_plan
@@ -211,7 +211,7 @@ def failed_on_exit(verdict: Verdict, program: str, status: int | None) -> Verdic
 
 def _server_said(server: gevent.Greenlet) -> str:
     """The last lines a server command that ended printed, for the reason it never listened."""
-    if not (server.ready() and server.successful() and server.value):
+    if not (server.ready() and isinstance(server.value, CommandResult)):
         return ""
     said = last_lines(server.value.stdout + "\n" + server.value.stderr)
     return f": {' | '.join(said)}" if said else ""
@@ -234,7 +234,9 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
     ports = {lane.tcp_port for lane in lanes}
     launch = launcher(session)  # over SSH, or as Slurm jobs (whose start may wait for the node)
     server_gpus, client_gpus = held_gpus([lane.server for lane in lanes]), held_gpus([lane.client for lane in lanes])
-    server_job = gevent.spawn(launch.run, server, servers, tool.timeout_s + GRACE_S, server_gpus)
+    # The server's command ends as a value, never as an error of its greenlet (gevent would print
+    # that to stderr as a traceback): a lost server is raised here, as a lost client is.
+    server_job = gevent.spawn(returned, launch.run, server, servers, tool.timeout_s + GRACE_S, server_gpus)
     try:
         deadline = time.monotonic() + min(tool.timeout_s, LISTEN_S) + launch.start_s
         if not _wait_listening(session, server, ports, deadline, server_job):
@@ -244,11 +246,14 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
         client_result = launch.run(client, clients, tool.timeout_s + GRACE_S, client_gpus)
         server_job.join(timeout=10)
     finally:
-        if not server_job.ready():
+        if not server_job.ready() and server not in session.lost:
             session.run(server, stray_server_kill(tool.program, ports))
             launch.stop(server)
             server_job.join(timeout=10)
-    server_out = split_lanes(server_job.value.stdout) if server_job.successful() and server_job.value else {}
+    if isinstance(server_job.value, HostLost):
+        raise server_job.value
+    ended = server_job.value if isinstance(server_job.value, CommandResult) else None
+    server_out = split_lanes(ended.stdout) if ended else {}
     client_out = split_lanes(client_result.stdout)
     outputs = []
     for i, lane in enumerate(lanes):
@@ -263,6 +268,8 @@ def pair_problem(session: Session, server: str, client: str, reports: dict[str, 
     for name in (server, client):
         if name in session.unreachable:
             return f"{name} is unreachable: {session.unreachable[name]}"
+        if name in session.lost:
+            return f"not run: {session.lost[name]}"
         if name not in reports:
             return f"{name}: its state could not be read"
     return ""

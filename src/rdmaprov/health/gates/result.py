@@ -6,6 +6,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rdmaprov.engine.session import HostLost
 from rdmaprov.health.gates.bandwidth import Verdict
 
 
@@ -46,6 +47,14 @@ class GateResult:
             verdict.status,
             verdict.expected,
         )
+
+    @classmethod
+    def broken(cls, gate: str, subject: str, error: BaseException) -> GateResult:
+        """The failure of a test that raised instead of giving a verdict: a host lost on the way
+        (engine/session.HostLost) is named with when and where, not reported as a crash."""
+        if isinstance(error, HostLost):
+            return cls(gate, subject, False, f"not judged: {error}", details={"lost": error.host})
+        return cls(gate, subject, False, f"gate crashed: {error}")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,15 +24,22 @@ def run_gates(
     readable = {name: r for name, r in reports.items() if isinstance(r, NodeReport)}
     results: list[GateResult] = []
     if gates.node.enabled:
-        results.extend(run_node_gate(session, hosts, readable))
-    pairs = run_ib_write_bw(session, hosts, readable, newcomers) if gates.ib_write_bw.enabled else []
+        with session.during("the node gate"):
+            results.extend(run_node_gate(session, hosts, readable))
+    pairs: list[GateResult] = []
+    if gates.ib_write_bw.enabled:
+        with session.during("the ib_write_bw gate"):
+            pairs = run_ib_write_bw(session, hosts, readable, newcomers)
     results.extend(pairs)
     if gates.rail.enabled:
-        results.extend(run_rail_gate(session, hosts, readable, newcomers))
+        with session.during("the rail gate"):
+            results.extend(run_rail_gate(session, hosts, readable, newcomers))
     if gates.latency.enabled:
-        results.extend(run_latency_gate(session, hosts, readable, newcomers))
+        with session.during("the latency gate"):
+            results.extend(run_latency_gate(session, hosts, readable, newcomers))
     if gates.all_reduce.enabled:
-        results.append(run_all_reduce(session, hosts, readable, pairs))
+        with session.during("the all_reduce gate"):
+            results.append(run_all_reduce(session, hosts, readable, pairs))
     apply_baselines(results, session.inventory.name, gates.baseline)
     return results
 
