@@ -781,6 +781,8 @@ def test_a_held_dpkg_lock_a_full_disk_and_a_reboot_mid_install_are_each_named(vm
     assert vm_lab.ssh("node2", fill, timeout=300).returncode == 0
     try:
         code, full = rdmaprov_json("apply", vm_lab.inventory, "--limit", "node2", "--skip-gates", timeout=600)
+        # the applied-state record could not be written either, and left no empty temp file
+        assert "applied.json.rdmaprov-tmp" not in vm_lab.ssh("node2", "ls /etc/rdmaprov").stdout
     finally:
         assert vm_lab.ssh("node2", "rm -f /fill /fill.*").returncode == 0
     [node2] = full["hosts"]

@@ -10,6 +10,7 @@ record at all means rdmaprov never applied it on this node (new).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -83,14 +84,24 @@ def merged_record(previous: AppliedRecord, applied: dict[str, str], inventory_sh
 
 
 def write_record(host, content: str) -> bool:
-    """Write the record on `host` (connected, inside its pyinfra context): temp file, then rename."""
+    """Write the record on `host` (connected, inside its pyinfra context): temp file, then rename.
+    A write that fails (a full disk) removes its temp file, which would otherwise stay, empty,
+    until the next apply."""
     temp = shlex.quote(f"{RECORD_PATH}.rdmaprov-tmp")
     sudo = privileges(host)
     if not host.run_shell_command(StringCommand(f"mkdir -p {RECORD_DIR} && chmod 755 {RECORD_DIR}"), **sudo)[0]:
         return False
-    if not host.put_file(BytesIO(content.encode("utf-8")), f"{RECORD_PATH}.rdmaprov-tmp", **sudo):
-        return False
-    return host.run_shell_command(StringCommand(f"chmod 644 {temp} && mv -f {temp} {RECORD_PATH}"), **sudo)[0]
+    written = False
+    try:
+        written = bool(
+            host.put_file(BytesIO(content.encode("utf-8")), f"{RECORD_PATH}.rdmaprov-tmp", **sudo)
+            and host.run_shell_command(StringCommand(f"chmod 644 {temp} && mv -f {temp} {RECORD_PATH}"), **sudo)[0]
+        )
+    finally:
+        if not written:
+            with contextlib.suppress(Exception):  # best effort: the connection may be gone too
+                host.run_shell_command(StringCommand(f"rm -f {temp}"), **sudo)
+    return written
 
 
 def classify_fact(deploy: str | None, has_record: bool, inputs_changed: list[str]) -> Drift:
