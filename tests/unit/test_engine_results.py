@@ -237,3 +237,32 @@ def test_the_summary_line_counts_interrupted_and_not_run_hosts():
     assert (
         line(_host("failed"), skipped) == "2 hosts: 0 changed, 0 unchanged, 1 failed, 0 unreachable, 1 not run — exit 4"
     )
+
+
+def test_a_lost_hosts_failed_block_says_so_before_its_last_output():
+    """The output of an operation whose connection was lost is what the node printed before it
+    went (debconf's notes): the block names the loss first, so the output is not read as the cause."""
+    import io
+
+    from rich.console import Console
+
+    from rdmaprov.report.tables import print_run
+
+    op = OpResult(
+        "rdma_userspace | RDMA userspace packages",
+        "failed",
+        stdout=["debconf: delaying package configuration, since apt-utils is not installed"],
+    )
+    error = (
+        "rdma_userspace | RDMA userspace packages failed: connection lost: SSH session not active; "
+        "it has not answered since (tried for 30 s)"
+    )
+    lost = HostResult("node2", "10.0.0.2", status="unreachable", error=error, ops=[op])
+    buffer = io.StringIO()
+    print_run(_run(lost), Console(file=buffer, width=300, force_terminal=False))
+    assert buffer.getvalue().splitlines()[:4] == [
+        "node2: rdma_userspace | RDMA userspace packages: FAILED",
+        f"    {error}",
+        "    its output before the connection was lost:",
+        "    debconf: delaying package configuration, since apt-utils is not installed",
+    ]

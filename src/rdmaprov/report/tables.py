@@ -21,6 +21,17 @@ _STYLE = {
 _ONLY_IF_ANY = {"skipped": "not run", "interrupted": "interrupted"}
 
 
+def _print_failure(console: Console, error: str, op: str, output: list[str]) -> None:
+    """A failed operation's last lines; where its connection was lost, first that (the output is
+    then only what the node printed before, e.g. debconf's notes, and never the cause)."""
+    if error.startswith(f"{op} failed: connection lost"):
+        console.print(f"    {error}", markup=False, highlight=False)
+        if output:
+            console.print("    its output before the connection was lost:", markup=False, highlight=False)
+    for line in output:
+        console.print(f"    {line}", markup=False, highlight=False)
+
+
 def print_run(result: RunResult, console: Console, show_diff: bool = True) -> None:
     pending = result.command == "check"
     for host in result.hosts:
@@ -34,8 +45,7 @@ def print_run(result: RunResult, console: Console, show_diff: bool = True) -> No
                 if op.diff and show_diff:
                     console.print(op.diff.rstrip("\n"), markup=False, highlight=False)
                 if op.status == "failed":
-                    for line in (op.stderr or op.stdout)[-5:]:
-                        console.print(f"    {line}", markup=False, highlight=False)
+                    _print_failure(console, host.error or "", op.name, (op.stderr or op.stdout)[-5:])
         for warning in host.warnings:
             console.print(f"[magenta]{host.name}[/]: warning: {warning}", highlight=False)
         if pending and host.inputs_changed:
