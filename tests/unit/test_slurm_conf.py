@@ -191,6 +191,23 @@ def test_scontrol_nodes_drained_by_rdmaprov_and_by_an_admin_as_slurm_22_05_print
         (FIXTURES / "slurm" / "scontrol_show_node_resumed_unknown_not_responding.txt").read_text()
     )
     assert resumed.states == {"UNKNOWN", "NOT_RESPONDING"} and resumed.reason == "" and not resumed.drained
+    # slurmd starting on these nodes (its health check runs before it registers): a failing
+    # check drains the clean one before it takes jobs; ours stays drained; none is resumed
+    from rdmaprov.slurm.drain import CheckOutcome, DrainLimits, decide
+
+    failing = CheckOutcome("node2", False, ("rdma.device_present rxe0: missing",))
+    [drain] = decide([resumed], [failing], DrainLimits(True, 1.0))
+    assert drain.command() == [
+        "scontrol",
+        "update",
+        "nodename=node2",
+        "state=drain",
+        "reason=rdmaprov: rdma.device_present rxe0: missing",
+    ]
+    [kept] = decide([ours, admin], [failing], DrainLimits(True, 1.0))
+    assert (kept.kind, kept.why) == ("report", f"still fails, stays drained ({ours.reason})")
+    [waits] = decide([ours, admin], [CheckOutcome("node2", True)], DrainLimits(True, 1.0))
+    assert (waits.kind, waits.why) == ("report", "is NOT_RESPONDING: Slurm manages it, left alone")
 
 
 def test_scontrol_reason_ends_at_its_stamp_when_later_releases_print_fields_after_it():

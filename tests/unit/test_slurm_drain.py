@@ -10,6 +10,7 @@ import pytest
 
 from rdmaprov.slurm.drain import (
     HANDS_OFF,
+    STARTING,
     Action,
     CheckOutcome,
     DrainLimits,
@@ -50,9 +51,15 @@ SHAPES = [
     (("IDLE", "DRAIN"), "", "admin"),  # drained with no reason: not ours either
     (("IDLE", "DRAIN"), "RDMAPROV: typed by hand", "admin"),  # the prefix is exact
     (("IDLE", "DRAIN"), "maintenance; rdmaprov: later", "admin"),
-    *[((state,), "Not responding", "slurm") for state in sorted(HANDS_OFF)],
+    *[((state,), "Not responding", "slurm") for state in sorted(HANDS_OFF - STARTING)],
+    # slurmd starting (first start; after a restart): drained when it fails, never resumed
+    (("UNKNOWN",), "", "starting"),
+    (("IDLE", "NOT_RESPONDING"), "", "starting"),
+    (("UNKNOWN", "NOT_RESPONDING"), "", "starting"),
     (("DOWN", "DRAIN"), OURS, "slurm"),  # down wins even over our own drain
-    (("IDLE", "DRAIN", "NOT_RESPONDING"), OURS, "slurm"),
+    (("DOWN", "NOT_RESPONDING"), "", "slurm"),  # down and not responding: Slurm's
+    (("IDLE", "DRAIN", "NOT_RESPONDING"), OURS, "ours-starting"),  # still fails: stays drained
+    (("IDLE", "DRAIN", "NOT_RESPONDING"), ADMIN, "admin"),
     (("IDLE", "POWERED_DOWN"), "", "slurm"),
     (("IDLE", "REBOOT_REQUESTED"), "", "slurm"),
 ]
@@ -72,6 +79,10 @@ def test_every_state_reason_and_verdict_of_one_node(states, reason, owner, verdi
     if verdict == "inconclusive" or owner in ("slurm", "admin"):
         assert kinds == ["report"]  # never touched, whatever the check says
         assert "left" in actions[0].why
+    elif owner == "starting":
+        assert kinds == (["drain"] if verdict == "failing" else ["report"]), actions  # never resumed
+    elif owner == "ours-starting":
+        assert kinds == ["report"] and ("stays drained" in actions[0].why or "left alone" in actions[0].why)
     elif owner == "ours":
         assert kinds == (["resume"] if verdict == "healthy" else ["report"])
     elif verdict == "failing":

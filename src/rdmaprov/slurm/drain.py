@@ -6,8 +6,9 @@ The rules, each learnt from a field failure:
   resumed once it passes again. Only a reason that starts with `rdmaprov:` is rdmaprov's.
 - A node drained for any other reason is the admin's: never resumed, never re-drained, its reason
   never overwritten (NHC overwrote an admin's reason with its own, then resumed the node when it
-  passed: mej/nhc#134). A node that is down, not responding, failing, powered down or rebooting
-  is Slurm's business and is not touched either.
+  passed: mej/nhc#134). A node that is down, failing, powered down or rebooting is Slurm's
+  business and is not touched either. One whose slurmd is starting (UNKNOWN, +NOT_RESPONDING:
+  the health check slurmd runs before it registers) is drained when it fails, never resumed.
 - No outcome from the check itself (a report that timed out, a Slurm command that did not answer)
   ever drains or resumes anything (NHC drained whole batches when its own `scontrol` call hung:
   mej/nhc#161). Those outcomes are reported and nothing else.
@@ -56,6 +57,14 @@ HANDS_OFF = frozenset(
 )
 
 
+# A node whose slurmd has not registered yet: UNKNOWN at its first start, +NOT_RESPONDING after
+# any slurmd restart. slurmd runs the health check before it registers, so that check is the one
+# that must drain a node that booted broken, before it takes jobs (Slurm keeps the drain through
+# the registration: IDLE+DRAIN on 24.11). A passing check never resumes a node from here: Slurm
+# has not taken it back yet, and the next periodic check does.
+STARTING = frozenset({"UNKNOWN", "NOT_RESPONDING"})
+
+
 @dataclass(frozen=True)
 class SlurmNode:
     """A node as `scontrol show node` shows it: base state and flags (IDLE, DRAIN…), its partitions
@@ -80,6 +89,12 @@ class SlurmNode:
         """The state that makes Slurm, not rdmaprov, responsible for the node (None: none)."""
         found = sorted(self.states & HANDS_OFF)
         return found[0] if found else None
+
+    @property
+    def starting(self) -> bool:
+        """Hands off only because slurmd has not registered (STARTING): a failing check drains it."""
+        managed = self.states & HANDS_OFF
+        return bool(managed) and managed <= STARTING
 
 
 @dataclass(frozen=True)
@@ -166,7 +181,7 @@ def decide(nodes: Sequence[SlurmNode], outcomes: Sequence[CheckOutcome], limits:
             decided[outcome.node] = Action(outcome.node, "report", "is not a node of this Slurm cluster: left alone")
         elif not outcome.conclusive:
             decided[node.name] = Action(node.name, "report", "was not judged (the check itself failed): left as it is")
-        elif (state := node.hands_off) is not None:
+        elif (state := node.hands_off) is not None and (outcome.healthy or not node.starting):
             decided[node.name] = Action(node.name, "report", f"is {state}: Slurm manages it, left alone")
         elif node.drained and not node.by_rdmaprov:
             decided[node.name] = Action(
