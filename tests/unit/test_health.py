@@ -19,7 +19,7 @@ from rdmaprov.health.gates.all_reduce import (
     parse_probe_output,
     transport_verdict,
 )
-from rdmaprov.health.gates.bandwidth import Bounds, Reference, allreduce_busbw_gbs, judge, parse_size
+from rdmaprov.health.gates.bandwidth import Bounds, Reference, allreduce_busbw_gbs, judge
 from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool
 from rdmaprov.health.gates.node import default_threshold, judge_node, node_command
 from rdmaprov.health.gates.pairs import all_pairs, ring_pairs, rounds
@@ -34,6 +34,7 @@ from rdmaprov.parsers.node import Gpu, parse_node_report, split_sections
 from rdmaprov.parsers.nvidia_smi import GpuHealth, parse_nvidia_smi_q
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
+from rdmaprov.parsers.units import parse_size
 from rdmaprov.parsers.xid import parse_xids
 from rdmaprov.report.junit import junit_xml
 from tests.conftest import FIXTURES

@@ -8,7 +8,7 @@ import os
 import subprocess
 
 from rdmaprov.deploys.gate_tools import probe_build
-from rdmaprov.deploys.openmpi import archive_build, linked_mpi, mpi_package_sets, render_profile, site_env
+from rdmaprov.deploys.openmpi import archive_build, linked_mpi, mpi_package_sets, render_profile
 from rdmaprov.inventory.config import MpiArchive, MpiConfig
 from rdmaprov.parsers.system import OsInfo
 from tests.unit.test_builds import build_for_real, install_for_real
@@ -52,7 +52,7 @@ def test_one_build_serves_every_release_and_lands_under_current(tmp_path):
             assert (path.stat().st_uid, path.stat().st_gid, path.stat().st_mode & 0o022) == (0, 0, 0), path
     mpi = MpiConfig("archive", str(tmp_path / "opt" / "site-mpi") + "/", MpiArchive(str(tarball), "", "4.1.4"))
     assert mpi.install_prefix == str(current)
-    ran = subprocess.run(["sh", "-c", f"{site_env(mpi)}{current}/bin/mpirun"], capture_output=True, text=True)
+    ran = subprocess.run(["sh", "-c", f"{mpi.site_env}{current}/bin/mpirun"], capture_output=True, text=True)
     assert ran.stdout.strip() == f"mpirun (Open MPI) 4.1.4 from {current}"
 
 
@@ -81,7 +81,7 @@ def test_the_shipped_mpi_needs_compilers_but_not_the_distros_mpi():
     assert "openmpi-bin" not in archive["debian"] and "gcc" in archive["debian"]
     assert "openmpi-bin" in distro["debian"] and "gcc" in distro["debian"]
     assert mpi_package_sets(MpiConfig("prefix", "/opt/hpcx/ompi")) == {}
-    assert site_env(MpiConfig("distro", None)) == ""
+    assert MpiConfig("distro", None).site_env == ""
     shipped = render_profile("/opt/m/current", relocated=True)
     assert "export OPAL_PREFIX='/opt/m/current'\n" in shipped and "export PATH='/opt/m/current/bin'" in shipped
     # an existing prefix install is where it was built: login shells' other Open MPIs keep working

@@ -8,13 +8,11 @@ from dataclasses import dataclass, replace
 
 import pytest
 
+from rdmaprov.parsers.slurm import HANDS_OFF, STARTING, SlurmNode
 from rdmaprov.slurm.drain import (
-    HANDS_OFF,
-    STARTING,
     Action,
     CheckOutcome,
     DrainLimits,
-    SlurmNode,
     decide,
     drain_reason,
     excess_drains,

@@ -10,17 +10,13 @@ import os
 from pathlib import Path
 
 from rdmaprov.builds.spec import sha256_of
-from rdmaprov.lab.paths import cache_root
+from rdmaprov.paths import artifacts_root
 
 PART = ".part"
 
 
-def store_dir() -> Path:
-    return Path(os.environ.get("RDMAPROV_ARTIFACTS") or cache_root() / "artifacts")
-
-
 def local_path(archive: str) -> Path:
-    return store_dir() / archive
+    return artifacts_root() / archive
 
 
 def cached(archive: str) -> bool:

@@ -10,15 +10,14 @@ from pyinfra.api import deploy
 
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship, platform
-from rdmaprov.deploys.openmpi import archive_identity, linked_mpi, site_env
+from rdmaprov.deploys.openmpi import archive_identity, linked_mpi
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.operations.builds import Recipe
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
+from rdmaprov.paths import PROBE_PREFIX
 from rdmaprov.quoting import sh
 
-PROBE_PREFIX = "/opt/rdmaprov/probe"
-PROBE_BINARY = f"{PROBE_PREFIX}/current/bin/allreduce_probe"
 PROBE_VERSION = "1"
 
 
@@ -44,5 +43,5 @@ PROBE = Recipe("allreduce_probe", probe_build)
 @deploy("gate_tools")
 def gate_tools(ctx: NodeContext) -> None:
     mpi = ctx.node.mpi
-    settings = {"mpicc": mpi.mpicc, "mpi_env": site_env(mpi), "mpi_archive": archive_identity(ctx)}
+    settings = {"mpicc": mpi.mpicc, "mpi_env": mpi.site_env, "mpi_archive": archive_identity(ctx)}
     build_and_ship(ctx, PROBE, "allreduce probe", settings)

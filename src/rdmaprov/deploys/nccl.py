@@ -15,7 +15,7 @@ from pyinfra.api import deploy
 
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship, platform
-from rdmaprov.deploys.openmpi import archive_identity, linked_mpi, site_env
+from rdmaprov.deploys.openmpi import archive_identity, linked_mpi
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.config import plain
 from rdmaprov.nvidia import arch_from_compute_cap, arch_problem, cuda_home, gencode
@@ -182,7 +182,7 @@ def nccl_tests_settings(ctx: NodeContext, nccl: dict[str, Any] | None) -> dict[s
         "nccl": nccl,
         "tests": tests,
         "mpi_prefix": ctx.node.mpi.install_prefix,
-        "mpi_env": site_env(ctx.node.mpi),  # ld finds libmpi's own libraries through LD_LIBRARY_PATH
+        "mpi_env": ctx.node.mpi.site_env,  # ld finds libmpi's own libraries through LD_LIBRARY_PATH
         "mpi_archive": archive_identity(ctx),
     }
 

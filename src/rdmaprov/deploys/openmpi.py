@@ -30,7 +30,7 @@ from rdmaprov.operations.packages import packages
 from rdmaprov.packages import BUILD_TOOLS, OPENMPI
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
-from rdmaprov.quoting import fail_command, sh, sh_single
+from rdmaprov.quoting import fail_command, sh_single
 
 PROFILE = "/etc/profile.d/rdmaprov-mpi.sh"
 
@@ -54,17 +54,6 @@ def render_profile(prefix: str, relocated: bool = False) -> str:
     lines.append(f'export PATH={sh_single(prefix + "/bin")}:"$PATH"\n')
     lines.append(f"export LD_LIBRARY_PATH={sh_single(prefix + '/lib')}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n")
     return "".join(lines)
-
-
-def site_env(mpi: MpiConfig) -> str:
-    """Shell assignments that run a command in a site MPI's environment ('' for the distro's):
-    OPAL_PREFIX says where its tree is now (an archive built for another prefix is relocated by
-    it, and mpirun passes it on to the daemons it starts over SSH), and its libraries come first
-    (its programs' RUNPATH may name the prefix it was built for)."""
-    prefix = mpi.install_prefix
-    if not prefix:
-        return ""
-    return f'OPAL_PREFIX={sh(prefix)} LD_LIBRARY_PATH={sh(prefix + "/lib")}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" '
 
 
 def archive_source(settings: dict[str, Any]) -> Source:

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.health.state import cluster_file, load_section, updating
+from rdmaprov.health.state import load_section, updating
 from rdmaprov.inventory.config import BaselineConfig
+from rdmaprov.paths import cluster_file
 
 FILE = "baselines.json"
 # Gates whose figure is better when lower.

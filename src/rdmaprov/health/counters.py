@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from rdmaprov.health.findings import Finding, finding
-from rdmaprov.health.state import cluster_file, load_section, save_section
+from rdmaprov.health.state import load_section, save_section
+from rdmaprov.paths import cluster_file
 
 
 @dataclass(frozen=True)

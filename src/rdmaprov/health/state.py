@@ -6,19 +6,11 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-
-def cluster_file(cluster: str, name: str) -> Path:
-    """Where a cluster's `name` file is kept."""
-    base = os.environ.get("RDMAPROV_STATE") or os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(base) / "rdmaprov" / "clusters" / re.sub(r"[^A-Za-z0-9_.-]", "_", cluster) / name
 
 
 def load_section(path: Path, key: str) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from rdmaprov.quoting import sh
+
 # What each fabric needs when the inventory says nothing (field manuals; docs/inventory.md,
 # "What each deploy does", `nccl_env`).
 _FABRIC_HCA = {"erdma": "erdma", "softroce": "rxe"}
@@ -139,6 +141,19 @@ class MpiConfig:
     def mpicc(self) -> str:
         prefix = self.install_prefix
         return f"{prefix}/bin/mpicc" if prefix else "mpicc"
+
+    @property
+    def site_env(self) -> str:
+        """Shell assignments that run a command in a site MPI's environment ('' for the distro's):
+        OPAL_PREFIX says where its tree is now (an archive built for another prefix is relocated by
+        it, and mpirun passes it on to the daemons it starts over SSH), and its libraries come
+        first (its programs' RUNPATH may name the prefix it was built for)."""
+        prefix = self.install_prefix
+        if not prefix:
+            return ""
+        return (
+            f'OPAL_PREFIX={sh(prefix)} LD_LIBRARY_PATH={sh(prefix + "/lib")}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" '
+        )
 
 
 @dataclass(frozen=True)

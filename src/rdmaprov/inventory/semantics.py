@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rdmaprov.errors import Problem
-from rdmaprov.health.gates.bandwidth import parse_size
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.inventory.model import fill_defaults
 from rdmaprov.inventory.source import DocPath, SourceMap, format_path
 from rdmaprov.nvidia import arch_problem, driver_problem, parse_version
+from rdmaprov.parsers.units import parse_size
 from rdmaprov.schemas import load_schema
 
 # AIACC NCCL plugin version → the NCCL versions it supports (first, last minor of NCCL 2).

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-
-def cache_root() -> Path:
-    """Image and package cache shared by every lab of this user (XDG cache)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "rdmaprov"
+from rdmaprov.paths import cache_root
 
 
 def default_lab_dir() -> Path:

@@ -7,9 +7,6 @@ import argparse
 
 EXPECTATIONS = "/etc/rdmaprov/node-check.json"
 STATE_DIR = "/var/lib/rdmaprov/node-check"
-# What node-check runs (the report, scontrol) is looked up here: slurmd starts its HealthCheckProgram
-# with an almost empty environment.
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DESCRIPTION = (
     "verify's per-node checks, run on this node against the expectations the node_check deploy wrote. "
     "Exit codes: 0 healthy, 4 a check failed (one line each), 1 the expectations file is missing or wrong."

@@ -30,8 +30,9 @@ from rdmaprov.health.counters import counter_findings, load_reads, save_reads
 from rdmaprov.health.findings import Finding
 from rdmaprov.nodecheck import expectations
 from rdmaprov.nodecheck.expectations import Expectations
-from rdmaprov.nodecheck.options import DESCRIPTION, SYSTEM_PATH, add_arguments
+from rdmaprov.nodecheck.options import DESCRIPTION, add_arguments
 from rdmaprov.parsers.node import NodeReport, parse_node_report
+from rdmaprov.paths import SYSTEM_PATH
 from rdmaprov.slurm.drain import DrainLimits
 from rdmaprov.slurm.scontrol import Clock, etiquette, outcome_of
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rdmaprov.slurm.drain import SlurmNode
-
 # The hardware section's command (facts/slurm.py runs it): slurmd -C's figures without slurmd,
 # which is not installed yet when slurm.conf is first rendered.
 # slurmd drains a node whose memory falls below RealMemory ("Low RealMemory"), and MemTotal shrinks
@@ -112,6 +110,70 @@ def _fields(line: str) -> dict[str, str]:
         end = marks[index + 1].start() if index + 1 < len(marks) else len(line)
         fields[key] = line[mark.end() : end].strip()
     return fields
+
+
+# What a node is in Slurm, in Slurm's words: the state words, whose drain is rdmaprov's, which
+# states are Slurm's to manage. slurm/drain.py decides on these.
+PREFIX = "rdmaprov:"
+# States in which Slurm itself manages the node: rdmaprov neither drains nor resumes it.
+HANDS_OFF = frozenset(
+    {
+        "DOWN",
+        "FAIL",
+        "FAILING",
+        "NOT_RESPONDING",
+        "FUTURE",
+        "UNKNOWN",
+        "POWERED_DOWN",
+        "POWERING_DOWN",
+        "POWER_DOWN",
+        "POWERING_UP",
+        "REBOOT_ISSUED",
+        "REBOOT_REQUESTED",
+        "INVALID_REG",
+        "INVAL",
+    }
+)
+
+
+# A node whose slurmd has not registered yet: UNKNOWN at its first start, +NOT_RESPONDING after
+# any slurmd restart. slurmd runs the health check before it registers, so that check is the one
+# that must drain a node that booted broken, before it takes jobs (Slurm keeps the drain through
+# the registration: IDLE+DRAIN on 24.11). A passing check never resumes a node from here: Slurm
+# has not taken it back yet, and the next periodic check does.
+STARTING = frozenset({"UNKNOWN", "NOT_RESPONDING"})
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """A node as `scontrol show node` shows it: base state and flags (IDLE, DRAIN…), its partitions
+    and its reason with when it was set (ISO time, as Slurm writes it: sortable)."""
+
+    name: str
+    states: frozenset[str]
+    partitions: tuple[str, ...] = ()
+    reason: str = ""
+    reason_time: str = ""
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.states
+
+    @property
+    def by_rdmaprov(self) -> bool:
+        return self.drained and self.reason.startswith(PREFIX)
+
+    @property
+    def hands_off(self) -> str | None:
+        """The state that makes Slurm, not rdmaprov, responsible for the node (None: none)."""
+        found = sorted(self.states & HANDS_OFF)
+        return found[0] if found else None
+
+    @property
+    def starting(self) -> bool:
+        """Hands off only because slurmd has not registered (STARTING): a failing check drains it."""
+        managed = self.states & HANDS_OFF
+        return bool(managed) and managed <= STARTING
 
 
 def parse_scontrol_nodes(text: str) -> list[SlurmNode]:

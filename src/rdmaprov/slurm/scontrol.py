@@ -16,8 +16,8 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from rdmaprov.nodecheck.options import SYSTEM_PATH
 from rdmaprov.parsers.slurm import parse_scontrol_nodes
+from rdmaprov.paths import SYSTEM_PATH
 from rdmaprov.slurm.drain import CheckOutcome, DrainLimits, SlurmNode, decide, excess_drains
 
 TIMEOUT_S = 10

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from rdmaprov.deploys.gate_tools import PROBE_BINARY
 from rdmaprov.engine.session import HostLost, Session
 from rdmaprov.health.checks import expected_devices
 from rdmaprov.health.gates.bandwidth import (
@@ -23,7 +22,6 @@ from rdmaprov.health.gates.bandwidth import (
     failed,
     gbps_to_gbs,
     judge,
-    parse_size,
 )
 from rdmaprov.health.gates.deadline import ITERATIONS, bytes_per_rank, slowest_link, sweep_deadline
 from rdmaprov.health.gates.launch import Job, launcher
@@ -35,6 +33,8 @@ from rdmaprov.parsers.mpi import MpiVersion
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests
 from rdmaprov.parsers.node import NodeReport
+from rdmaprov.parsers.units import parse_size
+from rdmaprov.paths import PROBE_BINARY
 
 
 def parse_probe_output(text: str, max_bytes: int) -> CollectiveRun:

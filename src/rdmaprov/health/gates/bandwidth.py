@@ -6,7 +6,6 @@ the per-node NIC bandwidth whatever the rank count. 1 GB/s here is 10⁹ bytes/s
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 
@@ -21,17 +20,6 @@ def allreduce_busbw_gbs(size_bytes: int, time_us: float, ranks: int) -> float:
 def gbps_to_gbs(gbps: float) -> float:
     """Link rate in Gb/s → GB/s (25 Gb/s NIC = 3.125 GB/s)."""
     return gbps / 8
-
-
-_SIZE = re.compile(r"^(\d+)([KMG]?)$")
-
-
-def parse_size(text: str) -> int:
-    """'4M' → 4194304 (binary multiples, as nccl-tests' -b/-e)."""
-    match = _SIZE.match(text.strip())
-    if not match:
-        raise ValueError(f"size {text!r} is not a number with an optional K, M or G suffix")
-    return int(match.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[match.group(2)]
 
 
 @dataclass(frozen=True)

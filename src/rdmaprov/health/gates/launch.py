@@ -17,7 +17,6 @@ import secrets
 import shlex
 from dataclasses import dataclass
 
-from rdmaprov.deploys.openmpi import site_env
 from rdmaprov.engine.session import CommandResult, Session
 from rdmaprov.health.gates.mpi import mpirun_path
 from rdmaprov.inventory.config import AllReduceGate
@@ -77,7 +76,7 @@ class Launcher:
         for key, value in job.env.items():
             parts += ["-x", f"{key}={value}"]
         parts += ["-x", "PATH", "-x", "LD_LIBRARY_PATH", *job.program]
-        return site_env(first.mpi) + " ".join(shlex.quote(p) for p in parts)
+        return first.mpi.site_env + " ".join(shlex.quote(p) for p in parts)
 
     def job(self, job: Job, settings: AllReduceGate, timeout_s: int) -> tuple[CommandResult, str]:
         """Run `job`; (its result, the command that launched it)."""
@@ -133,7 +132,7 @@ class SlurmLauncher(Launcher):
         words.insert(words.index("srun") + 1, f"--mpi={slurm.mpi if slurm else 'pmix'}")
         command = sh_join(words + job.program)
         # what mpirun's --prefix does: the ranks find that MPI (srun passes the environment on)
-        return site_env(self.session.inventory.hosts[job.hosts[0]].node.mpi) + command
+        return self.session.inventory.hosts[job.hosts[0]].node.mpi.site_env + command
 
     def job(self, job: Job, settings: AllReduceGate, timeout_s: int) -> tuple[CommandResult, str]:
         command = self.job_command(job, settings, timeout_s)

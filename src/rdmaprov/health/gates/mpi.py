@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rdmaprov.deploys.openmpi import site_env
 from rdmaprov.engine.session import Session
 from rdmaprov.parsers.mpi import MpiVersion, parse_mpirun_version
 from rdmaprov.quoting import sh
@@ -27,7 +26,7 @@ def read_mpi_versions(session: Session, hosts: list[str]) -> dict[str, MpiVersio
     """Each host's MPI, or why it could not be read (no mpirun there), all hosts at once."""
 
     def read(name: str) -> MpiVersion | str:
-        env = site_env(session.inventory.hosts[name].node.mpi)
+        env = session.inventory.hosts[name].node.mpi.site_env
         result = session.run(name, f"{env}{sh(mpirun_path(session, name))} --version", 60)
         version = parse_mpirun_version(result.stdout) if result.ok else None
         if version is None:

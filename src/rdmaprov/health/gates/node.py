@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rdmaprov.deploys.openmpi import site_env
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.all_reduce import judge_run
 from rdmaprov.health.gates.bandwidth import Bounds, Verdict, failed
@@ -101,7 +100,7 @@ def run_node_gate(session: Session, hosts: list[str], reports: dict[str, NodeRep
         env, _ = node.nccl_environment()
         gpus = reports[name].gpus
         # nccl-tests built with MPI=1 load the site MPI's libmpi (no RUNPATH to it)
-        command = site_env(node.mpi) + node_command(node.nccl.all_reduce_perf, env, len(gpus), settings)
+        command = node.mpi.site_env + node_command(node.nccl.all_reduce_perf, env, len(gpus), settings)
         result = launch.run(name, command, settings.timeout_s, gpus=len(gpus))
         verdict = judge_node(result.stdout, result.ok, gpus, settings)
         return GateResult.of("node", name, verdict, details={"command": command, "gpus": len(gpus), "via": launch.via})
