@@ -56,4 +56,8 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -c constraints/tested.txt -e '.[test]'
+# Commit subjects of at most 72 characters (docs/contributing.md): the hook in .githooks/ checks.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git config core.hooksPath .githooks
+fi
 echo "setup: ready (.venv/bin/rdmaprov)"
