@@ -561,13 +561,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rdmaprov {__version__}")
     # Subcommands (and theirs) are _Parser too, so that their usage errors also exit 64.
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    selection, tags, run_output = _selection_options(_LIMIT_HELP), _tags_option(), _run_output_options()
-    converge, via = _converge_options(), _gates_via_option()
+    via = _gates_via_option()
 
     validate = sub.add_parser("validate", help="check inventory files against the schema")
     validate.add_argument("inventory", nargs="+")
     validate.set_defaults(handler=_cmd_validate)
 
+    _add_run_parsers(sub, via)
+    _add_health_parsers(sub, via)
+    _add_node_parsers(sub)
+    _add_import_parser(sub)
+    _add_lab_parser(sub)
+    return parser
+
+
+def _add_run_parsers(sub, via: _Parser) -> None:
+    """The commands that converge or plan: apply, check, bootstrap."""
+    selection, tags, run_output = _selection_options(_LIMIT_HELP), _tags_option(), _run_output_options()
+    converge = _converge_options()
     apply = _add_run_command(sub, "apply", "converge every selected node", [selection, tags, run_output, converge, via])
     apply.set_defaults(handler=_cmd_apply)
 
@@ -602,6 +613,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bootstrap.set_defaults(handler=_cmd_bootstrap)
 
+
+def _add_health_parsers(sub, via: _Parser) -> None:
+    """The commands that read and judge the nodes: verify, facts, diagnose, baseline."""
     verify = sub.add_parser(
         "verify",
         help="check every RDMA port and setting against the inventory (and run the gates)",
@@ -644,6 +658,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     baseline.set_defaults(handler=_cmd_baseline)
 
+
+def _add_node_parsers(sub) -> None:
+    """The commands that run on a node itself: node-check, exporter."""
     node_check = sub.add_parser(
         "node-check",
         help="verify's per-node checks on this node, no SSH or inventory (what Slurm's HealthCheckProgram runs)",
@@ -658,10 +675,6 @@ def build_parser() -> argparse.ArgumentParser:
     exporter.add_argument("--listen", default="0.0.0.0:9879", help="ADDR:PORT (default 0.0.0.0:9879)")
     exporter.add_argument("--sysfs", default="/sys/class/infiniband", help=argparse.SUPPRESS)
     exporter.set_defaults(handler=_cmd_exporter)
-
-    _add_import_parser(sub)
-    _add_lab_parser(sub)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

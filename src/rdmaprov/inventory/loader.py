@@ -167,6 +167,46 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
     are made or the archive built. Unusable files are always errors.
     """
     path = Path(path)
+    data, smap = _document(path)
+    problems: list[Problem] = []
+    bodies, memberships = _host_bodies(data, smap, problems)
+    builder = _HostBuilder(data, smap, path.resolve().parent, require_files, problems)
+    hosts = {name: builder.build(name, groups, *bodies.get(name, ((), {}))) for name, groups in memberships.items()}
+    problems += builder.misfit_problems()
+    cluster = data["cluster"]
+    if not hosts:
+        problems.append(
+            smap.problem((), "the inventory declares no hosts", "add hosts under `hosts:` or under a group's `hosts:`")
+        )
+    slurm_on = bool((cluster.get("slurm") or {}).get("enabled"))
+    problems.extend(gate_problems(cluster.get("gates") or {}, set(hosts), smap, slurm_on))
+    problems.extend(slurm_problems(cluster.get("slurm") or {}, list(hosts), smap))
+    if problems:
+        raise UserError(in_file_order(problems))
+
+    _, root = node_schema()
+    filled = fill_defaults(cluster, root["properties"]["cluster"], root)
+    members: dict[str, list[str]] = {g: [] for g in (data.get("groups") or {})}
+    for name, in_groups in memberships.items():
+        for group in in_groups:
+            members[group].append(name)
+    return Inventory(
+        path=path,
+        name=cluster["name"],
+        hosts=hosts,
+        groups={g: tuple(names) for g, names in members.items()},
+        gates=GatesConfig.from_settings(filled["gates"], slurm=filled["slurm"]["enabled"]),
+        ssh_trust=SshTrustConfig.from_settings(filled["ssh_trust"]),
+        parallel=cluster.get("parallel"),
+        slurm=SlurmConfig.from_settings(filled["slurm"], cluster["name"], list(hosts)),
+        raw=data,
+        warnings=in_file_order(builder.warnings),
+    )
+
+
+def _document(path: Path) -> tuple[dict[str, Any], SourceMap]:
+    """The file as YAML that passed the schema, with its source map; a file that is not an
+    inventory (another tool's, or not a mapping) is refused saying what it looks like."""
     text = read_text(path)
     try:
         data, smap, problems = parse_yaml(text, str(path))
@@ -189,20 +229,19 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
                 fix="see inventories/lab.yaml for the layout",
             )
         )
-
-    warnings: list[Problem] = []
     problems += schema_problems(data, smap)
     if problems:
         raise UserError(foreign_inventory(path, text, data) or in_file_order(problems))
+    return data, smap
 
-    base = path.resolve().parent
-    schema, root = node_schema()
-    cluster = data["cluster"]
-    defaults = data.get("defaults") or {}
 
-    bodies: dict[str, tuple[tuple, dict[str, Any]]] = {}
+def _host_bodies(
+    data: dict[str, Any], smap: SourceMap, problems: list[Problem]
+) -> tuple[dict[str, tuple[DocPath, dict[str, Any]]], dict[str, list[str]]]:
+    """Each host's one body (where it is defined, what it sets) and its groups, hosts in the order
+    in which the file first names them, wherever that is; a second body is a problem."""
+    bodies: dict[str, tuple[DocPath, dict[str, Any]]] = {}
     memberships: dict[str, list[str]] = {}
-    # Hosts keep the order in which the file first names them, wherever that is.
     for name, group, where, body in sorted(
         _host_definitions(data), key=lambda place: smap.locate(place[2], prefer_key=True)
     ):
@@ -223,104 +262,101 @@ def load_inventory(path: str | Path, require_files: bool = True) -> Inventory:
             )
             continue
         bodies[name] = (where, body)
+    return bodies, memberships
 
-    hosts: dict[str, HostSpec] = {}
-    addresses: dict[str, str] = {}
-    misfits: dict[tuple[tuple, str, str], list[str]] = {}
-    # Thousands of hosts share a few group combinations: what depends only on the groups (the
-    # merged node settings, SSH settings, the checks of key files) is worked out once for each.
-    bases: dict[tuple[str, ...], dict[str, Any]] = {}
-    ssh_cache: dict[tuple[str, ...], SSHSettings] = {}
-    file_checks: dict[_LocalFile, tuple[Problem | None, str]] = {}
-    issues_of: dict[int, list] = {}
-    configs: dict[int, NodeConfig] = {}
 
-    def config_of(settings: dict[str, Any]) -> NodeConfig:
-        if id(settings) not in configs:
-            configs[id(settings)] = NodeConfig.from_settings(settings)
-        return configs[id(settings)]
+class _HostBuilder:
+    """Makes each host's HostSpec, collecting problems and warnings. Thousands of hosts share a
+    few group combinations: what depends only on the groups (the merged node settings, SSH
+    settings, the checks of key files, the settings that do not fit) is worked out once for each."""
 
-    for name, groups in memberships.items():
-        where, body = bodies.get(name, ((), {}))
+    def __init__(
+        self, data: dict[str, Any], smap: SourceMap, base: Path, require_files: bool, problems: list[Problem]
+    ) -> None:
+        self.data, self.smap, self.base, self.require_files = data, smap, base, require_files
+        self.problems = problems
+        self.warnings: list[Problem] = []
+        self.schema, self.root = node_schema()
+        self.addresses: dict[str, str] = {}
+        self.misfits: dict[tuple[tuple, str, str], list[str]] = {}
+        self.bases: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.ssh_cache: dict[tuple[str, ...], SSHSettings] = {}
+        self.file_checks: dict[_LocalFile, tuple[Problem | None, str]] = {}
+        self.issues_of: dict[int, list] = {}
+        self.configs: dict[int, NodeConfig] = {}
+
+    def config_of(self, settings: dict[str, Any]) -> NodeConfig:
+        if id(settings) not in self.configs:
+            self.configs[id(settings)] = NodeConfig.from_settings(settings)
+        return self.configs[id(settings)]
+
+    def build(self, name: str, groups: list[str], where: DocPath, body: dict[str, Any]) -> HostSpec:
+        data, smap = self.data, self.smap
         host_vars = body.get("vars") or {}
         if len(groups) > 1:
-            problems.extend(_group_conflicts(name, groups, data, body, smap))
+            self.problems.extend(_group_conflicts(name, groups, data, body, smap))
         key = tuple(groups)
-        if key not in bases:
-            merged: dict[str, Any] = dict(defaults)
+        if key not in self.bases:
+            merged: dict[str, Any] = dict(data.get("defaults") or {})
             for group in groups:
                 merged = deep_merge(merged, (data["groups"][group] or {}).get("vars") or {})
-            bases[key] = fill_defaults(merged, schema, root)
+            self.bases[key] = fill_defaults(merged, self.schema, self.root)
         node = (
-            fill_defaults(deep_merge(bases[key], host_vars), schema, root, only=host_vars) if host_vars else bases[key]
+            fill_defaults(deep_merge(self.bases[key], host_vars), self.schema, self.root, only=host_vars)
+            if host_vars
+            else self.bases[key]
         )
-        own_ssh = body.get("ssh") or {}
-        ssh = None if own_ssh else ssh_cache.get(key)
-        if ssh is None:
-            ssh_layers = (
-                [cluster.get("ssh") or {}] + [(data["groups"][g] or {}).get("ssh") or {} for g in groups] + [own_ssh]
-            )
-            ssh = ssh_settings(ssh_layers, base)
-            if not own_ssh:
-                ssh_cache[key] = ssh
-        for local in _local_files(ssh, config_of(node), base, where, groups, body, data):
-            if local not in file_checks:
-                file_checks[local] = _check_file(local, smap)
-            problem, severity = file_checks[local]
-            if problem:
-                fatal = severity == "fatal" or (severity == "missing" and require_files)
-                (problems if fatal else warnings).append(problem)
+        ssh = self._ssh(key, groups, body)
+        self._check_files(ssh, node, where, groups, body)
         address = body.get("address", name)
         endpoint = f"{address}:{ssh.port}"
-        if endpoint in addresses:
-            problems.append(
+        if endpoint in self.addresses:
+            self.problems.append(
                 smap.problem(
                     where + ("address",),
-                    f"host {name!r} has the same address and port as {addresses[endpoint]!r} ({endpoint})",
+                    f"host {name!r} has the same address and port as {self.addresses[endpoint]!r} ({endpoint})",
                     "give each host its own address (a host listed twice is a duplicated host)",
                 )
             )
-        addresses[endpoint] = name
-        hosts[name] = HostSpec(name=name, address=address, ssh=ssh, groups=tuple(groups), node=config_of(node))
-        shared = bases[key] if ISSUE_KEYS.isdisjoint(host_vars) else node
-        if id(shared) not in issues_of:
-            issues_of[id(shared)] = node_issues(config_of(shared))
-        for issue in issues_of[id(shared)]:
+        self.addresses[endpoint] = name
+        shared = self.bases[key] if ISSUE_KEYS.isdisjoint(host_vars) else node
+        if id(shared) not in self.issues_of:
+            self.issues_of[id(shared)] = node_issues(self.config_of(shared))
+        for issue in self.issues_of[id(shared)]:
             origin = _node_origin(issue.key, where, groups, body, data)
-            misfits.setdefault((origin, issue.message, issue.fix), []).append(name)
+            self.misfits.setdefault((origin, issue.message, issue.fix), []).append(name)
+        return HostSpec(name=name, address=address, ssh=ssh, groups=key, node=self.config_of(node))
 
-    for (origin, message, fix), names in misfits.items():
-        problems.append(
-            smap.problem(origin, f"{message} (host{'s' if len(names) > 1 else ''} {', '.join(names)})", fix)
-        )
-    if not hosts:
-        problems.append(
-            smap.problem((), "the inventory declares no hosts", "add hosts under `hosts:` or under a group's `hosts:`")
-        )
-    slurm_on = bool((cluster.get("slurm") or {}).get("enabled"))
-    problems.extend(gate_problems(cluster.get("gates") or {}, set(hosts), smap, slurm_on))
-    problems.extend(slurm_problems(cluster.get("slurm") or {}, list(hosts), smap))
-    if problems:
-        raise UserError(in_file_order(problems))
+    def _ssh(self, key: tuple[str, ...], groups: list[str], body: dict[str, Any]) -> SSHSettings:
+        """The host's SSH settings: cluster, then its groups', then its own."""
+        own_ssh = body.get("ssh") or {}
+        ssh = None if own_ssh else self.ssh_cache.get(key)
+        if ssh is None:
+            groups_ssh = [(self.data["groups"][g] or {}).get("ssh") or {} for g in groups]
+            ssh = ssh_settings([self.data["cluster"].get("ssh") or {}, *groups_ssh, own_ssh], self.base)
+            if not own_ssh:
+                self.ssh_cache[key] = ssh
+        return ssh
 
-    filled = fill_defaults(cluster, root["properties"]["cluster"], root)
-    members: dict[str, list[str]] = {g: [] for g in (data.get("groups") or {})}
-    for name, in_groups in memberships.items():
-        for group in in_groups:
-            members[group].append(name)
-    group_hosts = {g: tuple(names) for g, names in members.items()}
-    return Inventory(
-        path=path,
-        name=cluster["name"],
-        hosts=hosts,
-        groups=group_hosts,
-        gates=GatesConfig.from_settings(filled["gates"], slurm=filled["slurm"]["enabled"]),
-        ssh_trust=SshTrustConfig.from_settings(filled["ssh_trust"]),
-        parallel=cluster.get("parallel"),
-        slurm=SlurmConfig.from_settings(filled["slurm"], cluster["name"], list(hosts)),
-        raw=data,
-        warnings=in_file_order(warnings),
-    )
+    def _check_files(
+        self, ssh: SSHSettings, node: dict[str, Any], where: DocPath, groups: list[str], body: dict[str, Any]
+    ) -> None:
+        """Files on this machine the host needs (SSH key, known_hosts, the MPI archive): a missing
+        one is a warning only when require_files is off; an unusable one is always an error."""
+        for local in _local_files(ssh, self.config_of(node), self.base, where, groups, body, self.data):
+            if local not in self.file_checks:
+                self.file_checks[local] = _check_file(local, self.smap)
+            problem, severity = self.file_checks[local]
+            if problem:
+                fatal = severity == "fatal" or (severity == "missing" and self.require_files)
+                (self.problems if fatal else self.warnings).append(problem)
+
+    def misfit_problems(self) -> list[Problem]:
+        """Settings that do not fit together, once per place they are written, naming the hosts."""
+        return [
+            self.smap.problem(origin, f"{message} (host{'s' if len(names) > 1 else ''} {', '.join(names)})", fix)
+            for (origin, message, fix), names in self.misfits.items()
+        ]
 
 
 def _ssh_origin(

@@ -298,36 +298,50 @@ def host_list_problems(
     return problems
 
 
+_SLURM: DocPath = ("cluster", "slurm")
+
+
 def slurm_problems(slurm: dict[str, Any], hosts: list[str], smap: SourceMap) -> list[Problem]:
     """cluster.slurm against the hosts that exist: the controller, partition members and
     node_names name inventory hosts; Slurm names are usable and unique; one default partition."""
     if not slurm.get("enabled"):
         return []
-    where: DocPath = ("cluster", "slurm")
-    problems = []
     full = slurm.get("mode", "full") == "full"
-    controller = slurm.get("controller")
+    return (
+        _controller_problems(slurm.get("controller"), full, hosts, smap)
+        + _partition_problems(slurm.get("partitions") or [], hosts, smap)
+        + _health_check_problems(slurm.get("health_check") or {}, smap)
+        + _node_name_problems(slurm, full, hosts, smap)
+    )
+
+
+def _controller_problems(controller: str | None, full: bool, hosts: list[str], smap: SourceMap) -> list[Problem]:
     if full and controller is None:
-        problems.append(
+        return [
             smap.problem(
-                where, "slurm mode full needs a controller", "set slurm.controller to the host that runs slurmctld"
+                _SLURM, "slurm mode full needs a controller", "set slurm.controller to the host that runs slurmctld"
             )
-        )
-    elif controller is not None and controller not in hosts:
-        problems.append(
+        ]
+    if controller is not None and controller not in hosts:
+        return [
             smap.problem(
-                where + ("controller",),
+                _SLURM + ("controller",),
                 f"slurm.controller {controller!r} is not a host of this inventory",
                 _known(hosts),
             )
-        )
-    partitions = slurm.get("partitions") or []
+        ]
+    return []
+
+
+def _partition_problems(partitions: list[dict[str, Any]], hosts: list[str], smap: SourceMap) -> list[Problem]:
+    """Each partition once by name, with hosts of this inventory, and at most one default."""
+    problems = []
     seen: set[str] = set()
     for index, partition in enumerate(partitions):
         if partition["name"] in seen:
             problems.append(
                 smap.problem(
-                    where + ("partitions", index, "name"),
+                    _SLURM + ("partitions", index, "name"),
                     f"partition {partition['name']!r} is declared twice",
                     "give each partition its own name, or merge their hosts",
                 )
@@ -335,7 +349,7 @@ def slurm_problems(slurm: dict[str, Any], hosts: list[str], smap: SourceMap) -> 
         seen.add(partition["name"])
         problems += host_list_problems(
             partition.get("hosts") or [],
-            where + ("partitions", index, "hosts"),
+            _SLURM + ("partitions", index, "hosts"),
             f"partition {partition['name']!r}",
             set(hosts),
             _known(hosts),
@@ -345,32 +359,43 @@ def slurm_problems(slurm: dict[str, Any], hosts: list[str], smap: SourceMap) -> 
     if len(defaults) > 1:
         problems.append(
             smap.problem(
-                where + ("partitions", defaults[1], "default"),
+                _SLURM + ("partitions", defaults[1], "default"),
                 "more than one partition is the default",
                 "mark one partition default: true",
             )
         )
-    states = (slurm.get("health_check") or {}).get("node_state") or []
-    if "NONDRAINED_IDLE" in states and (slurm.get("health_check") or {}).get("drain", True):
-        problems.append(
+    return problems
+
+
+def _health_check_problems(check: dict[str, Any], smap: SourceMap) -> list[Problem]:
+    states = check.get("node_state") or []
+    if "NONDRAINED_IDLE" in states and check.get("drain", True):
+        return [
             smap.problem(
-                where + ("health_check", "node_state", states.index("NONDRAINED_IDLE")),
+                _SLURM + ("health_check", "node_state", states.index("NONDRAINED_IDLE")),
                 "NONDRAINED_IDLE leaves drained nodes unchecked: a node rdmaprov drained would never be "
                 "checked again, so never resumed",
                 "use IDLE (idle nodes, drained or not) or ANY, or set health_check.drain: false",
             )
-        )
+        ]
+    return []
+
+
+def _node_name_problems(slurm: dict[str, Any], full: bool, hosts: list[str], smap: SourceMap) -> list[Problem]:
+    """node_names maps hosts of this inventory; every Slurm host's name is a NodeName, and its own."""
+    problems = []
     mapped = slurm.get("node_names") or {}
     for host in mapped:
         if host not in hosts:
             problems.append(
                 smap.problem(
-                    where + ("node_names", host),
+                    _SLURM + ("node_names", host),
                     f"node_names maps {host!r}, which is not a host of this inventory",
                     _known(hosts),
                     prefer_key=True,
                 )
             )
+    partitions = slurm.get("partitions") or []
     members = {h for p in partitions for h in (p.get("hosts") or hosts)} if full else set(hosts)
     owners: dict[str, str] = {}
     for host in (h for h in hosts if h in members):
@@ -378,7 +403,7 @@ def slurm_problems(slurm: dict[str, Any], hosts: list[str], smap: SourceMap) -> 
         if not _SLURM_NAME.match(name):
             problems.append(
                 smap.problem(
-                    where,
+                    _SLURM,
                     f"host {host!r} is no Slurm NodeName (only letters, digits, '_' and '-')",
                     f"map it to one: slurm.node_names: {{{host}: {re.sub(r'[^A-Za-z0-9_-]', '-', host)}}}",
                 )
@@ -386,7 +411,7 @@ def slurm_problems(slurm: dict[str, Any], hosts: list[str], smap: SourceMap) -> 
         elif name in owners:
             problems.append(
                 smap.problem(
-                    where + ("node_names",) if mapped else where,
+                    _SLURM + ("node_names",) if mapped else _SLURM,
                     f"hosts {owners[name]!r} and {host!r} would both be Slurm node {name!r}",
                     "give each host its own name in slurm.node_names",
                 )

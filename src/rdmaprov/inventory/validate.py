@@ -5,7 +5,8 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -110,99 +111,143 @@ def _allowed_keys(schema: dict[str, Any]) -> list[str]:
     return sorted(schema.get("properties", {}))
 
 
+@dataclass(frozen=True)
+class _Report:
+    """One schema error as the explainers below read it: where, the rule's schema and its
+    description (the fix it suggests), the inventory's value and the rule's value."""
+
+    error: ValidationError
+    smap: SourceMap
+    path: DocPath
+    schema: dict[str, Any]
+    hint: str
+    # Unset only in a ValidationError built by hand, never in one that validation raised. Both are
+    # JSON data: the inventory's value and the schema's rule.
+    value: Any
+    rule: Any
+
+    def problem(self, message: str, fix: str, where: DocPath | None = None, prefer_key: bool = False) -> Problem:
+        return self.smap.problem(self.path if where is None else where, message, fix, prefer_key=prefer_key)
+
+
 def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
     """One schema error → the Problems it stands for (an unknown-keys error may name several keys)."""
-    path = tuple(error.absolute_path)
     schema = error.schema if isinstance(error.schema, dict) else {}
-    hint = schema.get("description", "")
-    kind = error.validator
-    # What the validator reported on: Unset only in a ValidationError built by hand, never in one
-    # that validation raised. Both are JSON data: the inventory's value and the schema's rule.
-    value: Any = error.instance
-    rule: Any = error.validator_value
-
-    if kind == "additionalProperties" and isinstance(value, dict):
-        allowed = _allowed_keys(schema)
-        problems: list[Problem] = []
-        for key in value:
-            if key in allowed:
-                continue
-            guess = _suggest(key, allowed)
-            fix = guess or (f"allowed keys here: {', '.join(allowed)}" if allowed else "remove it")
-            problems.append(smap.problem(path + (key,), f"unknown key {key!r}", fix, prefer_key=True))
-        return problems
-    if kind == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else error.message
-        return [smap.problem(path, f"missing required key {missing!r}", f"add `{missing}:` here")]
-    if kind == "type":
-        expected = _expected_types(rule)
-        return [
-            smap.problem(
-                path,
-                f"expected {expected}, found {_describe(value)}",
-                f"write {expected}" + (f" — {hint}" if hint else ""),
-            )
-        ]
-    if kind == "enum":
-        options = [str(o) for o in rule]
-        guess = _suggest(str(value), options)
-        fix = (guess + " " if guess else "") + f"use one of: {', '.join(options)}"
-        return [smap.problem(path, f"{_describe(value)} is not allowed", fix)]
-    if kind == "const":
-        return [smap.problem(path, f"expected {rule!r}, found {_describe(value)}", hint)]
-    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        words = {
-            "minimum": "at least",
-            "maximum": "at most",
-            "exclusiveMinimum": "more than",
-            "exclusiveMaximum": "less than",
-        }
-        bounds = []
-        for key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-            if key in schema:
-                bounds.append(f"{words[key]} {schema[key]}")
-        expect = " and ".join(bounds)
-        return [
-            smap.problem(
-                path,
-                f"{_describe(value)} is out of range: must be {expect}",
-                f"use a value {expect}" + (f" — {hint}" if hint else ""),
-            )
-        ]
+    report = _Report(
+        error,
+        smap,
+        tuple(error.absolute_path),
+        schema,
+        schema.get("description", ""),
+        error.instance,
+        error.validator_value,
+    )
+    kind = str(error.validator)
     if kind == "pattern" and "propertyNames" in error.schema_path:
-        return [
-            smap.problem(path + (value,), f"name {_describe(value)} is not allowed", hint or _NAME_FIX, prefer_key=True)
-        ]
-    if kind == "pattern":
-        form = "" if hint else f" ({rule})"
-        return [smap.problem(path, f"{_describe(value)} does not have the expected form{form}", hint)]
-    if kind in ("minLength", "minItems"):
-        return [smap.problem(path, "must not be empty", hint)]
-    if kind == "propertyNames":
-        bad = error.instance
-        return [
-            smap.problem(
-                path + (bad,) if isinstance(bad, str) else path,
-                f"name {_describe(bad)} is not allowed",
-                _NAME_FIX,
-                prefer_key=True,
-            )
-        ]
-    if kind in ("anyOf", "oneOf") and error.context:
-        # Report the branch that matches the value's own type: that is what the user meant to write.
-        # A branch whose root type differs from the value is not what the user meant; report the rest.
-        relevant = [sub for sub in error.context if sub.relative_path or sub.validator not in ("type", "const")]
-        if not relevant:
-            types: list[Any] = [sub.validator_value for sub in error.context if sub.validator == "type"]
-            flat = [t for ts in types for t in ([ts] if isinstance(ts, str) else ts)]
-            consts = [repr(sub.validator_value) for sub in error.context if sub.validator == "const"]
-            expected = " or ".join(consts + ([_expected_types(flat)] if flat else []))
-            return [smap.problem(path, f"expected {expected}, found {_describe(value)}", hint)]
-        problems = []
-        for sub in relevant:
-            problems.extend(_explain(sub, smap))
-        return problems
-    return [smap.problem(path, error.message, hint)]
+        kind = "pattern-of-name"
+    explainer = _EXPLAINERS.get(kind)
+    found = explainer(report) if explainer else None
+    return found if found is not None else [report.problem(error.message, report.hint)]
+
+
+def _unknown_keys(r: _Report) -> list[Problem] | None:
+    if not isinstance(r.value, dict):
+        return None
+    allowed = _allowed_keys(r.schema)
+    problems = []
+    for key in r.value:
+        if key not in allowed:
+            fix = _suggest(key, allowed) or (f"allowed keys here: {', '.join(allowed)}" if allowed else "remove it")
+            problems.append(r.problem(f"unknown key {key!r}", fix, r.path + (key,), prefer_key=True))
+    return problems
+
+
+def _missing_key(r: _Report) -> list[Problem]:
+    message = r.error.message
+    missing = message.split("'")[1] if "'" in message else message
+    return [r.problem(f"missing required key {missing!r}", f"add `{missing}:` here")]
+
+
+def _wrong_type(r: _Report) -> list[Problem]:
+    expected = _expected_types(r.rule)
+    fix = f"write {expected}" + (f" — {r.hint}" if r.hint else "")
+    return [r.problem(f"expected {expected}, found {_describe(r.value)}", fix)]
+
+
+def _not_an_option(r: _Report) -> list[Problem]:
+    options = [str(o) for o in r.rule]
+    guess = _suggest(str(r.value), options)
+    return [
+        r.problem(
+            f"{_describe(r.value)} is not allowed", (guess + " " if guess else "") + f"use one of: {', '.join(options)}"
+        )
+    ]
+
+
+_BOUND_WORDS = {
+    "minimum": "at least",
+    "exclusiveMinimum": "more than",
+    "maximum": "at most",
+    "exclusiveMaximum": "less than",
+}
+
+
+def _out_of_range(r: _Report) -> list[Problem]:
+    expect = " and ".join(f"{words} {r.schema[key]}" for key, words in _BOUND_WORDS.items() if key in r.schema)
+    fix = f"use a value {expect}" + (f" — {r.hint}" if r.hint else "")
+    return [r.problem(f"{_describe(r.value)} is out of range: must be {expect}", fix)]
+
+
+def _bad_form(r: _Report) -> list[Problem]:
+    form = "" if r.hint else f" ({r.rule})"
+    return [r.problem(f"{_describe(r.value)} does not have the expected form{form}", r.hint)]
+
+
+def _bad_name(r: _Report) -> list[Problem]:
+    """A mapping key the schema's propertyNames (or its pattern) refuses."""
+    bad = r.value
+    where = r.path + (bad,) if isinstance(bad, str) else r.path
+    return [r.problem(f"name {_describe(bad)} is not allowed", r.hint or _NAME_FIX, where, prefer_key=True)]
+
+
+def _no_branch(r: _Report) -> list[Problem] | None:
+    """anyOf/oneOf: report the branch that matches the value's own type, which is what the user
+    meant to write; a branch whose root type differs from the value is not."""
+    if not r.error.context:
+        return None
+    relevant = [sub for sub in r.error.context if sub.relative_path or sub.validator not in ("type", "const")]
+    if relevant:
+        return [problem for sub in relevant for problem in _explain(sub, r.smap)]
+    types: list[Any] = [sub.validator_value for sub in r.error.context if sub.validator == "type"]
+    flat = [t for ts in types for t in ([ts] if isinstance(ts, str) else ts)]
+    consts = [repr(sub.validator_value) for sub in r.error.context if sub.validator == "const"]
+    expected = " or ".join(consts + ([_expected_types(flat)] if flat else []))
+    return [r.problem(f"expected {expected}, found {_describe(r.value)}", r.hint)]
+
+
+# Each validator's explainer; one that returns None leaves the error to jsonschema's own message.
+_EXPLAINERS: dict[str, Callable[[_Report], list[Problem] | None]] = {
+    "additionalProperties": _unknown_keys,
+    "required": _missing_key,
+    "type": _wrong_type,
+    "enum": _not_an_option,
+    "const": lambda r: [r.problem(f"expected {r.rule!r}, found {_describe(r.value)}", r.hint)],
+    **{bound: _out_of_range for bound in _BOUND_WORDS},
+    "pattern-of-name": _bad_name,
+    "pattern": _bad_form,
+    "minLength": lambda r: [r.problem("must not be empty", r.hint)],
+    "minItems": lambda r: [r.problem("must not be empty", r.hint)],
+    "propertyNames": lambda r: [
+        r.problem(
+            f"name {_describe(r.value)} is not allowed",
+            _NAME_FIX,
+            r.path + (r.value,) if isinstance(r.value, str) else r.path,
+            prefer_key=True,
+        )
+    ],
+    "anyOf": _no_branch,
+    "oneOf": _no_branch,
+}
 
 
 @cache
