@@ -476,22 +476,8 @@ def _run_hosts(
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     results = {name: HostResult(name=name, address=inventory.hosts[name].address) for name in hosts}
-    state = build_state(inventory, hosts, _parallel(inventory, options, hosts))
-    context = context_of(state)
-    context.hosts = list(options.hosts)
-    context.inventory = inventory
-    context.board = Board()
-    context.link = link
+    state = _run_state(inventory, options, hosts, observer, link)
     peers = link or Alone()
-    if link is not None:
-        link.attach(state, context.board)
-    context.notify = observer.note
-    notes = context.notes
-    if context.settings.fact_batching:
-        context.facts = FactCache()
-    callbacks = _Callbacks(observer, lambda op_hash: _op_name(state, op_hash))
-    state.add_callback_handler(callbacks)
-
     try:
         observer.phase("connect", len(options.hosts))
         unreachable = connect(state)
@@ -510,31 +496,8 @@ def _run_hosts(
             if state.active_hosts:
                 _check_ops(state, plan, results, observer)
         elif active:
-            here = bool(state.active_hosts)
-            state.set_stage(StateStage.Execute)
             observer.phase("apply", active)
-            with Interrupt(state, observer.note) as interrupt:
-                try:
-                    if here:
-                        if link is not None:
-                            state.add_callback_handler(Lockstep(link))
-                        run_ops(state)
-                except PyinfraError:
-                    pass  # the last active host failed; each failure is collected below
-                finally:
-                    peers.leave("op")
-                if here:
-                    _collect_applied(state, plan, results)
-                    _record_applied(state, inventory, plan, results)
-                if interrupt.requested:
-                    _mark_interrupted(state, interrupt.running, results)
-                elif here:
-                    _settle_lost(state, results, started)
-                _report_applied(state, results, observer)
-                # Still inside: a Ctrl-C while other shards finish their operations stops them,
-                # and this run reports it, as one process running them all would.
-                peers.sync(("finished", None), None)
-            run_result.interrupted = interrupt.requested
+            run_result.interrupted = _apply(state, inventory, plan, results, observer, link, started)
         if options.command == "check" or not active:
             peers.sync(("finished", None), None)  # no shard disconnects while another may still read its hosts
     finally:
@@ -544,13 +507,70 @@ def _run_hosts(
         except Exception:
             pass  # a dropped connection at the end changes nothing about the results
 
+    context = context_of(state)
     for result in results.values():
-        for warning in notes.warnings.get(result.name, []):
+        for warning in context.notes.warnings.get(result.name, []):
             if warning not in result.warnings:
                 result.warnings.append(warning)
-        result.reboot_required = notes.reboots.get(result.name, [])
+        result.reboot_required = context.notes.reboots.get(result.name, [])
         result.round_trips = context.round_trips.get(result.name, 0)
         result.settle()
     run_result.hosts = [results[name] for name in hosts]
     run_result.duration_s = time.monotonic() - started
     return run_result
+
+
+def _run_state(
+    inventory: Inventory, options: RunOptions, hosts: list[str], observer: Observer, link: ShardLink | None
+) -> State:
+    """The pyinfra State of this run, its run context filled in and its progress reported."""
+    state = build_state(inventory, hosts, _parallel(inventory, options, hosts))
+    context = context_of(state)
+    context.hosts = list(options.hosts)
+    context.inventory = inventory
+    context.board = Board()
+    context.link = link
+    if link is not None:
+        link.attach(state, context.board)
+    context.notify = observer.note
+    if context.settings.fact_batching:
+        context.facts = FactCache()
+    state.add_callback_handler(_Callbacks(observer, lambda op_hash: _op_name(state, op_hash)))
+    return state
+
+
+def _apply(
+    state: State,
+    inventory: Inventory,
+    plan: _Plan,
+    results: dict[str, HostResult],
+    observer: Observer,
+    link: ShardLink | None,
+    started: float,
+) -> bool:
+    """Run the planned operations and collect what each host did; whether Ctrl-C stopped it."""
+    peers = link or Alone()
+    here = bool(state.active_hosts)
+    state.set_stage(StateStage.Execute)
+    with Interrupt(state, observer.note) as interrupt:
+        try:
+            if here:
+                if link is not None:
+                    state.add_callback_handler(Lockstep(link))
+                run_ops(state)
+        except PyinfraError:
+            pass  # the last active host failed; each failure is collected below
+        finally:
+            peers.leave("op")
+        if here:
+            _collect_applied(state, plan, results)
+            _record_applied(state, inventory, plan, results)
+        if interrupt.requested:
+            _mark_interrupted(state, interrupt.running, results)
+        elif here:
+            _settle_lost(state, results, started)
+        _report_applied(state, results, observer)
+        # Still inside: a Ctrl-C while other shards finish their operations stops them,
+        # and this run reports it, as one process running them all would.
+        peers.sync(("finished", None), None)
+    return interrupt.requested

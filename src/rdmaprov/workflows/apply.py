@@ -52,6 +52,32 @@ def _not_applied(status: str) -> str:
     }.get(status, "apply failed on it")
 
 
+def _gate_picker(
+    result: RunResult, applied: list[str], scope: set[str] | None, log: Callable[[str], None]
+) -> Callable[[list[HostVerification] | None], list[str]]:
+    """What chooses the hosts the gates run over once verify is known: the applied hosts that
+    passed it (in inventory order; hosts outside the verify scope, bootstrap's old nodes, need
+    not have been verified), at least two; each host left out goes into result.gates_not_run."""
+
+    def gate_hosts(verifications: list[HostVerification] | None) -> list[str]:
+        passed = {v.name for v in verifications or [] if v.status == "ok"}
+        chosen = [name for name in applied if name in passed or scope is not None and name not in scope]
+        for name in applied:
+            if name not in chosen:
+                result.gates_not_run[name] = "it failed verify"
+        if len(chosen) < 2:
+            for name in chosen:
+                result.gates_not_run[name] = (
+                    f"only {name} was left to test, and apply gates two hosts or more "
+                    "(`rdmaprov verify --gates` tests one)"
+                )
+            return []
+        log(f"gates over {len(chosen)} hosts…")
+        return chosen
+
+    return gate_hosts
+
+
 def converge(
     inventory: Inventory, options: RunOptions, settings: ConvergeSettings, log: Callable[[str], None], observer=None
 ) -> RunResult:
@@ -92,23 +118,7 @@ def converge(
     if wanted_gates:
         result.gates_not_run = {h.name: _not_applied(h.status) for h in result.hosts if h.name not in applied}
 
-    def gate_hosts(verifications: list[HostVerification] | None) -> list[str]:
-        passed = {v.name for v in verifications or [] if v.status == "ok"}
-        # in inventory order; hosts outside the verify scope (bootstrap's old nodes) need not have been verified
-        chosen = [name for name in applied if name in passed or scope is not None and name not in scope]
-        for name in applied:
-            if name not in chosen:
-                result.gates_not_run[name] = "it failed verify"
-        if len(chosen) < 2:
-            for name in chosen:
-                result.gates_not_run[name] = (
-                    f"only {name} was left to test, and apply gates two hosts or more "
-                    "(`rdmaprov verify --gates` tests one)"
-                )
-            return []
-        log(f"gates over {len(chosen)} hosts…")
-        return chosen
-
+    gate_hosts = _gate_picker(result, applied, scope, log)
     newcomers = settings.newcomers or None
     if together and applied:
         verify = healthy(result)

@@ -173,18 +173,9 @@ def all_reduce_over(
     just measured. A run stopped at its deadline is not retried: the fabric, not chance, stopped it."""
     settings = session.inventory.gates.all_reduce
     subject = ",".join(hosts)
-    lost = [str(session.lost[h]) for h in hosts if h in session.lost]
-    if lost:
-        return GateResult("all_reduce", subject, False, f"not run: {'; '.join(lost)}")
-    down = [h for h in hosts if h in session.unreachable or not isinstance(reports.get(h), NodeReport)]
-    if down:
-        return GateResult(
-            "all_reduce", subject, False, f"cannot run across {', '.join(down)}: not reachable or not readable"
-        )
-    if len(hosts) < 2:
-        return GateResult(
-            "all_reduce", subject, True, "skipped (one host: the node gate judges it alone)", status="skipped"
-        )
+    refused = _refusal(session, hosts, reports, subject)
+    if refused is not None:
+        return refused
     versions = read_mpi_versions(session, hosts)
     mixed = mixed_mpi_reason(versions)
     mpi = {h: str(v) for h, v in versions.items()}
@@ -226,10 +217,7 @@ def all_reduce_over(
             )
         transport = parse_nccl_transport(result.stdout + "\n" + result.stderr) if use_gpus else None
         if verdict.passed and transport is not None:
-            nodes = [session.inventory.hosts[h].node for h in hosts]
-            storage = {d for node in nodes for d in node.rdma.storage_hcas}
-            plugin = "AIACC" if any(n.fabric == "erdma" and n.erdma.aiacc_plugin for n in nodes) else None
-            verdict = transport_verdict(transport, storage, verdict, plugin)
+            verdict = _transport_checked(session, hosts, transport, verdict)
         details = {
             "kind": kind,
             "ranks": ranks,
@@ -238,21 +226,50 @@ def all_reduce_over(
             "command": command,
             "mpi": mpi,
             "transport": {host: sorted(nets) for host, nets in transport.networks.items()} if transport else None,
-            "rows": [
-                {
-                    "size": r.size,
-                    "time_us": r.time_us,
-                    "algbw": round(r.algbw, 6),
-                    "busbw": round(r.busbw, 6),
-                    "wrong": r.wrong,
-                }
-                for r in run.rows
-            ],
+            "rows": [_row(r) for r in run.rows],
         }
         if verdict.passed:
             return skewed(GateResult.of("all_reduce", subject, verdict, attempt, details), versions)
     details = {"command": command, "deadline_s": deadline.seconds, "via": launch.via, "mpi": mpi}
     return skewed(GateResult.of("all_reduce", subject, verdict, attempt, details), versions)
+
+
+def _refusal(session: Session, hosts: list[str], reports: dict[str, NodeReport], subject: str) -> GateResult | None:
+    """Why the gate does not run over these hosts (a node lost or unreadable: a failure; one host:
+    skipped, the node gate judges it), None when it can."""
+    lost = [str(session.lost[h]) for h in hosts if h in session.lost]
+    if lost:
+        return GateResult("all_reduce", subject, False, f"not run: {'; '.join(lost)}")
+    down = [h for h in hosts if h in session.unreachable or not isinstance(reports.get(h), NodeReport)]
+    if down:
+        return GateResult(
+            "all_reduce", subject, False, f"cannot run across {', '.join(down)}: not reachable or not readable"
+        )
+    if len(hosts) < 2:
+        return GateResult(
+            "all_reduce", subject, True, "skipped (one host: the node gate judges it alone)", status="skipped"
+        )
+    return None
+
+
+def _transport_checked(session: Session, hosts: list[str], transport: NcclTransport, verdict: Verdict) -> Verdict:
+    """A passing NCCL run held to what it must have used: RDMA, no storage HCA, and on eRDMA nodes
+    that declare it the AIACC net plugin."""
+    nodes = [session.inventory.hosts[h].node for h in hosts]
+    storage = {d for node in nodes for d in node.rdma.storage_hcas}
+    plugin = "AIACC" if any(n.fabric == "erdma" and n.erdma.aiacc_plugin for n in nodes) else None
+    return transport_verdict(transport, storage, verdict, plugin)
+
+
+def _row(row: CollectiveRow) -> dict[str, float | None]:
+    """One size of the sweep as the JSON details give it."""
+    return {
+        "size": row.size,
+        "time_us": row.time_us,
+        "algbw": round(row.algbw, 6),
+        "busbw": round(row.busbw, 6),
+        "wrong": row.wrong,
+    }
 
 
 def skewed(result: GateResult, versions: dict[str, MpiVersion | str]) -> GateResult:

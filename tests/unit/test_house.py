@@ -1,7 +1,8 @@
-"""The house's floors: every import in src/rdmaprov runs down (or stays on its own floor), so a
-module can be understood, tested and changed with only what lies below it. An arrow back up is a
-failure here, named with its file and line; the fix is to move the name it needs down (paths for
-places, parsers for what is read from text, inventory for what the inventory means)."""
+"""The house's rules, each a failure naming its file and line. Its floors: every import in
+src/rdmaprov runs down (or stays on its own floor), so a module can be understood, tested and
+changed with only what lies below it; the fix for an arrow back up is to move the name it needs
+down (paths for places, parsers for what is read from text, inventory for what the inventory
+means). And no function longer than a screen and a half: split it along its own parts."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def test_every_import_runs_down():
 
 def test_an_arrow_up_is_found(tmp_path, monkeypatch):
     """The walk itself: a parser importing from health is named with its file and line."""
-    import tests.unit.test_layers as layers
+    import tests.unit.test_house as layers
 
     package = tmp_path / "src" / "rdmaprov"
     (package / "parsers").mkdir(parents=True)
@@ -88,3 +89,17 @@ def test_an_arrow_up_is_found(tmp_path, monkeypatch):
     monkeypatch.setattr(layers, "PACKAGE", package)
     monkeypatch.setattr(layers, "REPO", tmp_path)
     assert layers.upward_imports() == ["src/rdmaprov/parsers/x.py:1: parsers -> health (rdmaprov.health.gates)"]
+
+
+LONGEST = 80  # lines of a function from its def to its last line, docstring included
+
+
+def test_no_function_is_over_80_lines():
+    long = [
+        f"{path.relative_to(REPO)}:{node.lineno}: {node.name} has {node.end_lineno - node.lineno + 1} lines"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (node.end_lineno or node.lineno) - node.lineno + 1 > LONGEST
+    ]
+    assert long == []
