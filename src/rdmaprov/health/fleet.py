@@ -76,7 +76,7 @@ _HINTS = {
 }
 
 
-def _version_key(value: str) -> tuple:
+def _version_key(value: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else -1 for p in value.replace("-", ".").split("."))
 
 

@@ -25,14 +25,14 @@ from rdmaprov.inventory.model import (
     resolve_path,
     ssh_settings,
 )
-from rdmaprov.inventory.semantics import ISSUE_KEYS, gate_problems, node_issues, slurm_problems
+from rdmaprov.inventory.semantics import ISSUE_KEYS, NodeIssue, gate_problems, node_issues, slurm_problems
 from rdmaprov.inventory.source import DocPath, SourceMap, format_path, parse_yaml, read_text
 from rdmaprov.inventory.validate import schema_problems
 
 
-def _host_definitions(data: dict[str, Any]) -> list[tuple[str, str | None, tuple, Any]]:
+def _host_definitions(data: dict[str, Any]) -> list[tuple[str, str | None, DocPath, Any]]:
     """(host, group or None, document path, body) for every place a host is named."""
-    places: list[tuple[str, str | None, tuple, Any]] = []
+    places: list[tuple[str, str | None, DocPath, Any]] = []
     for name, body in (data.get("hosts") or {}).items():
         places.append((name, None, ("hosts", name), body))
     for group, gbody in (data.get("groups") or {}).items():
@@ -104,7 +104,13 @@ def _check_file(file: _LocalFile, smap: SourceMap) -> tuple[Problem | None, str]
 
 
 def _local_files(
-    ssh: SSHSettings, node: NodeConfig, base: Path, where: tuple, groups: list[str], body: dict, data: dict
+    ssh: SSHSettings,
+    node: NodeConfig,
+    base: Path,
+    where: DocPath,
+    groups: list[str],
+    body: dict[str, Any],
+    data: dict[str, Any],
 ) -> list[_LocalFile]:
     """The files on the control machine one host needs: its SSH key and known_hosts, and the
     site MPI's tarball where its MPI comes from one (a node of another source ignores it)."""
@@ -278,11 +284,11 @@ class _HostBuilder:
         self.warnings: list[Problem] = []
         self.schema, self.root = node_schema()
         self.addresses: dict[str, str] = {}
-        self.misfits: dict[tuple[tuple, str, str], list[str]] = {}
+        self.misfits: dict[tuple[DocPath, str, str], list[str]] = {}
         self.bases: dict[tuple[str, ...], dict[str, Any]] = {}
         self.ssh_cache: dict[tuple[str, ...], SSHSettings] = {}
         self.file_checks: dict[_LocalFile, tuple[Problem | None, str]] = {}
-        self.issues_of: dict[int, list] = {}
+        self.issues_of: dict[int, list[NodeIssue]] = {}
         self.configs: dict[int, NodeConfig] = {}
 
     def config_of(self, settings: dict[str, Any]) -> NodeConfig:
@@ -360,8 +366,8 @@ class _HostBuilder:
 
 
 def _ssh_origin(
-    field_name: str, host_where: tuple, groups: list[str], body: dict[str, Any], data: dict[str, Any]
-) -> tuple:
+    field_name: str, host_where: DocPath, groups: list[str], body: dict[str, Any], data: dict[str, Any]
+) -> DocPath:
     """Document path of the layer that set an SSH field last (to point errors at the right line)."""
     if field_name in (body.get("ssh") or {}):
         return host_where + ("ssh", field_name)
@@ -371,7 +377,7 @@ def _ssh_origin(
     return ("cluster", "ssh", field_name)
 
 
-def _has(mapping: Any, key: tuple) -> bool:
+def _has(mapping: Any, key: DocPath) -> bool:
     for part in key:
         if isinstance(mapping, dict) and part in mapping:
             mapping = mapping[part]
@@ -382,7 +388,9 @@ def _has(mapping: Any, key: tuple) -> bool:
     return True
 
 
-def _node_origin(key: tuple, host_where: tuple, groups: list[str], body: dict[str, Any], data: dict[str, Any]) -> tuple:
+def _node_origin(
+    key: DocPath, host_where: DocPath, groups: list[str], body: dict[str, Any], data: dict[str, Any]
+) -> DocPath:
     """Document path of the layer (host vars > group vars > defaults) that set a node key last."""
     layers = [(host_where + ("vars",), body.get("vars") or {})]
     layers += [(("groups", g, "vars"), (data["groups"][g] or {}).get("vars") or {}) for g in reversed(groups)]

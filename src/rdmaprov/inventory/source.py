@@ -127,14 +127,14 @@ class _Frame:
     """A mapping or sequence being read: its data, where it is, and its progress."""
 
     path: DocPath
-    data: dict | list
+    data: dict[Any, Any] | list[Any]
     anchor: str | None
     weight: int = 1
     key: Any = None
     has_key: bool = False
     skip_value: bool = False
-    merges: list = field(default_factory=list)
-    key_lines: dict = field(default_factory=dict)
+    merges: list[Any] = field(default_factory=list)
+    key_lines: dict[Any, int] = field(default_factory=dict)
 
 
 class _Reader:
@@ -176,7 +176,7 @@ class _Reader:
             return top.path + (len(top.data),)
         return top.path + (top.key,) if top.has_key else None
 
-    def start(self, event: yaml.CollectionStartEvent, data: dict | list) -> None:
+    def start(self, event: yaml.CollectionStartEvent, data: dict[Any, Any] | list[Any]) -> None:
         mark = _start(event)
         path = self.child_path()
         if path is None:  # a complex key (`? [a, b]`): reported when it ends
@@ -197,7 +197,7 @@ class _Reader:
     def end(self, mark: _Mark) -> None:
         frame = self.stack.pop()
         if isinstance(frame.data, dict) and frame.merges:
-            merged: dict = {}
+            merged: dict[Any, Any] = {}
             for source in frame.merges:
                 for key, value in source.items():
                     merged.setdefault(key, value)

@@ -18,6 +18,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import gevent
 
@@ -176,7 +177,9 @@ def listening_ports(ss_output: str) -> set[int]:
     return {int(m.group(1)) for m in re.finditer(r"\S:(\d+)\s", ss_output)}
 
 
-def _wait_listening(session: Session, host: str, ports: set[int], deadline: float, server: gevent.Greenlet) -> bool:
+def _wait_listening(
+    session: Session, host: str, ports: set[int], deadline: float, server: gevent.Greenlet[..., Any]
+) -> bool:
     """Whether every port listens before the deadline; a server command that already ended
     (it could not bind, the program is missing) will never listen."""
     while time.monotonic() < deadline and not server.ready():
@@ -209,7 +212,7 @@ def failed_on_exit(verdict: Verdict, program: str, status: int | None) -> Verdic
     return verdict
 
 
-def _server_said(server: gevent.Greenlet) -> str:
+def _server_said(server: gevent.Greenlet[..., Any]) -> str:
     """The last lines a server command that ended printed, for the reason it never listened."""
     if not (server.ready() and isinstance(server.value, CommandResult)):
         return ""
