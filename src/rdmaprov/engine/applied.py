@@ -50,7 +50,7 @@ def parse_record(text: str) -> AppliedRecord:
     return AppliedRecord(ops, doc.get("applied_at"), doc.get("rdmaprov_version"), doc.get("inventory_sha256"))
 
 
-class AppliedRecordFact(FactBase):
+class AppliedRecordFact(FactBase[AppliedRecord]):
     """The applied-state record of this node."""
 
     def command(self) -> str:

@@ -13,7 +13,7 @@ sees the same cluster as one process would.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import gevent
 from pyinfra.api import FactBase, State
@@ -21,6 +21,8 @@ from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.factcache import FactNeeded, cache_of, read_fact
 from rdmaprov.engine.run_context import context_of
+
+T = TypeVar("T")
 
 
 def read_here(
@@ -62,7 +64,7 @@ def read_here(
     return {name: found[name] for name in order if name in found}, needed
 
 
-def cluster_fact(cls: type[FactBase], **kwargs: Any) -> dict[str, Any]:
+def cluster_fact(cls: type[FactBase[T]], **kwargs: Any) -> dict[str, T]:
     """`cls` read from every connected host of this run: {host name: fact value}."""
     state = ctx_state.get()
     run = context_of(state)

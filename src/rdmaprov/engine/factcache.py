@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import gevent
 from pyinfra import host as current_host
@@ -28,6 +28,8 @@ from pyinfra.context import ctx_host, ctx_state
 
 from rdmaprov.engine.pyinfra_state import privileges
 from rdmaprov.engine.run_context import context_of
+
+T = TypeVar("T")
 
 Key = tuple[type[FactBase], tuple[tuple[str, Any], ...]]
 
@@ -89,7 +91,7 @@ def cache_of(state: State | None) -> FactCache | None:
     return context_of(state).facts if state is not None else None
 
 
-def read_fact(state: State, target, cls: type[FactBase], kwargs: dict[str, Any]) -> Any:
+def read_fact(state: State, target, cls: type[FactBase[T]], kwargs: dict[str, Any]) -> T:
     """`cls` on `target`: from this run's batch when it can be, else read by pyinfra (a failure
     raises for this host only, without failing it in pyinfra's state)."""
     cache = cache_of(state)
@@ -98,7 +100,7 @@ def read_fact(state: State, target, cls: type[FactBase], kwargs: dict[str, Any])
     return cache.get(target, cls, kwargs)
 
 
-def fact(cls: type[FactBase], **kwargs: Any) -> Any:
+def fact(cls: type[FactBase[T]], **kwargs: Any) -> T:
     """What operations call instead of host.get_fact: served from this run's batch when it can be."""
     state = ctx_state.get() if ctx_state.isset() else None
     if state is None or cache_of(state) is None:

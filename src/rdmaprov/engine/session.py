@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import gevent
 from paramiko import SSHException
@@ -26,6 +26,8 @@ from pyinfra.context import ctx_host, ctx_state
 from rdmaprov.engine.pyinfra_state import build_state, connect, privileges
 from rdmaprov.engine.run_context import context_of
 from rdmaprov.inventory.model import Inventory
+
+T = TypeVar("T")
 
 # Printed to stderr when coreutils' timeout stopped the command: 124 when TERM ended it, 137 when
 # KILL was needed (told from a KILL by anything else, e.g. the OOM killer, by the time it ran).
@@ -116,12 +118,14 @@ class Session:
     def _host(self, name: str):
         return self.state.inventory.get_host(name)
 
-    def each(self, names: list[str], work: Callable[[str], Any]) -> dict[str, Any]:
+    def each(self, names: list[str], work: Callable[[str], T]) -> dict[str, T | Exception]:
         """work(name) for every name at once; an exception is that host's result."""
         with ctx_state.use(self.state):
             return each(names, work)
 
-    def fact(self, cls: type[FactBase], arguments: Callable[[str], dict[str, Any]] | None = None) -> dict[str, Any]:
+    def fact(
+        self, cls: type[FactBase[T]], arguments: Callable[[str], dict[str, Any]] | None = None
+    ) -> dict[str, T | Exception]:
         """The fact from every connected host, with `arguments(name)` as that host's fact
         arguments: {name: value or the exception that stopped it}."""
 
@@ -167,7 +171,7 @@ class Session:
         )
 
 
-def returned(work: Callable[..., Any], *args: Any) -> Any:
+def returned(work: Callable[..., T], *args: Any) -> T | Exception:
     """work(*args), or the exception it raised as its value: for a greenlet whose failure its
     caller reports (gevent prints a greenlet's uncaught error to stderr as a traceback)."""
     try:
@@ -176,13 +180,17 @@ def returned(work: Callable[..., Any], *args: Any) -> Any:
         return exc
 
 
-def each(names: list[str], work: Callable[[str], Any]) -> dict[str, Any]:
+def each(names: list[str], work: Callable[[str], T]) -> dict[str, T | Exception]:
     """work(name) for every name at once, each in its own greenlet; an exception is that name's
     result. The results come in the order of `names`, not of who answered first, so what is
     built from them (a verdict's words, the JSON) is the same on every run."""
-    jobs = [gevent.spawn(returned, work, name) for name in names]
-    gevent.joinall(jobs)
-    return {name: job.value for name, job in zip(names, jobs, strict=True)}
+    results: dict[str, T | Exception] = {}
+
+    def one(name: str) -> None:
+        results[name] = returned(work, name)
+
+    gevent.joinall([gevent.spawn(one, name) for name in names])
+    return {name: results[name] for name in names}
 
 
 @dataclass

@@ -32,7 +32,7 @@ def parse_installed_build(lines: list[str]) -> InstalledBuild:
     return InstalledBuild(key, sha, current)
 
 
-class BuildInstalled(FactBase):
+class BuildInstalled(FactBase[InstalledBuild]):
     """The marker of <prefix>/<dirname> and the target of <prefix>/current."""
 
     def command(self, prefix: str, dirname: str) -> str:
@@ -51,7 +51,7 @@ class BuildInstalled(FactBase):
         return InstalledBuild()
 
 
-class KeptArchive(FactBase):
+class KeptArchive(FactBase[str]):
     """The sha256 of a built archive kept in the node's artifact directory ('' when there is none)."""
 
     def command(self, archive: str) -> str:
@@ -66,7 +66,7 @@ class KeptArchive(FactBase):
         return ""
 
 
-class CommandWorks(FactBase):
+class CommandWorks(FactBase[tuple[bool, str]]):
     """Whether a probe command succeeds, with its last error line: (ok, message)."""
 
     def command(self, probe: str) -> str:

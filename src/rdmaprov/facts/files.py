@@ -36,7 +36,7 @@ def parse_file_state(lines: list[str]) -> FileState:
     return FileState(True, base64.b64decode(payload) if payload else b"", mode, user, group)
 
 
-class ManagedFile(FactBase):
+class ManagedFile(FactBase[FileState]):
     """Content, mode and owner of one file, in one round trip (so a diff can be shown)."""
 
     def command(self, path: str) -> str:
@@ -54,7 +54,7 @@ class ManagedFile(FactBase):
         return FileState(exists=False)
 
 
-class FilesIn(FactBase):
+class FilesIn(FactBase[list[str]]):
     """Regular files directly inside the given directories (or the given files), as paths."""
 
     def command(self, paths: tuple[str, ...]) -> str:
@@ -100,7 +100,7 @@ def digest_command(path: str, exists: str = "-f") -> str:
     return f"if [ {exists} {quoted} ]; then stat -c '%a %U %G' {quoted} && sha256sum {quoted}; else echo MISSING; fi"
 
 
-class FileSha256(FactBase):
+class FileSha256(FactBase[FileDigest]):
     """sha256, mode and owner of one file, in one round trip."""
 
     def command(self, path: str) -> str:

@@ -9,7 +9,7 @@ from pyinfra.api import FactBase
 from rdmaprov.parsers.node import Gpu, parse_gpus
 
 
-class Gpus(FactBase):
+class Gpus(FactBase[list[Gpu]]):
     """The GPUs nvidia-smi sees (none where there is no driver or no GPU)."""
 
     def command(self) -> str:
@@ -40,7 +40,7 @@ def parse_driver_state(lines: list[str]) -> DriverState:
     return DriverState(values.get("installed", ""), values.get("loaded", ""))
 
 
-class NvidiaDriver(FactBase):
+class NvidiaDriver(FactBase[DriverState]):
     def command(self) -> str:
         return (
             'echo "installed $(modinfo -F version nvidia 2>/dev/null)"; '

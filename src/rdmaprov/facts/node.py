@@ -11,7 +11,7 @@ from rdmaprov.facts.node_report import node_report_command
 from rdmaprov.parsers.node import NodeReport, parse_node_report
 
 
-class NodeFacts(FactBase):
+class NodeFacts(FactBase[NodeReport]):
     """`programs`: files whose linkage the checks judge (the nccl-tests binary the gates run)."""
 
     def command(self, programs: tuple[str, ...] = ()) -> str:

@@ -7,7 +7,7 @@ from pyinfra.api import FactBase
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
 
 
-class RdmaLinks(FactBase):
+class RdmaLinks(FactBase[list[RdmaLink]]):
     """`rdma link show`: empty when the tool or the devices are missing (never a failed host)."""
 
     def command(self) -> str:
@@ -21,7 +21,7 @@ class RdmaLinks(FactBase):
         return []
 
 
-class RdmaSystem(FactBase):
+class RdmaSystem(FactBase[dict[str, str]]):
     """`rdma system show`: {'netns': 'shared'|'exclusive', ...}, empty without the tool."""
 
     def command(self) -> str:

@@ -10,7 +10,7 @@ def yes_if(condition: str) -> str:
     return f"if {condition}; then echo yes; else echo no; fi"
 
 
-class YesNoFact(FactBase):
+class YesNoFact(FactBase[bool]):
     """Base of the yes/no facts: subclasses write `command(...)` with yes_if()."""
 
     def process(self, output: list[str]) -> bool:

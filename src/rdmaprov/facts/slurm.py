@@ -11,7 +11,7 @@ from rdmaprov.parsers.slurm import HARDWARE_COMMAND, NodeHardware, parse_hardwar
 MUNGE_KEY = "/etc/munge/munge.key"
 
 
-class SlurmHardware(FactBase):
+class SlurmHardware(FactBase[NodeHardware | None]):
     """CPUs, sockets, cores, threads, memory and short hostname (None when lscpu is missing)."""
 
     def command(self) -> str:
@@ -25,7 +25,7 @@ class SlurmHardware(FactBase):
         return None
 
 
-class MungeKey(FactBase):
+class MungeKey(FactBase[FileDigest]):
     """The munge key's sha256, mode and owner (all None when there is no key; an empty file, which
     munged refuses, counts as none)."""
 

@@ -9,7 +9,7 @@ from pyinfra.api import FactBase
 from rdmaprov.parsers.ssh import SshIdentity, parse_ssh_identity
 
 
-class SshIdentityFact(FactBase):
+class SshIdentityFact(FactBase[SshIdentity]):
     """The node's hostname, the user's home, its `id_<type>.pub` and `/etc/ssh/ssh_host_*_key.pub`."""
 
     def command(self, user: str, key_type: str) -> str:

@@ -10,7 +10,7 @@ from rdmaprov.facts.shell import YesNoFact, yes_if
 from rdmaprov.parsers.system import OsInfo, parse_installed_packages, parse_os_release, parse_package_versions
 
 
-class Os(FactBase):
+class Os(FactBase[OsInfo]):
     """The distro from /etc/os-release."""
 
     def command(self) -> str:
@@ -20,7 +20,7 @@ class Os(FactBase):
         return parse_os_release("\n".join(output))
 
 
-class InstalledPackages(FactBase):
+class InstalledPackages(FactBase[set[str]]):
     """Names of installed OS packages (dpkg or rpm), and on dpkg the names they provide: Debian 13
     renamed libraries for 64-bit time (librdmacm1 → librdmacm1t64, which provides librdmacm1), so
     the old name is installed when its successor is."""
@@ -40,7 +40,7 @@ class InstalledPackages(FactBase):
         return set()
 
 
-class PackageVersions(FactBase):
+class PackageVersions(FactBase[dict[str, str]]):
     """Installed versions of the named packages: {name: version} (dpkg's Version, rpm's VERSION-RELEASE)."""
 
     def command(self, names: tuple[str, ...]) -> str:
@@ -60,7 +60,7 @@ class PackageVersions(FactBase):
         return {}
 
 
-class LoadedModules(FactBase):
+class LoadedModules(FactBase[set[str]]):
     """Kernel modules loaded now (built-in ones too, from /sys/module)."""
 
     def command(self) -> str:
@@ -74,7 +74,7 @@ class LoadedModules(FactBase):
         return set()
 
 
-class NetDevices(FactBase):
+class NetDevices(FactBase[dict[str, int]]):
     """Network interfaces and their MTU: {name: mtu}."""
 
     def command(self) -> str:
@@ -93,7 +93,7 @@ class NetDevices(FactBase):
         return {}
 
 
-class _UnitQuery(FactBase):
+class _UnitQuery(FactBase[str]):
     """`systemctl QUERY UNIT`'s one-word answer; `absent` when it says nothing."""
 
     query = ""
@@ -122,7 +122,7 @@ class UnitActive(_UnitQuery):
     query, absent = "is-active", "inactive"
 
 
-class NetNamespaceCount(FactBase):
+class NetNamespaceCount(FactBase[int]):
     """How many network namespaces exist (1: only the host's own).
 
     Counts those of every process and those kept alive only by a bind mount (`ip netns add`,
