@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from rdmaprov.deploys.erdma import AIACC_PACKAGE, ERDMA_PACKAGES, ErdmaProvider, aiacc_plugin, erdma_userspace
-from rdmaprov.deploys.gpu_driver import nvidia_driver
+from rdmaprov.deploys.erdma import ERDMA_PACKAGES
 from rdmaprov.deploys.nccl import NCCL_RECIPE, nccl_build, nccl_packages, nccl_tests_build, node_gencode
 from rdmaprov.deploys.repository import yum_section
 from rdmaprov.engine.run_context import context_of
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, InstalledBuild, KeptArchive
 from rdmaprov.facts.gpu import DriverState, Gpus, NvidiaDriver, parse_driver_state
+from rdmaprov.facts.rdma import ErdmaProvider
 from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
 from rdmaprov.nvidia import (
     arch_from_compute_cap,
@@ -24,6 +24,8 @@ from rdmaprov.nvidia import (
     toolkit_package,
 )
 from rdmaprov.operations.builds import artifact_built, artifact_fetched, artifact_installed, declare
+from rdmaprov.operations.erdma import AIACC_PACKAGE, aiacc_plugin, erdma_userspace
+from rdmaprov.operations.gpu import nvidia_driver
 from rdmaprov.operations.packages import packages
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import parse_package_versions

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from rdmaprov.deploys.mtu import mtu_now
-from rdmaprov.deploys.netns_mode import netns_mode_live
-from rdmaprov.deploys.openmpi import mpi_package_sets, mpirun_present
+from rdmaprov.deploys.openmpi import mpi_package_sets
 from rdmaprov.deploys.package_sources import YUM_REPO, yum_repo
 from rdmaprov.deploys.rdma_userspace import rdma_package_sets
-from rdmaprov.deploys.softroce import rxe_links_present
 from rdmaprov.facts.files import FileState, ManagedFile, PathExists
 from rdmaprov.facts.rdma import RdmaLinks, RdmaSystem
 from rdmaprov.facts.ssh import SshIdentityFact
 from rdmaprov.facts.system import InstalledPackages, NetDevices, NetNamespaceCount, Os
 from rdmaprov.inventory.config import YumMirror
 from rdmaprov.operations.files import managed_file
+from rdmaprov.operations.mpi import mpirun_present
+from rdmaprov.operations.network import mtu_now
 from rdmaprov.operations.packages import packages
+from rdmaprov.operations.rdma import netns_mode_live, rxe_links_present
 from rdmaprov.operations.ssh import KNOWN_HOSTS, key_pair, known_hosts, trusted_keys
 from rdmaprov.packages import RDMA_USERSPACE
 from rdmaprov.parsers.rdma import RdmaLink

@@ -8,37 +8,19 @@ from __future__ import annotations
 
 from importlib import resources
 
-from pyinfra import host
-from pyinfra.api import StringCommand, deploy
+from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.engine.desired import operation
-from rdmaprov.engine.factcache import fact
-from rdmaprov.facts.system import UserExists
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.services import unit_enabled, unit_running
+from rdmaprov.operations.users import system_user
 from rdmaprov.packages import EXPORTER
-from rdmaprov.quoting import sh, systemd_arg
+from rdmaprov.quoting import systemd_arg
 
 USER = "rdmaprov-exporter"
 SCRIPT = "/usr/local/lib/rdmaprov/rdma_exporter.py"
 UNIT = "rdmaprov-exporter.service"
-
-
-@operation()
-def system_user(user: str, present: bool):
-    """A system account with no login and no home, for a service to run as."""
-    exists = fact(UserExists, user=user)
-    if present and not exists:
-        yield StringCommand(
-            "useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "
-            f"{sh(user)}"
-        )
-    elif not present and exists:
-        yield StringCommand(f"userdel {sh(user)}")
-    else:
-        host.noop(f"user {user} {'exists' if exists else 'absent'}")
 
 
 def exporter_source() -> str:

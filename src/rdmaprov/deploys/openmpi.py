@@ -14,18 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyinfra import host
 from pyinfra.api import deploy
 
 from rdmaprov.builds.spec import BuildSpec, Source
 from rdmaprov.deploys.builds import build_and_ship
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.engine.desired import operation
-from rdmaprov.engine.factcache import fact
-from rdmaprov.facts.files import PathExists
 from rdmaprov.inventory.config import MpiConfig
 from rdmaprov.operations.builds import Recipe
 from rdmaprov.operations.files import managed_file
+from rdmaprov.operations.mpi import mpirun_present
 from rdmaprov.operations.packages import packages
 from rdmaprov.packages import BUILD_TOOLS, OPENMPI
 from rdmaprov.parsers.node import Gpu
@@ -103,21 +100,6 @@ def archive_identity(ctx: NodeContext) -> str:
 def linked_mpi(settings: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The build input a program linked against a shipped MPI adds (its `mpi_archive` setting)."""
     return (("mpi archive", settings["mpi_archive"]),) if settings.get("mpi_archive") else ()
-
-
-@operation()
-def mpirun_present(prefix: str | None, source: str = "prefix"):
-    """Fail clearly when the declared prefix has no mpirun (rdmaprov does not install HPC-X)."""
-    if prefix is None:
-        host.noop("OpenMPI from the distro" if source == "distro" else f"OpenMPI from mpi.source {source}")
-        return
-    if not fact(PathExists, path=f"{prefix}/bin/mpirun"):
-        raise ValueError(
-            f"{prefix}/bin/mpirun does not exist on {host.name}; install HPC-X/OpenMPI there or fix mpi.prefix"
-        )
-    host.noop(f"{prefix}/bin/mpirun present")
-    return
-    yield  # an operation is a generator even when it has nothing to run
 
 
 @deploy("openmpi")

@@ -1,9 +1,10 @@
-"""Facts about RDMA devices, read with the rdma tool and sysfs."""
+"""Facts about RDMA devices, read with the rdma tool and sysfs, and about the verbs providers installed."""
 
 from __future__ import annotations
 
 from pyinfra.api import FactBase
 
+from rdmaprov.facts.shell import YesNoFact, yes_if
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
 
 
@@ -33,3 +34,12 @@ class RdmaSystem(FactBase[dict[str, str]]):
     @staticmethod
     def default() -> dict[str, str]:
         return {}
+
+
+class ErdmaProvider(YesNoFact):
+    """Whether libibverbs has the erdma provider (the eRDMA repository's rdma-core)."""
+
+    def command(self) -> str:
+        return yes_if(
+            "ls /usr/lib*/libibverbs/liberdma-rdmav*.so /usr/lib/*/libibverbs/liberdma-rdmav*.so >/dev/null 2>&1"
+        )
