@@ -91,11 +91,13 @@ class Session:
             self.lost[name] = HostLost(name, when, self.step, cause)
         return self.lost[name]
 
-    def _lost_now(self, name: str, exc: BaseException | None = None) -> HostLost | None:
-        """The loss a command's end shows: an exception from the connection, or a command that
-        failed because its connection went (engine/connection.py keeps how it ended)."""
-        if exc is not None:
-            return self._lose(name, str(exc) or type(exc).__name__)
+    def _lost_by(self, name: str, exc: BaseException) -> HostLost:
+        """The loss an exception from the connection shows."""
+        return self._lose(name, str(exc) or type(exc).__name__)
+
+    def _lost_now(self, name: str) -> HostLost | None:
+        """The loss a failed command shows when its connection went (engine/connection.py keeps
+        how each command ended); None when the command itself failed."""
         end = context_of(self.state).command_ends.get(name)
         return self._lose(name, end.cause) if end is not None and end.lost else None
 
@@ -138,7 +140,7 @@ class Session:
                 try:
                     return get_fact(self.state, host, cls, kwargs=kwargs, apply_failed_hosts=False)
                 except CONNECTION_ERRORS as exc:
-                    raise self._lose(name, str(exc) or type(exc).__name__) from None
+                    raise self._lost_by(name, exc) from None
 
         return self.each(self.connected, read)
 
@@ -160,7 +162,7 @@ class Session:
             try:
                 ok, output = host.run_shell_command(StringCommand(command), _success_exit_codes=[0], **privileges(host))
             except CONNECTION_ERRORS as exc:
-                raise self._lose(name, str(exc) or type(exc).__name__) from None
+                raise self._lost_by(name, exc) from None
         lost = None if ok else self._lost_now(name)
         if lost is not None:
             raise lost
