@@ -136,3 +136,49 @@ def toolkit_package(cuda: str) -> str:
 
 def cuda_home(cuda: str) -> str:
     return f"/usr/local/cuda-{cuda}"
+
+
+# Kernel module flavors. NVIDIA's open modules run Turing (sm_75) and newer; Blackwell (sm_100)
+# and Grace Hopper run only those; from driver 560 they are NVIDIA's default for every GPU that
+# can run them. Older branches default to the proprietary modules, which older nodes already run.
+OPEN_MODULES_FROM = 75
+OPEN_MODULES_ONLY_FROM = 100
+OPEN_MODULES_DEFAULT_BRANCH = 560
+
+
+def arch_number(arch: str) -> int:
+    """'sm_90a' → 90."""
+    return int(re.sub(r"\D", "", arch))
+
+
+def module_flavor(declared: str, archs: list[str], driver: str) -> str:
+    """The kernel modules a node gets: `declared` (open, proprietary, auto) judged against its
+    GPUs' architectures. Raises ValueError, saying what to set, for a pair that cannot run."""
+    numbers = [arch_number(a) for a in archs]
+    only_open = [a for a, n in zip(archs, numbers, strict=True) if n >= OPEN_MODULES_ONLY_FROM]
+    no_open = [a for a, n in zip(archs, numbers, strict=True) if n < OPEN_MODULES_FROM]
+    if only_open and no_open:
+        raise ValueError(f"GPUs of {', '.join(only_open)} and {', '.join(no_open)} cannot share one driver")
+    if declared == "proprietary" and only_open:
+        raise ValueError(
+            f"{only_open[0]} GPUs run only NVIDIA's open kernel modules: set gpu.kernel_modules to open or auto"
+        )
+    if declared == "open" and no_open:
+        raise ValueError(
+            f"{no_open[0]} GPUs cannot run NVIDIA's open kernel modules (Turing, sm_75, and newer only): set "
+            "gpu.kernel_modules to proprietary or auto"
+        )
+    if declared != "auto":
+        return declared
+    if only_open or (not no_open and parse_version(driver)[0] >= OPEN_MODULES_DEFAULT_BRANCH):
+        return "open"
+    return "proprietary"
+
+
+def flavor_of_license(license_text: str) -> str:
+    """`modinfo -F license nvidia`: "Dual MIT/GPL" for the open modules, "NVIDIA" for the
+    proprietary ones; "" when no module is installed."""
+    text = license_text.strip()
+    if not text:
+        return ""
+    return "open" if "GPL" in text or "MIT" in text else "proprietary"

@@ -1,9 +1,21 @@
-"""NVIDIA driver and CUDA toolkit, pinned in the inventory, from NVIDIA's repositories or a mirror.
+"""NVIDIA driver and CUDA toolkit, pinned in the inventory, from NVIDIA's repositories or a mirror,
+with what a training node needs beside the driver before its first job.
 
 Nodes without GPUs (gpu.count 0) plan the same operations and do nothing. The driver is judged
 by the kernel module's version on disk and in the running kernel: a node whose driver changes
 (or whose loaded module differs from the installed one) is reported "reboot required" and is
-rebooted only with --allow-reboot.
+rebooted only with --allow-reboot. Beside the driver:
+
+- on NVSwitch boards (HGX/DGX), the fabric manager and NSCQ of the driver's exact version,
+  enabled and running: CUDA fails there with "system not yet initialized" (error 802) until
+  the fabric manager has set up the NVSwitch fabric;
+- nvidia-persistenced, so the driver keeps the GPUs initialised between jobs;
+- nvidia-peermem, now and at boot, on InfiniBand and RoCE nodes unless gates.rail.gpudirect is
+  off: without it NCCL cannot move GPU memory over the HCAs (GPUDirect RDMA) and silently
+  stages every transfer through host memory.
+
+Services that talk to the driver start only once the declared driver is the one running;
+until the reboot they are enabled, so they start with it.
 """
 
 from __future__ import annotations
@@ -13,14 +25,20 @@ from pyinfra.api import deploy
 from rdmaprov.deploys.repository import vendor_repository
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.factcache import fact
+from rdmaprov.facts.gpu import Gpus, NvidiaDriver, NvSwitches
 from rdmaprov.facts.system import Os
-from rdmaprov.nvidia import cuda_home, cuda_repo, toolkit_package
+from rdmaprov.inventory.config import GpuConfig
+from rdmaprov.nvidia import arch_from_compute_cap, cuda_home, cuda_repo, module_flavor, toolkit_package
 from rdmaprov.operations.files import managed_file
-from rdmaprov.operations.gpu import nvidia_driver
+from rdmaprov.operations.gpu import driver_ready, fabric_manager, nvidia_driver
+from rdmaprov.operations.kernel import module_loaded
 from rdmaprov.operations.packages import packages
+from rdmaprov.operations.services import unit_enabled, unit_running
 from rdmaprov.quoting import sh_single
 
 PROFILE = "/etc/profile.d/rdmaprov-cuda.sh"
+PEERMEM_AT_BOOT = "/etc/modules-load.d/rdmaprov-nvidia-peermem.conf"
+GPUDIRECT_FABRICS = frozenset({"infiniband", "roce"})
 
 
 def render_profile(cuda: str) -> str:
@@ -30,6 +48,23 @@ def render_profile(cuda: str) -> str:
         f"export CUDA_HOME={sh_single(home)}\n"
         f'export PATH={sh_single(home + "/bin")}:"$PATH"\n'
     )
+
+
+def node_flavor(gpu: GpuConfig, driver: str) -> str:
+    """The kernel modules this node gets: its declared architecture, else its GPUs' as the
+    driver already reports them (none before the first driver: then the branch decides)."""
+    archs = [gpu.arch] if gpu.arch else sorted({arch_from_compute_cap(g.compute_cap) for g in fact(Gpus)})
+    return module_flavor(gpu.kernel_modules, archs, driver)
+
+
+def on_nvswitch(gpu: GpuConfig) -> bool:
+    """Declared, else whether the node's PCI bus shows NVSwitches."""
+    return gpu.nvswitch if gpu.nvswitch is not None else bool(fact(NvSwitches))
+
+
+def wants_peer_memory(ctx: NodeContext) -> bool:
+    """GPUDirect RDMA is wanted: GPUs on an HCA fabric that can do it, and not turned off."""
+    return ctx.node.fabric in GPUDIRECT_FABRICS and ctx.inventory.gates.rail.gpudirect != "off"
 
 
 @deploy("gpu_driver")
@@ -48,7 +83,22 @@ def gpu_driver(ctx: NodeContext) -> None:
         key=(gpu.repo_key or repo.key_url) if gpu and repo else None,
         key_setting="gpu.repo_key",
     )
-    nvidia_driver(name="NVIDIA driver", version=driver)
+    flavor = node_flavor(gpu, driver) if gpu and driver else "proprietary"
+    nvswitch = bool(gpu and driver and on_nvswitch(gpu))
+    ready = bool(driver and driver_ready(driver, fact(NvidiaDriver)))
+    # None leaves a service alone: nodes whose driver rdmaprov does not manage
+    managed, running = (True if driver else None), (True if ready else None)
+    nvidia_driver(name="NVIDIA driver", version=driver, flavor=flavor)
+    fabric_manager(name="NVSwitch fabric manager", driver=driver, nvswitch=nvswitch, flavor=flavor)
+    unit_enabled(name="fabric manager at boot", unit="nvidia-fabricmanager", enabled=True if nvswitch else None)
+    unit_running(name="fabric manager running", unit="nvidia-fabricmanager", running=running if nvswitch else None)
+    unit_enabled(name="nvidia-persistenced at boot", unit="nvidia-persistenced", enabled=managed)
+    unit_running(name="nvidia-persistenced running", unit="nvidia-persistenced", running=running)
+    peer_memory = bool(driver and wants_peer_memory(ctx))
+    managed_file(
+        name="nvidia-peermem at boot", path=PEERMEM_AT_BOOT, content="nvidia-peermem\n" if peer_memory else None
+    )
+    module_loaded(name="nvidia-peermem loaded", module="nvidia_peermem", present=peer_memory and ready)
     packages(
         name="CUDA toolkit",
         by_family={"debian": [toolkit_package(cuda)], "rhel": [toolkit_package(cuda)]} if cuda else {},

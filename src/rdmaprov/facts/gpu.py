@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from rdmaprov.facts.node_report import FABRIC_MANAGER, NVSWITCHES
+from rdmaprov.nvidia import flavor_of_license
+from rdmaprov.parsers.fabric import FabricManagerState, parse_fabric_manager, parse_nvswitches
 from rdmaprov.parsers.node import Gpu, parse_gpus
 
 
@@ -25,26 +28,31 @@ class Gpus(FactBase[list[Gpu]]):
 
 @dataclass(frozen=True)
 class DriverState:
-    """The NVIDIA kernel module's version on disk (installed) and in the running kernel (loaded)."""
+    """The NVIDIA kernel module's version on disk (installed) and in the running kernel (loaded),
+    and which modules those are on disk: open or proprietary ("" where none is installed)."""
 
     installed: str = ""
     loaded: str = ""
+    flavor: str = ""
 
 
 def parse_driver_state(lines: list[str]) -> DriverState:
-    """`installed VERSION` / `loaded VERSION` lines (empty version: none)."""
+    """`installed VERSION` / `loaded VERSION` / `license TEXT` lines (empty: none)."""
     values = {}
     for line in lines:
         tag, _, rest = line.strip().partition(" ")
         values[tag] = rest.strip()
-    return DriverState(values.get("installed", ""), values.get("loaded", ""))
+    return DriverState(
+        values.get("installed", ""), values.get("loaded", ""), flavor_of_license(values.get("license", ""))
+    )
 
 
 class NvidiaDriver(FactBase[DriverState]):
     def command(self) -> str:
         return (
             'echo "installed $(modinfo -F version nvidia 2>/dev/null)"; '
-            'echo "loaded $(cat /sys/module/nvidia/version 2>/dev/null)"'
+            'echo "loaded $(cat /sys/module/nvidia/version 2>/dev/null)"; '
+            'echo "license $(modinfo -F license nvidia 2>/dev/null)"'
         )
 
     def process(self, output: list[str]) -> DriverState:
@@ -53,3 +61,31 @@ class NvidiaDriver(FactBase[DriverState]):
     @staticmethod
     def default() -> DriverState:
         return DriverState()
+
+
+class NvSwitches(FactBase[tuple[str, ...]]):
+    """PCI addresses of the NVSwitches on the node's bus (none on PCIe-GPU and GPU-less nodes)."""
+
+    def command(self) -> str:
+        return NVSWITCHES
+
+    def process(self, output: list[str]) -> tuple[str, ...]:
+        return parse_nvswitches(output)
+
+    @staticmethod
+    def default() -> tuple[str, ...]:
+        return ()
+
+
+class FabricManager(FactBase[FabricManagerState]):
+    """The installed fabric manager's version and its service's state."""
+
+    def command(self) -> str:
+        return FABRIC_MANAGER
+
+    def process(self, output: list[str]) -> FabricManagerState:
+        return parse_fabric_manager(output)
+
+    @staticmethod
+    def default() -> FabricManagerState:
+        return FabricManagerState()

@@ -46,6 +46,18 @@ GPUDIRECT = (
     "ib_write_bw --help 2>&1 | grep -q -- --use_cuda && echo perftest_cuda; }"
 )
 
+# NVSwitches show on the PCI bus as NVIDIA (0x10de) bridges of class 0x0680 (A100 and H100 boards).
+NVSWITCHES = (
+    'for d in /sys/bus/pci/devices/*; do [ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && '
+    'case "$(cat $d/class 2>/dev/null)" in 0x0680*) echo "${d##*/}";; esac; done; true'
+)
+
+# The fabric manager's own version and its service's state (parsers/fabric.py reads both).
+FABRIC_MANAGER = (
+    "command -v nv-fabricmanager >/dev/null && nv-fabricmanager --version 2>&1 | head -n 3; "
+    'echo "service $(systemctl is-active nvidia-fabricmanager 2>/dev/null)"'
+)
+
 # Every file that can set memlock for logins (pam_limits) or services (systemd's manager).
 _LIMIT_FILES = (
     "/etc/security/limits.conf",
@@ -94,6 +106,8 @@ def node_report_command(programs: tuple[str, ...] = ()) -> str:
         "nvidia_smi_q": "nvidia-smi -q 2>/dev/null",
         "gpu_topology": "nvidia-smi topo -m 2>/dev/null",
         "gpudirect": GPUDIRECT,
+        "nvswitches": NVSWITCHES,
+        "fabric_manager": f"command -v nvidia-smi >/dev/null && {{ {FABRIC_MANAGER}; }}",
         "xid": "dmesg 2>/dev/null | grep -a 'NVRM: ' | tail -n 300",
         "counters": f"grep -H . {COUNTER_FILES} 2>/dev/null",
         "boot_id": "cat /proc/sys/kernel/random/boot_id 2>/dev/null",

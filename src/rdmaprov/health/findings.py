@@ -51,6 +51,8 @@ CHECKS = {
         Check("gpu.mig_mode", "MIG mode"),
         Check("gpu.nvlink", "NVLinks active"),
         Check("gpu.xid", "Xid errors since boot"),
+        Check("gpu.fabric_manager", "fabric manager", "gpu_driver"),
+        Check("gpu.fabric", "NVSwitch fabric"),
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
         Check("exporter.answers", "exporter answers", "exporter"),
@@ -157,6 +159,13 @@ class Checker:
             self.unknown(subject, check_id, expected, unknown)
         else:
             self.check(subject, check_id, ok, expected, found, hint)
+
+    def not_applicable(self, subject: str, check_id: str, expected: str, why: str) -> None:
+        """Record that `check_id` does not apply to this node, and why (a fabric manager on a
+        node without NVSwitch): a pass that says so rather than a silent one."""
+        self.findings.append(
+            finding(self.host, self.fabric, check_id, subject, True, expected, f"not applicable: {why}")
+        )
 
     def unknown(self, subject: str, check_id: str, expected: str, why: str) -> None:
         """Record that `check_id` could not be judged here, and why: the node does not report

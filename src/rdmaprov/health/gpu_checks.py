@@ -4,8 +4,9 @@ NVLinks, hardware Xids since boot, and the NCCL that programs, nccl-tests and pl
 from __future__ import annotations
 
 from rdmaprov.health.findings import Checker
-from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.inventory.config import GpuConfig, NodeConfig
 from rdmaprov.nvidia import driver_matches
+from rdmaprov.parsers.fabric import FabricManagerState
 from rdmaprov.parsers.ldd import Linkage
 from rdmaprov.parsers.node import NodeReport, nccl_library_version
 from rdmaprov.parsers.nvidia_smi import GpuHealth
@@ -39,6 +40,7 @@ def check_gpus(c: Checker, node: NodeConfig, report: NodeReport) -> None:
     for index, health in enumerate(report.gpu_health):
         _check_gpu_health(c, f"gpu{index} {health.bus_id}", health)
     _check_nvlinks(c, report)
+    _check_fabric(c, gpu, report)
     _check_xids(c, report)
     if node.nccl.version:
         _check_nccl_library(c, node, report)
@@ -132,6 +134,54 @@ HARDWARE_XIDS = {
     119: "GSP timeout: reset the GPU or reboot; update the driver if it recurs",
     120: "GSP error: reset the GPU or reboot; update the driver if it recurs",
 }
+
+
+def _check_fabric(c: Checker, gpu: GpuConfig, report: NodeReport) -> None:
+    """NVSwitch boards: the fabric manager of the running driver's exact version active, and
+    every GPU's fabric set up (CUDA fails with "system not yet initialized" until it is)."""
+    expected = "active, the driver's version"
+    nvswitch = gpu.nvswitch if gpu.nvswitch is not None else bool(report.nvswitches)
+    if not nvswitch:
+        why = "gpu.nvswitch is false" if gpu.nvswitch is False else "no NVSwitch on this node's PCI bus"
+        c.not_applicable("fabric", "gpu.fabric_manager", expected, why)
+        return
+    manager, driver = report.fabric_manager, report.gpus[0].driver_version if report.gpus else ""
+    if manager is None or not driver:
+        c.unknown("fabric", "gpu.fabric_manager", expected, "nvidia-smi does not answer on this node")
+    else:
+        c.check(
+            "fabric",
+            "gpu.fabric_manager",
+            manager.service == "active" and manager.version == driver,
+            f"active, {driver}",
+            f"{manager.service or 'no service'}, {manager.version or 'not installed'}",
+            _fabric_manager_hint(manager, driver),
+        )
+    for index, health in enumerate(report.gpu_health):
+        state, status = health.fabric_state, health.fabric_status
+        c.judge(
+            f"gpu{index} {health.bus_id}",
+            "gpu.fabric",
+            "the driver reports no fabric state (drivers before 525 do not)" if state == "N/A" else None,
+            (state, status) == ("Completed", "Success"),
+            "Completed, Success",
+            f"{state}, {status}",
+            "the fabric manager is still setting up the fabric: verify again in a minute"
+            if state == "In Progress"
+            else "the fabric manager has not set up this GPU's NVLinks: CUDA cannot start here; see "
+            "/var/log/fabricmanager.log, then `systemctl restart nvidia-fabricmanager` or reboot",
+        )
+
+
+def _fabric_manager_hint(manager: FabricManagerState, driver: str) -> str:
+    if not manager.version:
+        return "run `rdmaprov apply`: the gpu_driver deploy installs the fabric manager of the driver's version"
+    if manager.version != driver:
+        return (
+            f"the fabric manager {manager.version} refuses to run with driver {driver}: `rdmaprov apply` installs "
+            "the driver's version (or reboot if the driver itself changed)"
+        )
+    return "`systemctl start nvidia-fabricmanager`; `journalctl -u nvidia-fabricmanager` says why it stopped"
 
 
 def _check_xids(c: Checker, report: NodeReport) -> None:

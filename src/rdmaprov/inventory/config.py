@@ -167,6 +167,8 @@ class GpuConfig:
     arch: str | None
     repo: str | None
     repo_key: str | None
+    nvswitch: bool | None = None  # None: auto, from the node's PCI bus
+    kernel_modules: str = "auto"  # open, proprietary or auto
 
 
 @dataclass(frozen=True)
@@ -285,6 +287,8 @@ class NodeConfig:
                 gpu.get("arch"),
                 gpu.get("repo"),
                 gpu.get("repo_key"),
+                None if gpu["nvswitch"] == "auto" else bool(gpu["nvswitch"]),
+                gpu["kernel_modules"],
             )
             if gpu["count"] > 0
             else None,

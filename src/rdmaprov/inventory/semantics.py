@@ -15,7 +15,7 @@ from rdmaprov.errors import Problem
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.inventory.model import fill_defaults
 from rdmaprov.inventory.source import DocPath, SourceMap, format_path
-from rdmaprov.nvidia import arch_problem, driver_problem, parse_version
+from rdmaprov.nvidia import ARCHS, arch_problem, driver_problem, module_flavor, parse_version
 from rdmaprov.parsers.units import parse_size
 from rdmaprov.schemas import load_schema
 
@@ -45,6 +45,13 @@ def _gpu_issues(node: NodeConfig) -> list[NodeIssue]:
                     "set gpu.arch to the GPUs' compute capability "
                     "(A100 sm_80, H100 sm_90), or a CUDA version that builds for it",
                 )
+            )
+    if gpu.arch and gpu.arch in ARCHS:
+        try:
+            module_flavor(gpu.kernel_modules, [gpu.arch], gpu.driver_version or "0")
+        except ValueError as error:
+            issues.append(
+                NodeIssue(("gpu", "kernel_modules"), str(error), "or correct gpu.arch if it is not the GPUs' own")
             )
     if gpu.driver_version and gpu.cuda_version:
         why = driver_problem(gpu.driver_version, gpu.cuda_version)

@@ -38,13 +38,15 @@ DPKG_RECOVER = f"{RETRY_LOCKED}; retry_locked dpkg env DEBIAN_FRONTEND=nonintera
 APT = "apt-get -o DPkg::Lock::Timeout=300"
 
 
-def install_command(family: str, missing: list[str], os_major: str = "") -> str:
-    """The exact command that installs `missing` on a node of this package family."""
+def install_command(family: str, missing: list[str], os_major: str = "", downgrade: bool = False) -> str:
+    """The exact command that installs `missing` on a node of this package family; `downgrade`:
+    a pinned version may be older than the installed one (apt refuses that under -y unless told;
+    dnf's install goes back to an older version it is named)."""
     names = " ".join(shlex.quote(p) for p in missing)
     if family == "debian":
         return (
             f"{DPKG_RECOVER}; retry_locked 'package lists' {APT} update -q || exit 1; "
-            f"DEBIAN_FRONTEND=noninteractive {APT} install -y -q "
+            f"DEBIAN_FRONTEND=noninteractive {APT} install -y -q {'--allow-downgrades ' if downgrade else ''}"
             f"--no-install-recommends {names}"
         )
     return f"{rhel_tool(os_major)} install -y {names}"

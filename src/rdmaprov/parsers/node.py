@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from rdmaprov.parsers.counters import parse_port_counters
+from rdmaprov.parsers.fabric import FabricManagerState, parse_fabric_manager, parse_nvswitches
 from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
 from rdmaprov.parsers.ldd import Linkage, parse_ldd
 from rdmaprov.parsers.limits import SettingLine, parse_setting_lines
@@ -86,6 +87,9 @@ class NodeReport:
     gpu_topology: GpuTopology | None = None  # nvidia-smi topo -m: how far each GPU is from each NIC
     peer_memory: list[str] = field(default_factory=list)  # GPUDirect peer-memory modules loaded
     perftest_cuda: bool = False  # this perftest can write from GPU memory (--use_cuda)
+    nvswitches: tuple[str, ...] = ()  # PCI addresses of the NVSwitches the node's bus shows
+    # the fabric manager's version and service state; None where the report has no GPU section
+    fabric_manager: FabricManagerState | None = None
 
     def port(self, device: str, number: int) -> SysfsPort | None:
         return next((p for p in self.ports if p.device == device and p.port == number), None)
@@ -208,4 +212,6 @@ def parse_node_report(text: str) -> NodeReport:
         gpu_topology=parse_topo_matrix("\n".join(s.get("gpu_topology", []))),
         peer_memory=[line.split()[1] for line in s.get("gpudirect", []) if line.startswith("module ")],
         perftest_cuda="perftest_cuda" in {line.strip() for line in s.get("gpudirect", [])},
+        nvswitches=parse_nvswitches(s.get("nvswitches", [])),
+        fabric_manager=parse_fabric_manager(s["fabric_manager"]) if s.get("fabric_manager") else None,
     )

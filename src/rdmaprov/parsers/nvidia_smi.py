@@ -38,6 +38,10 @@ class GpuHealth:
     slowdown_known: bool  # the output has its clock event (throttle) reasons
     link_width: tuple[str, str]  # PCIe (current, max), e.g. ("8x", "16x")
     link_generation: tuple[str, str]  # PCIe (current, max)
+    # the NVSwitch fabric as this GPU sees it (Completed/Success once the fabric manager set it
+    # up; In Progress, Not Started; N/A on GPUs without NVSwitch and on drivers before 525)
+    fabric_state: str = "N/A"
+    fabric_status: str = "N/A"
 
 
 def parse_tree(lines: list[str]) -> list[tuple[str, Tree]]:
@@ -121,6 +125,8 @@ def gpu_health(bus_id: str, tree: Tree) -> GpuHealth:
             _first(tree, (*link, "PCIe Generation", "Current")),
             _first(tree, (*link, "PCIe Generation", "Max")),
         ),
+        fabric_state=_first(tree, ("Fabric", "State")),
+        fabric_status=_first(tree, ("Fabric", "Status")),
     )
 
 
