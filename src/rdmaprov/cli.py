@@ -686,8 +686,9 @@ def main(argv: list[str] | None = None) -> int:
         # other. Patched here, before any command's modules (pyinfra, paramiko) are imported.
         monkey.patch_all()
     # Piped output (logs, CI) gets wide tables instead of rich's 80-column default.
-    out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-    err = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+    # emoji off: a PCI address such as 0000:ab:00.0 holds ":ab:", which rich would draw as 🆎
+    out = Console(soft_wrap=True, emoji=False, width=None if sys.stdout.isatty() else 200)
+    err = Console(stderr=True, soft_wrap=True, emoji=False, width=None if sys.stderr.isatty() else 200)
     try:
         return args.handler(args, out, err)
     except UserError as exc:

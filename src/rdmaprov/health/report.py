@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -32,10 +33,10 @@ def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[st
     ):
         table.add_column(column)
     for name, reason in unreachable.items():
-        table.add_row(name, "[red]unreachable[/]", reason, *[""] * 8)
+        table.add_row(escape(name), "[red]unreachable[/]", escape(reason), *[""] * 8)
     for name, report in reports.items():
         if isinstance(report, Exception):
-            table.add_row(name, "[red]error[/]", str(report), *[""] * 8)
+            table.add_row(escape(name), "[red]error[/]", escape(str(report)), *[""] * 8)
             continue
         if not report.ports:
             table.add_row(name, "no RDMA devices", "", "", "", "", "", "", "", report.netns or "", report.memlock_login)
@@ -96,14 +97,17 @@ def print_verify(results: list[HostVerification], console: Console, verbose: boo
         table.add_column(column)
     for host in results:
         if host.status == "unreachable" or host.error:
-            table.add_row(host.name, "", "[red]" + host.status + "[/]", "", host.error or "", "")
+            table.add_row(escape(host.name), "", "[red]" + host.status + "[/]", "", escape(host.error or ""), "")
             continue
         # Unknowns are shown like failures: a check that could not be judged is not a pass.
         shown = host.findings if verbose else [f for f in host.findings if not f.ok or f.unknown]
         for f in shown:
             mark = "[yellow]unknown[/]" if f.unknown else "[green]ok[/]" if f.ok else "[red]FAIL[/]"
             kind = f" ({f.drift})" if f.drift else ""
-            table.add_row(host.name, f.subject, f"{mark} {f.check}{kind}", f.expected, f.found, f.hint)
+            # what nodes report is data, never markup: `[h:mm]` stays, `:ab:` is no emoji
+            cells = (escape(text) for text in (f.subject, f"{f.check}{kind}", f.expected, f.found, f.hint))
+            subject, check, expected, found, hint = cells
+            table.add_row(escape(host.name), subject, f"{mark} {check}", expected, found, hint)
         if not host.failures:
             unknown = sum(f.unknown for f in host.findings)
             judged = len(host.findings) - unknown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rdmaprov.engine.results import RunResult
@@ -68,7 +69,12 @@ def print_run(result: RunResult, console: Console, show_diff: bool = True) -> No
         style = _STYLE[host.status]
         status = "drift" if pending and host.status == "changed" else host.status
         table.add_row(
-            host.name, host.address, f"[{style}]{status}[/]", str(host.changed), str(len(host.ops)), host.error or ""
+            escape(host.name),
+            host.address,
+            f"[{style}]{status}[/]",
+            str(host.changed),
+            str(len(host.ops)),
+            escape(host.error or ""),
         )
     console.print(table)
     summary = result.summary()
