@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,9 @@ mount -t overlay overlay -o lowerdir=/,upperdir="$D/mnt/upper",workdir="$D/mnt/w
 R="$D/mnt/root"
 mount --rbind /dev "$R/dev"
 mount -t proc proc "$R/proc"
-mount -t sysfs sysfs "$R/sys"
+# A twin host (tests/support/twin.py) has a /sys of its own, composed from captured outputs.
+if [ -d "$D/twin/sys" ]; then mount -t tmpfs tmpfs "$R/sys"; cp -a "$D/twin/sys/." "$R/sys/"
+else mount -t sysfs sysfs "$R/sys"; fi
 mount -t tmpfs tmpfs "$R/run"
 mount -t tmpfs tmpfs "$R/tmp"
 mkdir -p "$R/run/sshd" "$R/etc/rdmaprov-test"
@@ -39,6 +42,7 @@ rm -rf "$R/root/.ssh"
 rm -f "$R/root/.bashrc" "$R/root/.profile" "$R/root/.bash_profile" "$R/root/.bash_login"
 [ -f /usr/share/base-files/dot.bashrc ] && cp /usr/share/base-files/dot.bashrc "$R/root/.bashrc"
 [ -f /usr/share/base-files/dot.profile ] && cp /usr/share/base-files/dot.profile "$R/root/.profile"
+[ -d "$D/twin/root" ] && cp -a "$D/twin/root/." "$R/"
 hostname "$2"
 exec chroot "$R" /usr/sbin/sshd -D -e -f /etc/rdmaprov-test/sshd_config
 """
@@ -83,6 +87,8 @@ class SSHHostFarm:
     # What each host writes goes to memory (tmpfs), or with disk=True to files under `root`:
     # for benchmarks that ship hundreds of MB to each of dozens of hosts.
     disk: bool = False
+    # Called with each host before its sshd starts: lays out what its root gets (a twin's files).
+    prepare: Callable[[SSHHost], None] | None = None
 
     def __post_init__(self) -> None:
         tag = f"{os.getpid() % 10000:04d}{next(_FARMS)}"  # a process may run several farms
@@ -90,6 +96,7 @@ class SSHHostFarm:
         self.bridge = f"{self.prefix}br"
         self.network = self._free_network()
         self.client_key = self.root / "client"
+        self._procs: dict[str, subprocess.Popen] = {}
         self.known_hosts = self.root / "known_hosts"
 
     def _free_network(self) -> ipaddress.IPv4Network:
@@ -111,6 +118,14 @@ class SSHHostFarm:
         return str(self.network.network_address + 10 + index)
 
     def start(self) -> SSHHostFarm:
+        """Create and start every host; on a failure, what was made is removed before it raises."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> SSHHostFarm:
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.client_key))
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         _run("ip", "addr", "add", f"{self.network.network_address + 1}/{self.network.prefixlen}", "dev", self.bridge)
@@ -118,6 +133,8 @@ class SSHHostFarm:
         lines = []
         for index in range(1, self.count + 1):
             host = self._create(index)
+            if self.prepare is not None:
+                self.prepare(host)
             self.hosts.append(host)
             pub = (host.workdir / "hostkey.pub").read_text().split()
             lines.append(f"{host.address} {pub[0]} {pub[1]}")
@@ -175,7 +192,6 @@ class SSHHostFarm:
             start_new_session=True,
         )
         host.pid = proc.pid
-        self._procs = getattr(self, "_procs", {})
         self._procs[host.name] = proc
 
     def _wait_sshd(self, host: SSHHost) -> None:
@@ -238,9 +254,10 @@ class SSHHostFarm:
         return path
 
     def stop(self) -> None:
-        for index, host in enumerate(self.hosts, 1):
+        for host in self.hosts:
             self.stop_sshd(host)
-            subprocess.run(["ip", "netns", "del", host.netns], capture_output=True)
+        for index in range(1, self.count + 1):  # by name: a start that failed half-way made some
+            subprocess.run(["ip", "netns", "del", f"{self.prefix}n{index}"], capture_output=True)
             subprocess.run(["ip", "link", "del", f"{self.prefix}v{index}"], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,88 @@
+"""verify on sixteen DGX-shaped twin hosts (tests/support/twin.py): real SSH, real pyinfra, the
+node report's real commands; the GPU, HCA and NVSwitch tools answer from real captured outputs
+composed into 8 GPUs, 8 compute HCAs and 4 NVSwitches per host, one fault per faulty host.
+
+What this proves is rdmaprov's reading of such a node, end to end; it is no proof that a real
+DGX passes (that needs the hardware)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+
+import pytest
+
+from tests.conftest import rdmaprov, rdmaprov_json
+from tests.support.twin import COMPUTE_HCAS, DRIVER, FAULTS, STORAGE_HCA, TwinNode
+
+pytestmark = pytest.mark.e2e
+
+# node1..node7 one fault each, node8..node16 healthy
+FAULTY = {f"node{index}": fault for index, fault in enumerate(FAULTS, 1)}
+HOSTS = 16
+
+# The memlock a login gets on a twin is this machine's (the farm's sshd runs without PAM, and
+# this machine gives no right to raise its hard limit): the one finding the test bed itself fails.
+MEMLOCK = str(resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] // 1024)
+
+TWIN_DEFAULTS = f"""defaults:
+  fabric: infiniband
+  limits: {{memlock: unlimited}}
+  rdma:
+    devices: [{", ".join(COMPUTE_HCAS)}]
+    storage_hcas: [{STORAGE_HCA}]
+    rate_gbps: 400
+  gpu:
+    count: 8
+    model: H100-SXM5-80GB
+    driver_version: "{DRIVER}"
+  nccl: {{source: {{kind: packages}}}}  # the twins carry no NCCL: its checks are the lab's
+"""
+
+
+@pytest.fixture(scope="module")
+def twin_farm():
+    if os.geteuid() != 0:
+        pytest.skip("twin hosts need root (network and mount namespaces)")
+    from tests.support.sshhosts import SSHHostFarm
+
+    def prepare(host) -> None:
+        fault = FAULTY.get(host.name)
+        TwinNode(frozenset({fault} if fault else ())).write(host.workdir)
+
+    farm = SSHHostFarm(HOSTS, prepare=prepare).start()
+    try:
+        yield farm
+    finally:
+        farm.stop()
+
+
+def test_verify_names_each_injected_fault_on_its_host_and_healthy_twins_are_green(twin_farm, tmp_path):
+    inventory = str(twin_farm.inventory(tmp_path / "twin.yaml", TWIN_DEFAULTS))
+    code, applied = rdmaprov_json("apply", inventory, "--tags", "nccl_env", "--skip-verify")
+    assert code == 2 and applied["summary"]["changed"] == HOSTS, applied["summary"]
+    code, out = rdmaprov_json("verify", inventory)
+    assert code == 4, json.dumps({k: v for k, v in out.items() if k != "verify"}, indent=1)[:6000]
+    findings = [f for host in out["verify"] for f in host["findings"]]
+    failed: dict[str, list[dict]] = {}
+    for finding in findings:
+        if finding["id"] == "limits.memlock_login" and finding["found"] in (MEMLOCK, "unlimited"):
+            continue  # the test bed's own (above)
+        if not finding["ok"]:
+            failed.setdefault(finding["host"], []).append(finding)
+    for host, fault in FAULTY.items():
+        check, subject = FAULTS[fault]
+        named = [f for f in failed.get(host, []) if f["id"] == check and f["subject"].startswith(subject)]
+        assert named, f"{host} ({fault}): {failed.get(host)}"
+        assert all(f["hint"] for f in failed[host]), failed[host]
+    assert set(failed) == set(FAULTY), {h: [f["id"] for f in fs] for h, fs in failed.items()}
+    # a healthy twin: every finding passes, none unknown, the fabric judged on every GPU
+    healthy = [f for f in findings if f["host"] == "node8" and f["id"] != "limits.memlock_login"]
+    assert healthy and all(f["ok"] and not f.get("unknown") for f in healthy), healthy
+    fabric = {f["subject"] for f in healthy if f["id"] == "gpu.fabric"}
+    assert len(fabric) == 8 and all(s.endswith(":00.0") for s in fabric)
+
+    # the table people read names the GPU by its PCI address as it is (":ab:" is no emoji there)
+    table = rdmaprov("verify", inventory, "--limit", "node2").stdout
+    assert "gpu5 00000000:ab:00.0" in table and "memory row remapping" in table

@@ -1,0 +1,196 @@
+"""A DGX-shaped twin: SSH test hosts whose GPU and HCA tools answer from real captured outputs.
+
+No machine here has GPUs, HCAs or NVSwitches. A twin host is an SSH farm host
+(tests/support/sshhosts.py) whose private root gets, before its sshd starts:
+
+- a /sys of its own (tmpfs) composed here: 8 compute HCAs and a storage HCA (mlx5, InfiniBand
+  NDR ports), their PCI devices and links, 8 GPUs and 4 NVSwitches on the PCI bus, the nvidia
+  and nvidia_peermem modules, eth0 and lo;
+- /usr/local/bin (ahead of /usr/bin in root's PATH) `nvidia-smi`, `nv-fabricmanager`, `dmesg`
+  and `systemctl` that print files under /etc/twin/ (systemctl answers only for the fabric
+  manager's service and hands everything else to the real one).
+
+Every output is composed from real captures in tests/fixtures (tests/fixtures/twin/README.md
+says which from which); the kernel's sysfs files are written in the kernel's own formats. A
+fault changes one host's composed files, as the fault changes a real node's outputs. The twin
+is a test bed for rdmaprov's reading of a GPU node, never proof that a real one works.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rdmaprov.parsers.counters import ERROR_COUNTERS
+from tests.conftest import FIXTURES
+
+H100_Q = FIXTURES / "gpu-h100" / "nvidia-smi_q.txt"  # one H100 80GB HBM3, driver 580.159.04
+TOPOLOGY = FIXTURES / "public" / "nvidia-smi_topo_m_8xH100_8nic_nic_legend_pix_gpu_numa_id_spaces.txt"
+NVLINKS = FIXTURES / "public" / "nvidia-smi_nvlink_status_i0_H100-80GB-HBM3_healthy_18links.txt"
+XID_79 = FIXTURES / "public" / "journal_xid_79_fallen_off_bus_2xK80_same_board_kernel_ts.txt"
+
+DRIVER = "580.159.04"  # the captured H100's
+OTHER_DRIVER = "580.126.09"  # the version a host that differs from the fleet runs
+GPU_BUSES = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
+HCA_BUSES = ("19", "2b", "3b", "5e", "9b", "ac", "bb", "dc", "c0")  # mlx5_0..7 compute, mlx5_8 storage
+NVSWITCH_BUSES = ("05", "06", "07", "08")
+COMPUTE_HCAS = tuple(f"mlx5_{n}" for n in range(8))
+STORAGE_HCA = "mlx5_8"
+
+# What each fault changes, and where verify is expected to name it: (check id, subject prefix).
+FAULTS = {
+    "xid79": ("gpu.xid", "kernel log"),
+    "row_remap_failed": ("gpu.row_remap", "gpu5 "),
+    "gpu_pcie_x8": ("gpu.pcie_width", "gpu2 "),
+    "hca_port_down": ("rdma.port_state", "mlx5_3/1"),
+    "hca_pcie_x8": ("rdma.pcie_link", "mlx5_6"),
+    "fabric_manager_stopped": ("gpu.fabric_manager", "fabric"),
+    "driver_differs": ("gpu.driver_version", "gpus"),
+}
+
+
+def _address(bus: str) -> str:
+    return f"0000:{bus}:00.0"
+
+
+@dataclass
+class TwinNode:
+    """One twin host's composed files: {path under its root: text}; symlinks separately."""
+
+    faults: frozenset[str] = frozenset()
+    files: dict[str, str] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = self.faults - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown twin faults: {', '.join(sorted(unknown))}")
+        self.driver = OTHER_DRIVER if "driver_differs" in self.faults else DRIVER
+        self._sysfs()
+        self._gpu_tools()
+
+    # --- /sys ----------------------------------------------------------------------------------
+
+    def _pci(self, bus: str, vendor: str, klass: str, width: str = "16") -> None:
+        base = f"sys/bus/pci/devices/{_address(bus)}"
+        self.files |= {
+            f"{base}/vendor": vendor,
+            f"{base}/class": klass,
+            f"{base}/current_link_speed": "32.0 GT/s PCIe",
+            f"{base}/max_link_speed": "32.0 GT/s PCIe",
+            f"{base}/current_link_width": width,
+            f"{base}/max_link_width": "16",
+        }
+
+    def _sysfs(self) -> None:
+        for index, bus in enumerate(HCA_BUSES):
+            name = f"mlx5_{index}"
+            down = name == "mlx5_3" and "hca_port_down" in self.faults
+            narrow = name == "mlx5_6" and "hca_pcie_x8" in self.faults
+            self._pci(bus, "0x15b3", "0x020700", "8" if narrow else "16")  # Mellanox, InfiniBand controller
+            port = f"sys/class/infiniband/{name}/ports/1"
+            self.files |= {
+                f"{port}/state": "1: DOWN" if down else "4: ACTIVE",
+                f"{port}/phys_state": "3: Disabled" if down else "5: LinkUp",
+                f"{port}/rate": "400 Gb/sec (4X NDR)",
+                f"{port}/link_layer": "InfiniBand",
+                **{f"{port}/counters/{counter}": "0" for counter in ERROR_COUNTERS},
+            }
+            self.links[f"sys/class/infiniband/{name}/device"] = f"../../../bus/pci/devices/{_address(bus)}"
+        for index, bus in enumerate(GPU_BUSES):
+            narrow = index == 2 and "gpu_pcie_x8" in self.faults
+            self._pci(bus, "0x10de", "0x030200", "8" if narrow else "16")  # NVIDIA 3D controller
+        for bus in NVSWITCH_BUSES:
+            self._pci(bus, "0x10de", "0x068000")  # NVIDIA bridge: an NVSwitch
+        self.files |= {
+            "sys/class/net/eth0/mtu": "1500",
+            "sys/class/net/lo/mtu": "65536",
+            "sys/module/nvidia/version": self.driver,
+            "sys/module/nvidia_peermem/refcnt": "0",
+        }
+
+    # --- the GPU tools' answers ----------------------------------------------------------------
+
+    def _gpu_tools(self) -> None:
+        self.files |= {
+            "etc/twin/nvidia-smi-q.txt": self._nvidia_smi_q(),
+            "etc/twin/query-gpu.csv": "".join(f"NVIDIA H100 80GB HBM3, 9.0, {self.driver}\n" for _ in GPU_BUSES),
+            "etc/twin/topo-m.txt": TOPOLOGY.read_text(),
+            "etc/twin/nvlink-status.txt": self._nvlinks(),
+            "etc/twin/dmesg.txt": self._dmesg(),
+            "etc/twin/fabricmanager-version.txt": f"Fabric Manager version is : {self.driver}\n",
+            "etc/twin/fabricmanager-state.txt": "inactive" if "fabric_manager_stopped" in self.faults else "active",
+        }
+
+    def _nvidia_smi_q(self) -> str:
+        text = H100_Q.read_text()
+        start = text.index("GPU 00000000:00:06.0")
+        header = text[:start].replace(DRIVER, self.driver)
+        header = re.sub(r"(Attached GPUs\s+: )1", r"\g<1>8", header)
+        stopped = "fabric_manager_stopped" in self.faults
+        blocks = []
+        for index, bus in enumerate(GPU_BUSES):
+            block = text[start:].replace("00000000:00:06.0", f"00000000:{bus}:00.0")
+            block = re.sub(r"(Minor Number\s+: )0", rf"\g<1>{index}", block)
+            # on an NVSwitch board: the fabric as the H800 capture's driver reports it when set up
+            state, status = ("Not Started", "N/A") if stopped else ("Completed", "Success")
+            block = re.sub(
+                r"(    Fabric\n        State\s+: )N/A\n(        Status\s+: )N/A", rf"\g<1>{state}\n\g<2>{status}", block
+            )
+            if index == 2 and "gpu_pcie_x8" in self.faults:
+                block = re.sub(r"(Link Width\n\s+Max\s+: 16x\n\s+Current\s+: )16x", r"\g<1>8x", block)
+            if index == 5 and "row_remap_failed" in self.faults:
+                block = re.sub(r"(Remapping Failure Occurred\s+: )No", r"\g<1>Yes", block)
+            blocks.append(block.rstrip("\n") + "\n\n")
+        return header + "".join(blocks)
+
+    def _nvlinks(self) -> str:
+        one = NVLINKS.read_text().rstrip("\n") + "\n"
+        return "".join(one.replace("GPU 0:", f"GPU {index}:", 1) for index in range(len(GPU_BUSES)))
+
+    def _dmesg(self) -> str:
+        if "xid79" not in self.faults:
+            return ""
+        # the kernel's lines of the capture without the journal's prefix, on this board's GPU 3
+        lines = [line.split(" kernel: ", 1)[1] for line in XID_79.read_text().splitlines() if " kernel: " in line]
+        return "\n".join(lines[:5]).replace("0000:05:00", f"0000:{GPU_BUSES[3]}:00") + "\n"
+
+    # --- onto a farm host ----------------------------------------------------------------------
+
+    def write(self, workdir: Path) -> None:
+        """Lay the twin out where the farm's start script copies it into the host's root."""
+        twin = workdir / "twin"
+        for path, text in {**self.files, **_TOOLS}.items():
+            where = twin / ("sys" if path.startswith("sys/") else "root") / path.removeprefix("sys/")
+            where.parent.mkdir(parents=True, exist_ok=True)
+            where.write_text(text if text.endswith("\n") or not text else text + "\n")
+            if path.startswith("usr/local/bin/"):
+                where.chmod(0o755)
+        for path, target in self.links.items():
+            where = twin / "sys" / path.removeprefix("sys/")
+            where.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, where)
+
+
+_TOOLS = {
+    "usr/local/bin/nvidia-smi": """#!/bin/sh
+# twin: answers from /etc/twin (real captures, composed)
+case "$*" in
+  -q) cat /etc/twin/nvidia-smi-q.txt ;;
+  --query-gpu=*) cat /etc/twin/query-gpu.csv ;;
+  "topo -m") cat /etc/twin/topo-m.txt ;;
+  "nvlink --status") cat /etc/twin/nvlink-status.txt ;;
+  *) echo "twin nvidia-smi: $* is not captured" >&2; exit 2 ;;
+esac
+""",
+    "usr/local/bin/nv-fabricmanager": "#!/bin/sh\ncat /etc/twin/fabricmanager-version.txt\n",
+    "usr/local/bin/dmesg": "#!/bin/sh\ncat /etc/twin/dmesg.txt\n",
+    "usr/local/bin/systemctl": """#!/bin/sh
+if [ "$*" = "is-active nvidia-fabricmanager" ]; then
+  state=$(cat /etc/twin/fabricmanager-state.txt); echo "$state"; [ "$state" = active ]; exit
+fi
+exec /usr/bin/systemctl "$@"
+""",
+}
