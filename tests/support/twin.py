@@ -30,6 +30,7 @@ H100_Q = FIXTURES / "gpu-h100" / "nvidia-smi_q.txt"  # one H100 80GB HBM3, drive
 TOPOLOGY = FIXTURES / "public" / "nvidia-smi_topo_m_8xH100_8nic_nic_legend_pix_gpu_numa_id_spaces.txt"
 NVLINKS = FIXTURES / "public" / "nvidia-smi_nvlink_status_i0_H100-80GB-HBM3_healthy_18links.txt"
 XID_79 = FIXTURES / "public" / "journal_xid_79_fallen_off_bus_2xK80_same_board_kernel_ts.txt"
+FM_VERSION = FIXTURES / "public" / "nv-fabricmanager_version_610.57.04_build_info_line_no_trailing_newline_B300.txt"
 
 DRIVER = "580.159.04"  # the captured H100's
 OTHER_DRIVER = "580.126.09"  # the version a host that differs from the fleet runs
@@ -120,7 +121,7 @@ class TwinNode:
             "etc/twin/topo-m.txt": TOPOLOGY.read_text(),
             "etc/twin/nvlink-status.txt": self._nvlinks(),
             "etc/twin/dmesg.txt": self._dmesg(),
-            "etc/twin/fabricmanager-version.txt": f"Fabric Manager version is : {self.driver}\n",
+            "etc/twin/fabricmanager-version.txt": self._fabric_manager_version(),
             "etc/twin/fabricmanager-state.txt": "inactive" if "fabric_manager_stopped" in self.faults else "active",
         }
 
@@ -134,8 +135,9 @@ class TwinNode:
         for index, bus in enumerate(GPU_BUSES):
             block = text[start:].replace("00000000:00:06.0", f"00000000:{bus}:00.0")
             block = re.sub(r"(Minor Number\s+: )0", rf"\g<1>{index}", block)
-            # on an NVSwitch board: the fabric as the H800 capture's driver reports it when set up
-            state, status = ("Not Started", "N/A") if stopped else ("Completed", "Success")
+            # on an NVSwitch board: set up, as the H800 capture reports it; without the fabric
+            # manager, waiting, as the 8 x H100 capture whose fabric manager had not started
+            state, status = ("In Progress", "N/A") if stopped else ("Completed", "Success")
             block = re.sub(
                 r"(    Fabric\n        State\s+: )N/A\n(        Status\s+: )N/A", rf"\g<1>{state}\n\g<2>{status}", block
             )
@@ -145,6 +147,11 @@ class TwinNode:
                 block = re.sub(r"(Remapping Failure Occurred\s+: )No", r"\g<1>Yes", block)
             blocks.append(block.rstrip("\n") + "\n\n")
         return header + "".join(blocks)
+
+    def _fabric_manager_version(self) -> str:
+        """The capture's version line (a B300 node's 610.57.04), with this twin's driver version."""
+        line = next(line for line in FM_VERSION.read_text().splitlines() if "version is" in line)
+        return line.replace("610.57.04", self.driver) + "\n"
 
     def _nvlinks(self) -> str:
         one = NVLINKS.read_text().rstrip("\n") + "\n"

@@ -194,12 +194,14 @@ def test_peer_memory_is_wanted_on_hca_fabrics_unless_gpudirect_is_off(tmp_path):
 
 # --- verify: the fabric as the node reports it ---------------------------------------------
 
-_FM_ACTIVE = ["Fabric Manager version is : 525.85.12", "service active"]
+# `nv-fabricmanager --version` as a B300 node printed it (610.57.04), its version made the H800's
+_FM_VERSION = (PUBLIC / "nv-fabricmanager_version_610.57.04_build_info_line_no_trailing_newline_B300.txt").read_text()
+_FM_ACTIVE = [*_FM_VERSION.splitlines()[1:3], "service active"]
 
 
 def _fabric_findings(nvidia_smi_q: str, nvswitches: list[str], manager: list[str], **gpu) -> dict:
     text = (
-        "@@ gpus\nNVIDIA H800, 9.0, 525.85.12\n@@ nvidia_smi_q\n"
+        "@@ gpus\nNVIDIA H800, 9.0, 610.57.04\n@@ nvidia_smi_q\n"
         + nvidia_smi_q
         + "\n@@ nvswitches\n"
         + "\n".join(nvswitches)
@@ -217,28 +219,51 @@ def test_an_nvswitch_node_whose_fabric_is_up_passes():
     assert found[("gpu.fabric", "gpu0 00000000:18:00.0")].found == "Completed, Success"
 
 
+def test_the_fabric_managers_version_is_read_from_its_own_words():
+    assert parse_fabric_manager(_FM_VERSION.splitlines() + ["service active"]) == FabricManagerState(
+        "610.57.04", "active"
+    )
+
+
 def test_a_fabric_manager_of_another_version_or_stopped_fails_with_what_to_do():
-    other = ["Fabric Manager version is : 525.60.13", "service failed"]
+    other = [_FM_VERSION.splitlines()[1].replace("610.57.04", "610.43.02"), "service failed"]
     manager = _fabric_findings(H800.read_text(), ["0000:05:00.0"], other)[("gpu.fabric_manager", "fabric")]
-    assert not manager.ok and manager.expected == "active, 525.85.12" and manager.found == "failed, 525.60.13"
-    assert "refuses to run with driver 525.85.12" in manager.hint and manager.deploy == "gpu_driver"
+    assert not manager.ok and manager.expected == "active, 610.57.04" and manager.found == "failed, 610.43.02"
+    assert "refuses to run with driver 610.57.04" in manager.hint and manager.deploy == "gpu_driver"
     missing = _fabric_findings(H800.read_text(), ["0000:05:00.0"], ["service inactive"])
     assert "installs the fabric manager" in missing[("gpu.fabric_manager", "fabric")].hint
 
 
 @pytest.mark.parametrize(
-    ("state", "status", "hint"),
-    [("In Progress", "N/A", "verify again in a minute"), ("Not Started", "N/A", "CUDA cannot start here")],
+    ("capture", "found", "hint"),
+    [
+        # an 8 x H100 node whose fabric manager had not started (driver 570.133.20)
+        (
+            "nvidia-smi_q_i0_grep_fabric_state_in_progress_status_NA_8xH100_570.133.20_fm_not_started.txt",
+            "In Progress, N/A",
+            "GPUs wait In Progress until the fabric manager runs",
+        ),
+        (
+            "nvidia-smi_q_fabric_section_completed_status_insufficient_resources_cliqueid_0_deindented.txt",
+            "Completed, Insufficient Resources",
+            "could not set up this GPU's NVLinks",
+        ),
+    ],
 )
-def test_a_gpu_whose_fabric_is_not_set_up_is_named_with_the_hint(state, status, hint):
+def test_a_gpu_whose_fabric_is_not_set_up_is_named_with_the_hint(capture, found, hint):
+    """The captured Fabric section put in place of the H800's (one GPU's -q, as nvidia-smi nests it)."""
+    section = [line.strip() for line in (PUBLIC / capture).read_text().splitlines()]
+    state, status = (
+        next(line.split(": ", 1)[1] for line in section if line.startswith(key)) for key in ("State", "Status")
+    )
     text = H800.read_text()
-    pad = " " * 29  # the capture's own alignment
+    pad = " " * 29  # the H800 capture's own alignment
     broken = text.replace(f"State{pad}: Completed", f"State{pad}: {state}")
     broken = broken.replace(f"Status{pad[1:]}: Success", f"Status{pad[1:]}: {status}")
     assert broken != text
-    found = _fabric_findings(broken, ["0000:05:00.0"], _FM_ACTIVE)
-    [fabric] = [f for (i, _), f in found.items() if i == "gpu.fabric"]
-    assert not fabric.ok and fabric.found == f"{state}, {status}" and hint in fabric.hint
+    findings = _fabric_findings(broken, ["0000:05:00.0"], _FM_ACTIVE)
+    [fabric] = [f for (i, _), f in findings.items() if i == "gpu.fabric"]
+    assert not fabric.ok and fabric.found == found and hint in fabric.hint
 
 
 def test_a_pcie_gpu_without_nvswitch_reads_not_applicable_never_a_failure():

@@ -166,9 +166,10 @@ def _check_fabric(c: Checker, gpu: GpuConfig, report: NodeReport) -> None:
             (state, status) == ("Completed", "Success"),
             "Completed, Success",
             f"{state}, {status}",
-            "the fabric manager is still setting up the fabric: verify again in a minute"
+            "the fabric is not set up: GPUs wait In Progress until the fabric manager runs; start it "
+            "(`rdmaprov apply`), or if it has just started, verify again in a minute"
             if state == "In Progress"
-            else "the fabric manager has not set up this GPU's NVLinks: CUDA cannot start here; see "
+            else "the fabric manager could not set up this GPU's NVLinks: CUDA cannot start here; see "
             "/var/log/fabricmanager.log, then `systemctl restart nvidia-fabricmanager` or reboot",
         )
 
