@@ -18,7 +18,7 @@ from tests.support.twin import COMPUTE_HCAS, DRIVER, FAULTS, STORAGE_HCA, TwinNo
 
 pytestmark = pytest.mark.e2e
 
-# node1..node7 one fault each, node8..node16 healthy
+# node1..node9 one fault each, node10..node16 healthy
 FAULTY = {f"node{index}": fault for index, fault in enumerate(FAULTS, 1)}
 HOSTS = 16
 
@@ -78,10 +78,13 @@ def test_verify_names_each_injected_fault_on_its_host_and_healthy_twins_are_gree
         assert all(f["hint"] for f in failed[host]), failed[host]
     assert set(failed) == set(FAULTY), {h: [f["id"] for f in fs] for h, fs in failed.items()}
     # a healthy twin: every finding passes, none unknown, the fabric judged on every GPU
-    healthy = [f for f in findings if f["host"] == "node8" and f["id"] != "limits.memlock_login"]
+    healthy = [f for f in findings if f["host"] == "node16" and f["id"] != "limits.memlock_login"]
     assert healthy and all(f["ok"] and not f.get("unknown") for f in healthy), healthy
-    fabric = {f["subject"] for f in healthy if f["id"] == "gpu.fabric"}
-    assert len(fabric) == 8 and all(s.endswith(":00.0") for s in fabric)
+    per_gpu = {i: {f["subject"] for f in healthy if f["id"] == i} for i in ("gpu.fabric", "gpu.hca_affinity")}
+    assert all(len(subjects) == 8 for subjects in per_gpu.values()), per_gpu
+    found = {f["id"]: f["found"] for f in healthy}
+    assert found["gpu.acs"] == "off on 24 switch ports" and found["gpu.iommu"] == "off"
+    assert found["gpu.fabric_manager"] == f"active, {DRIVER}"
 
     # the table people read names the GPU by its PCI address as it is (":ab:" is no emoji there)
     table = rdmaprov("verify", inventory, "--limit", "node2").stdout

@@ -30,6 +30,8 @@ H100_Q = FIXTURES / "gpu-h100" / "nvidia-smi_q.txt"  # one H100 80GB HBM3, drive
 TOPOLOGY = FIXTURES / "public" / "nvidia-smi_topo_m_8xH100_8nic_nic_legend_pix_gpu_numa_id_spaces.txt"
 NVLINKS = FIXTURES / "public" / "nvidia-smi_nvlink_status_i0_H100-80GB-HBM3_healthy_18links.txt"
 XID_79 = FIXTURES / "public" / "journal_xid_79_fallen_off_bus_2xK80_same_board_kernel_ts.txt"
+LSPCI = FIXTURES / "public" / "lspci_vvxxx_D_N1SDP_plx_pex8749_downstream_acsctl_reqredir_on.txt"
+ACS_OFF = FIXTURES / "public" / "lspci_vvnn_sunrise_point_lp_root_port_acsctl_all_off_iwlwifi.txt"
 FM_VERSION = FIXTURES / "public" / "nv-fabricmanager_version_610.57.04_build_info_line_no_trailing_newline_B300.txt"
 
 DRIVER = "580.159.04"  # the captured H100's
@@ -49,11 +51,25 @@ FAULTS = {
     "hca_pcie_x8": ("rdma.pcie_link", "mlx5_6"),
     "fabric_manager_stopped": ("gpu.fabric_manager", "fabric"),
     "driver_differs": ("gpu.driver_version", "gpus"),
+    "acs_enabled": ("gpu.acs", "bridge 0000:99:00.0"),  # the switch port above GPU 4
+    "iommu_translated": ("gpu.iommu", "IOMMU"),
 }
 
 
 def _address(bus: str) -> str:
     return f"0000:{bus}:00.0"
+
+
+def _switch(gpu_bus: str) -> tuple[str, str, str, str]:
+    """The sysfs names of the root complex, its root port, the switch's upstream port and its two
+    downstream ports (to the GPU on `gpu_bus`, to the HCA on the next bus) above a GPU."""
+    root = int(gpu_bus, 16) - 3
+    return (
+        f"pci0000:{root:02x}/0000:{root:02x}:01.0",
+        f"0000:{root + 1:02x}:00.0",
+        f"0000:{root + 2:02x}:00.0",
+        f"0000:{root + 2:02x}:01.0",
+    )
 
 
 @dataclass
@@ -74,42 +90,62 @@ class TwinNode:
 
     # --- /sys ----------------------------------------------------------------------------------
 
-    def _pci(self, bus: str, vendor: str, klass: str, width: str = "16") -> None:
-        base = f"sys/bus/pci/devices/{_address(bus)}"
+    def _pci(self, path: str, vendor: str, klass: str, numa: int, width: str = "16") -> str:
+        """A device at `path` under sys/devices (its bridges, then itself), listed in
+        sys/bus/pci/devices as the kernel does; returns its sysfs directory."""
+        base = f"sys/devices/{path}"
+        address = path.rsplit("/", 1)[-1]
         self.files |= {
             f"{base}/vendor": vendor,
             f"{base}/class": klass,
+            f"{base}/numa_node": str(numa),
             f"{base}/current_link_speed": "32.0 GT/s PCIe",
             f"{base}/max_link_speed": "32.0 GT/s PCIe",
             f"{base}/current_link_width": width,
             f"{base}/max_link_width": "16",
         }
+        if "iommu_translated" in self.faults and klass.startswith(("0x03", "0x02")):
+            self.files[f"{base}/iommu_group/type"] = "DMA"
+        self.links[f"sys/bus/pci/devices/{address}"] = f"../../../devices/{path}"
+        return base
 
     def _sysfs(self) -> None:
-        for index, bus in enumerate(HCA_BUSES):
-            name = f"mlx5_{index}"
-            down = name == "mlx5_3" and "hca_port_down" in self.faults
-            narrow = name == "mlx5_6" and "hca_pcie_x8" in self.faults
-            self._pci(bus, "0x15b3", "0x020700", "8" if narrow else "16")  # Mellanox, InfiniBand controller
-            port = f"sys/class/infiniband/{name}/ports/1"
-            self.files |= {
-                f"{port}/state": "1: DOWN" if down else "4: ACTIVE",
-                f"{port}/phys_state": "3: Disabled" if down else "5: LinkUp",
-                f"{port}/rate": "400 Gb/sec (4X NDR)",
-                f"{port}/link_layer": "InfiniBand",
-                **{f"{port}/counters/{counter}": "0" for counter in ERROR_COUNTERS},
-            }
-            self.links[f"sys/class/infiniband/{name}/device"] = f"../../../bus/pci/devices/{_address(bus)}"
-        for index, bus in enumerate(GPU_BUSES):
+        """Each GPU with its HCA under one PCIe switch (topo -m's PIX), the switch under a root port
+        of its own; GPUs 0-3 and their HCAs on NUMA node 0, 4-7 on 1 (topo -m's NUMA Affinity)."""
+        for index, (gpu_bus, hca_bus) in enumerate(zip(GPU_BUSES, HCA_BUSES, strict=False)):
+            numa = index // 4
+            root, upstream, to_gpu, to_hca = _switch(gpu_bus)
+            for bridge in (root, f"{root}/{upstream}", f"{root}/{upstream}/{to_gpu}", f"{root}/{upstream}/{to_hca}"):
+                self._pci(bridge, "0x10b5", "0x060400", numa)  # PLX/Broadcom switch ports, class PCI bridge
             narrow = index == 2 and "gpu_pcie_x8" in self.faults
-            self._pci(bus, "0x10de", "0x030200", "8" if narrow else "16")  # NVIDIA 3D controller
+            gpu = f"{root}/{upstream}/{to_gpu}/{_address(gpu_bus)}"
+            self._pci(gpu, "0x10de", "0x030200", numa, "8" if narrow else "16")  # NVIDIA 3D controller
+            self._hca(index, f"{root}/{upstream}/{to_hca}/{_address(hca_bus)}", numa)
+        self._pci("pci0000:bf/0000:bf:01.0", "0x8086", "0x060400", 1)  # the storage HCA's root port
+        self._hca(8, f"pci0000:bf/0000:bf:01.0/{_address(HCA_BUSES[8])}", 1)
         for bus in NVSWITCH_BUSES:
-            self._pci(bus, "0x10de", "0x068000")  # NVIDIA bridge: an NVSwitch
+            self._pci(f"pci0000:00/0000:00:01.0/{_address(bus)}", "0x10de", "0x068000", 0)  # an NVSwitch
         self.files |= {
             "sys/class/net/eth0/mtu": "1500",
             "sys/class/net/lo/mtu": "65536",
             "sys/module/nvidia/version": self.driver,
             "sys/module/nvidia_peermem/refcnt": "0",
+        }
+
+    def _hca(self, index: int, path: str, numa: int) -> None:
+        """A ConnectX port on InfiniBand NDR (Mellanox, class InfiniBand controller)."""
+        name = f"mlx5_{index}"
+        down = name == "mlx5_3" and "hca_port_down" in self.faults
+        narrow = name == "mlx5_6" and "hca_pcie_x8" in self.faults
+        self._pci(path, "0x15b3", "0x020700", numa, "8" if narrow else "16")
+        self.links[f"sys/class/infiniband/{name}/device"] = f"../../../devices/{path}"
+        port = f"sys/class/infiniband/{name}/ports/1"
+        self.files |= {
+            f"{port}/state": "1: DOWN" if down else "4: ACTIVE",
+            f"{port}/phys_state": "3: Disabled" if down else "5: LinkUp",
+            f"{port}/rate": "400 Gb/sec (4X NDR)",
+            f"{port}/link_layer": "InfiniBand",
+            **{f"{port}/counters/{counter}": "0" for counter in ERROR_COUNTERS},
         }
 
     # --- the GPU tools' answers ----------------------------------------------------------------
@@ -122,6 +158,7 @@ class TwinNode:
             "etc/twin/nvlink-status.txt": self._nvlinks(),
             "etc/twin/dmesg.txt": self._dmesg(),
             "etc/twin/fabricmanager-version.txt": self._fabric_manager_version(),
+            "etc/twin/lspci.txt": self._lspci(),
             "etc/twin/fabricmanager-state.txt": "inactive" if "fabric_manager_stopped" in self.faults else "active",
         }
 
@@ -153,6 +190,27 @@ class TwinNode:
         line = next(line for line in FM_VERSION.read_text().splitlines() if "version is" in line)
         return line.replace("610.57.04", self.driver) + "\n"
 
+    def _lspci(self) -> str:
+        """`lspci -D -vvv` of the bridges: per GPU its root port (the capture's root port), switch
+        upstream port and two downstream ports (the capture's PEX 8749 ports, ACS off in the
+        words of the all-off capture, or on as captured above GPU 4 with `acs_enabled`)."""
+        blocks = _lspci_blocks(LSPCI.read_text())
+        root_port, upstream_port, downstream_port = (
+            blocks[a] for a in ("0000:00:00.0", "0000:01:00.0", "0000:02:08.0")
+        )
+        acs_off = next(line.strip() for line in ACS_OFF.read_text().splitlines() if "ACSCtl:" in line)
+        acs_on_above = "0000:99:00.0" if "acs_enabled" in self.faults else None
+        out = [_readdress(root_port, "0000:00:01.0"), _readdress(root_port, "0000:bf:01.0")]
+        for gpu_bus in GPU_BUSES:
+            root, upstream, to_gpu, to_hca = _switch(gpu_bus)
+            out += [_readdress(root_port, root.rsplit("/", 1)[-1]), _readdress(upstream_port, upstream)]
+            for port in (to_gpu, to_hca):
+                block = _readdress(downstream_port, port)
+                if port != acs_on_above:
+                    block = re.sub(r"(?m)^(\s*)ACSCtl:.*$", lambda m: m.group(1) + acs_off, block)
+                out.append(block)
+        return "\n\n".join(out) + "\n\n"
+
     def _nvlinks(self) -> str:
         one = NVLINKS.read_text().rstrip("\n") + "\n"
         return "".join(one.replace("GPU 0:", f"GPU {index}:", 1) for index in range(len(GPU_BUSES)))
@@ -181,6 +239,23 @@ class TwinNode:
             os.symlink(target, where)
 
 
+def _lspci_blocks(text: str) -> dict[str, str]:
+    """A captured `lspci -vvxxx` by device address, each block without its hex dump (what
+    `lspci -vvv` prints)."""
+    blocks: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] ", line):
+            blocks[line.split()[0]] = [line]
+        elif blocks and line.strip() and not re.match(r"^[0-9a-f]{2}: ", line):
+            blocks[list(blocks)[-1]].append(line)
+    return {address: "\n".join(lines) for address, lines in blocks.items()}
+
+
+def _readdress(block: str, address: str) -> str:
+    """The block as another device's: its header's address replaced."""
+    return address + block[block.index(" ") :]
+
+
 _TOOLS = {
     "usr/local/bin/nvidia-smi": """#!/bin/sh
 # twin: answers from /etc/twin (real captures, composed)
@@ -194,6 +269,7 @@ esac
 """,
     "usr/local/bin/nv-fabricmanager": "#!/bin/sh\ncat /etc/twin/fabricmanager-version.txt\n",
     "usr/local/bin/dmesg": "#!/bin/sh\ncat /etc/twin/dmesg.txt\n",
+    "usr/local/bin/lspci": "#!/bin/sh\ncat /etc/twin/lspci.txt\n",
     "usr/local/bin/systemctl": """#!/bin/sh
 if [ "$*" = "is-active nvidia-fabricmanager" ]; then
   state=$(cat /etc/twin/fabricmanager-state.txt); echo "$state"; [ "$state" = active ]; exit

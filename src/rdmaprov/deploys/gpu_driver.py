@@ -99,6 +99,8 @@ def gpu_driver(ctx: NodeContext) -> None:
         name="nvidia-peermem at boot", path=PEERMEM_AT_BOOT, content="nvidia-peermem\n" if peer_memory else None
     )
     module_loaded(name="nvidia-peermem loaded", module="nvidia_peermem", present=peer_memory and ready)
+    # lspci: verify reads the PCIe switches' ACS state with it (GPUDirect readiness)
+    packages(name="PCI utilities", by_family={"debian": ["pciutils"], "rhel": ["pciutils"]} if gpu else {})
     packages(
         name="CUDA toolkit",
         by_family={"debian": [toolkit_package(cuda)], "rhel": [toolkit_package(cuda)]} if cuda else {},

@@ -52,6 +52,19 @@ NVSWITCHES = (
     'case "$(cat $d/class 2>/dev/null)" in 0x0680*) echo "${d##*/}";; esac; done; true'
 )
 
+# Each GPU's and RDMA device's place on the PCI tree (parsers/pci_places.py), and the ACS state
+# of the PCI bridges (class 0604; lspci before 3.6 has no class filter: then every device).
+_PCI_PLACE = (
+    'echo "$1 $2 $(readlink -f $3) $(cat $3/numa_node 2>/dev/null || echo -) '
+    '$(cat $3/iommu_group/type 2>/dev/null || echo -)"'
+)
+PCI_PLACES = (
+    f"place() {{ {_PCI_PLACE}; }}; for d in /sys/bus/pci/devices/*; do "
+    'case "$(cat $d/vendor 2>/dev/null) $(cat $d/class 2>/dev/null)" in "0x10de 0x03"*) place gpu ${d##*/} $d;; '
+    "esac; done; for h in /sys/class/infiniband/*; do [ -e $h/device ] && place hca ${h##*/} $h/device; done; true"
+)
+BRIDGES_ACS = "lspci -D -vvv -d ::0604 2>/dev/null || lspci -D -vvv 2>/dev/null"
+
 # The fabric manager's own version and its service's state (parsers/fabric.py reads both).
 FABRIC_MANAGER = (
     "command -v nv-fabricmanager >/dev/null && nv-fabricmanager --version 2>&1 | head -n 3; "
@@ -107,6 +120,8 @@ def node_report_command(programs: tuple[str, ...] = ()) -> str:
         "gpu_topology": "nvidia-smi topo -m 2>/dev/null",
         "gpudirect": GPUDIRECT,
         "nvswitches": NVSWITCHES,
+        "pci_places": f"command -v nvidia-smi >/dev/null && {{ {PCI_PLACES}; }}",
+        "acs": f"command -v nvidia-smi >/dev/null && {{ {BRIDGES_ACS}; }}",
         "fabric_manager": f"command -v nvidia-smi >/dev/null && {{ {FABRIC_MANAGER}; }}",
         "xid": "dmesg 2>/dev/null | grep -a 'NVRM: ' | tail -n 300",
         "counters": f"grep -H . {COUNTER_FILES} 2>/dev/null",

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from rdmaprov.health.findings import Checker, Finding
 from rdmaprov.health.gpu_checks import check_gpus, check_net_plugin
+from rdmaprov.health.gpudirect_checks import check_gpudirect
 from rdmaprov.inventory.config import ETHERNET_FABRICS, NodeConfig, hca_specs, spec_matches
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.parsers.limits import (
@@ -228,6 +229,8 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
 
     _check_nccl_hca(c, node, report)
     check_gpus(c, node, report)
+    if node.gpu is not None:
+        check_gpudirect(c, report, [d for d in expected if d not in node.rdma.storage_hcas])
     check_net_plugin(c, node, report)
     _check_memlock(c, node, report)
     return c.findings

@@ -12,9 +12,11 @@ from rdmaprov.parsers.fabric import FabricManagerState, parse_fabric_manager, pa
 from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
 from rdmaprov.parsers.ldd import Linkage, parse_ldd
 from rdmaprov.parsers.limits import SettingLine, parse_setting_lines
+from rdmaprov.parsers.lspci import AcsReport, parse_lspci
 from rdmaprov.parsers.nvidia_smi import GpuHealth, parse_nvidia_smi_q
 from rdmaprov.parsers.nvidia_topo import GpuTopology, parse_topo_matrix
 from rdmaprov.parsers.nvlink import GpuLinks, parse_nvlink_status
+from rdmaprov.parsers.pci_places import PciPlace, parse_pci_places
 from rdmaprov.parsers.pcie import PciLink, parse_pci_links
 from rdmaprov.parsers.rdma import parse_rdma_system
 from rdmaprov.parsers.xid import Xid, parse_xids
@@ -90,6 +92,8 @@ class NodeReport:
     nvswitches: tuple[str, ...] = ()  # PCI addresses of the NVSwitches the node's bus shows
     # the fabric manager's version and service state; None where the report has no GPU section
     fabric_manager: FabricManagerState | None = None
+    pci_places: list[PciPlace] = field(default_factory=list)  # GPUs' and RDMA devices' places on the PCI tree
+    acs: AcsReport | None = None  # the PCI bridges' ACS state (lspci); None where not read (no GPUs)
 
     def port(self, device: str, number: int) -> SysfsPort | None:
         return next((p for p in self.ports if p.device == device and p.port == number), None)
@@ -214,4 +218,6 @@ def parse_node_report(text: str) -> NodeReport:
         perftest_cuda="perftest_cuda" in {line.strip() for line in s.get("gpudirect", [])},
         nvswitches=parse_nvswitches(s.get("nvswitches", [])),
         fabric_manager=parse_fabric_manager(s["fabric_manager"]) if s.get("fabric_manager") else None,
+        pci_places=parse_pci_places(s.get("pci_places", [])),
+        acs=parse_lspci("\n".join(s["acs"]) + "\n") if "acs" in s and s.get("pci_places") else None,
     )
