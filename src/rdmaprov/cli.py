@@ -195,10 +195,22 @@ def _finish(result, args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.facts.node_report import DCGM_TIMEOUT_S
     from rdmaprov.workflows.verify import verify
 
     inventory, hosts = _selection(args)
-    return _finish(verify(inventory, hosts, gates=args.gates, diagnose=not args.no_diagnose), args, out)
+    level = 3 if args.deep else 1
+    if args.deep:
+        gpu_nodes = [name for name in hosts if (gpu := inventory.hosts[name].node.gpu) and gpu.dcgm]
+        err.print(
+            f"verify --deep: DCGM's level 3 diagnostic on {len(gpu_nodes)} GPU node(s) at once, about 15 min "
+            f"(stopped after {DCGM_TIMEOUT_S[3] // 60} min)",
+            markup=False,
+            highlight=False,
+        )
+    return _finish(
+        verify(inventory, hosts, gates=args.gates, diagnose=not args.no_diagnose, dcgm_level=level), args, out
+    )
 
 
 def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -623,6 +635,10 @@ def _add_health_parsers(sub, via: _Parser) -> None:
         parents=[
             _selection_options(),
             _flag("--gates", help_text="also run the gates (node, ib_write_bw pairs, rails, latency, all_reduce)"),
+            _flag(
+                "--deep",
+                help_text="DCGM's level 3 diagnostic on GPU nodes (about 15 min) instead of level 1 (seconds)",
+            ),
             _no_diagnose_option(),
             _json_option(),
             _junit_option("write the results as JUnit XML"),

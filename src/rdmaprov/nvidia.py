@@ -182,3 +182,17 @@ def flavor_of_license(license_text: str) -> str:
     if not text:
         return ""
     return "open" if "GPL" in text or "MIT" in text else "proprietary"
+
+
+def cuda_major_of(driver: str) -> int | None:
+    """The newest CUDA major a driver branch runs (535 → 12, 580 → 13); None below CUDA 11's."""
+    branch = parse_version(driver)[0]
+    runs = [major for major, floor in MIN_DRIVER.items() if branch >= floor[0]]
+    return max(runs) if runs else None
+
+
+def dcgm_package(driver: str) -> str:
+    """DCGM for a driver branch: DCGM 4, built per CUDA major (`datacenter-gpu-manager-4-cuda12`),
+    from CUDA 12's drivers on; DCGM 3 (`datacenter-gpu-manager`) before."""
+    major = cuda_major_of(driver)
+    return f"datacenter-gpu-manager-4-cuda{major}" if major and major >= 12 else "datacenter-gpu-manager"

@@ -85,6 +85,7 @@ def test_verify_names_each_injected_fault_on_its_host_and_healthy_twins_are_gree
     found = {f["id"]: f["found"] for f in healthy}
     assert found["gpu.acs"] == "off on 24 switch ports" and found["gpu.iommu"] == "off"
     assert found["gpu.fabric_manager"] == f"active, {DRIVER}"
+    assert found["gpu.dcgm_diag"] == "17 results passed (DCGM 3.1.0)"
 
     # the table people read names the GPU by its PCI address as it is (":ab:" is no emoji there)
     table = rdmaprov("verify", inventory, "--limit", "node2").stdout

@@ -6,8 +6,8 @@ No machine here has GPUs, HCAs or NVSwitches. A twin host is an SSH farm host
 - a /sys of its own (tmpfs) composed here: 8 compute HCAs and a storage HCA (mlx5, InfiniBand
   NDR ports), their PCI devices and links, 8 GPUs and 4 NVSwitches on the PCI bus, the nvidia
   and nvidia_peermem modules, eth0 and lo;
-- /usr/local/bin (ahead of /usr/bin in root's PATH) `nvidia-smi`, `nv-fabricmanager`, `dmesg`
-  and `systemctl` that print files under /etc/twin/ (systemctl answers only for the fabric
+- /usr/local/bin (ahead of /usr/bin in root's PATH) `nvidia-smi`, `nv-fabricmanager`, `dmesg`,
+  `lspci`, `dcgmi` and `systemctl` that print files under /etc/twin/ (systemctl answers only for the fabric
   manager's service and hands everything else to the real one).
 
 Every output is composed from real captures in tests/fixtures (tests/fixtures/twin/README.md
@@ -32,6 +32,7 @@ NVLINKS = FIXTURES / "public" / "nvidia-smi_nvlink_status_i0_H100-80GB-HBM3_heal
 XID_79 = FIXTURES / "public" / "journal_xid_79_fallen_off_bus_2xK80_same_board_kernel_ts.txt"
 LSPCI = FIXTURES / "public" / "lspci_vvxxx_D_N1SDP_plx_pex8749_downstream_acsctl_reqredir_on.txt"
 ACS_OFF = FIXTURES / "public" / "lspci_vvnn_sunrise_point_lp_root_port_acsctl_all_off_iwlwifi.txt"
+DCGM_DIAG = FIXTURES / "public" / "nvvs_json_dcgm_3.1.0_8gpu_pass_warning_line_before_json_nulls_in_tests.txt"
 FM_VERSION = FIXTURES / "public" / "nv-fabricmanager_version_610.57.04_build_info_line_no_trailing_newline_B300.txt"
 
 DRIVER = "580.159.04"  # the captured H100's
@@ -159,6 +160,7 @@ class TwinNode:
             "etc/twin/dmesg.txt": self._dmesg(),
             "etc/twin/fabricmanager-version.txt": self._fabric_manager_version(),
             "etc/twin/lspci.txt": self._lspci(),
+            "etc/twin/dcgmi-diag.json": DCGM_DIAG.read_text(),
             "etc/twin/fabricmanager-state.txt": "inactive" if "fabric_manager_stopped" in self.faults else "active",
         }
 
@@ -270,6 +272,12 @@ esac
     "usr/local/bin/nv-fabricmanager": "#!/bin/sh\ncat /etc/twin/fabricmanager-version.txt\n",
     "usr/local/bin/dmesg": "#!/bin/sh\ncat /etc/twin/dmesg.txt\n",
     "usr/local/bin/lspci": "#!/bin/sh\ncat /etc/twin/lspci.txt\n",
+    "usr/local/bin/dcgmi": """#!/bin/sh
+case "$*" in
+  "diag -r "[1-4]" -j") cat /etc/twin/dcgmi-diag.json ;;
+  *) echo "twin dcgmi: $* is not captured" >&2; exit 2 ;;
+esac
+""",
     "usr/local/bin/systemctl": """#!/bin/sh
 if [ "$*" = "is-active nvidia-fabricmanager" ]; then
   state=$(cat /etc/twin/fabricmanager-state.txt); echo "$state"; [ "$state" = active ]; exit

@@ -103,6 +103,12 @@ OPTIONS = {
         INVENTORY,
         (("--limit", "-l"), None, None, "PATTERN"),
         (("--gates",), "also run the gates (node, ib_write_bw pairs, rails, latency, all_reduce)", False, None),
+        (
+            ("--deep",),
+            "DCGM's level 3 diagnostic on GPU nodes (about 15 min) instead of level 1 (seconds)",
+            False,
+            None,
+        ),
         NO_DIAGNOSE,
         (("--json",), None, False, None),
         (("--junit",), "write the results as JUnit XML", None, "PATH"),
@@ -282,11 +288,12 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
             cli._cmd_bootstrap,
         ),
         (
-            "verify inv.yaml --gates --no-diagnose --json --junit p -v -l a --gates-via slurm",
+            "verify inv.yaml --gates --deep --no-diagnose --json --junit p -v -l a --gates-via slurm",
             {
                 "inventory": "inv.yaml",
                 "limit": ["a"],
                 "gates": True,
+                "deep": True,
                 "no_diagnose": True,
                 "json": True,
                 "junit": "p",

@@ -8,9 +8,10 @@ import pytest
 from rdmaprov.deploys.gpu_driver import node_flavor, on_nvswitch, wants_peer_memory
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.facts.gpu import DriverState, FabricManager, Gpus, NvidiaDriver, NvSwitches, parse_driver_state
+from rdmaprov.facts.node_report import node_report_command
 from rdmaprov.facts.system import Os
-from rdmaprov.health.checks import verify_node
-from rdmaprov.nvidia import flavor_of_license, module_flavor
+from rdmaprov.health.checks import report_arguments, verify_node
+from rdmaprov.nvidia import dcgm_package, flavor_of_license, module_flavor
 from rdmaprov.operations.gpu import fabric_manager, fabric_manager_pin, nvidia_driver
 from rdmaprov.parsers.fabric import FabricManagerState, parse_fabric_manager, parse_nvswitches
 from rdmaprov.parsers.node import Gpu, parse_node_report
@@ -289,3 +290,70 @@ def test_nvswitch_addresses_and_fabric_manager_lines_hostile_or_empty():
     assert parse_fabric_manager([]) == FabricManagerState()
     assert parse_fabric_manager(["bash: nv-fabricmanager: command not found", "service "]) == FabricManagerState()
     assert parse_fabric_manager(["\x00\xff", "service unknown"]) == FabricManagerState("", "unknown")
+
+
+# --- DCGM ----------------------------------------------------------------------------------
+
+NVVS = (PUBLIC / "nvvs_json_dcgm_3.1.0_8gpu_pass_warning_line_before_json_nulls_in_tests.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    ("driver", "package"),
+    [
+        ("470.256.02", "datacenter-gpu-manager"),
+        ("535", "datacenter-gpu-manager-4-cuda12"),
+        ("580.159.04", "datacenter-gpu-manager-4-cuda13"),
+    ],
+)
+def test_dcgm_is_the_one_built_for_the_drivers_cuda_major(driver, package):
+    assert dcgm_package(driver) == package
+
+
+def test_dcgm_is_wanted_where_the_driver_is_managed_unless_declared():
+    assert lab_host(gpu={"count": 8, "driver_version": "535"}).node.gpu.dcgm
+    assert not lab_host(gpu={"count": 8}).node.gpu.dcgm
+    assert not lab_host(gpu={"count": 8, "driver_version": "535", "dcgm": False}).node.gpu.dcgm
+    assert lab_host(gpu={"count": 8, "dcgm": True}).node.gpu.dcgm
+
+
+def test_the_report_runs_dcgms_diagnostic_only_when_asked_and_bounded():
+    assert "dcgmi" not in node_report_command()
+    command = node_report_command((), dcgm_level=3)
+    assert "@@ dcgm_diag'; { if command -v dcgmi >/dev/null; then timeout -k 10 2700 dcgmi diag -r 3 -j" in command
+    spec = lab_host(gpu={"count": 8, "driver_version": "535"})
+    assert report_arguments(spec, 1) == {"programs": (), "dcgm_level": 1}
+    assert report_arguments(lab_host(), 1) == {"programs": (), "dcgm_level": 0}
+
+
+def _dcgm_findings(section: str) -> list:
+    report = parse_node_report("@@ gpus\nNVIDIA H100 80GB HBM3, 9.0, 580.159.04\n@@ dcgm_diag\n" + section)
+    return [f for f in verify_node(lab_host(gpu={"count": 1}), report) if f.id == "gpu.dcgm_diag"]
+
+
+def test_a_passing_diagnostic_is_one_finding_saying_how_many_results_passed():
+    [found] = _dcgm_findings(NVVS)
+    assert found.ok and found.found == "17 results passed (DCGM 3.1.0)"
+
+
+def test_a_failed_test_is_named_on_its_gpu_with_what_to_do():
+    """The real output with the software test's result for GPU 5 turned to a failure (no public
+    failing run was found whole)."""
+    failing = NVVS.replace(
+        '"gpu_ids" : 5,\n\t\t\t\t\t\t\t\t"status" : "PASS"', '"gpu_ids" : 5,\n\t\t\t\t\t\t\t\t"status" : "FAIL"'
+    )
+    assert failing != NVVS
+    [found] = _dcgm_findings(failing)
+    assert not found.ok and found.subject == "gpu5 Custom/software" and "drain the node" in found.hint
+
+
+@pytest.mark.parametrize(
+    ("section", "why"),
+    [
+        ("rdmaprov: dcgmi is not installed (NVIDIA DCGM)", "dcgmi is not installed (NVIDIA DCGM)"),
+        ("rdmaprov: dcgmi diag -r 3 ran past 2700 s and was stopped", "ran past 2700 s"),
+        ("Error: unable to establish a connection to the specified host: localhost", "unable to establish"),
+    ],
+)
+def test_a_diagnostic_that_gave_no_results_is_unknown_with_the_reason(section, why):
+    [found] = _dcgm_findings(section)
+    assert found.unknown and why in found.found and "nvidia-dcgm" in found.found

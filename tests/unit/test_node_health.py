@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 from rdmaprov.facts.node import NodeFacts
-from rdmaprov.health.checks import verify_node
+from rdmaprov.health.checks import report_programs, verify_node
 from rdmaprov.health.fleet import fleet_findings
-from rdmaprov.health.verify import HostVerification, report_programs
+from rdmaprov.health.verify import HostVerification
 from rdmaprov.parsers.ldd import Linkage
 from rdmaprov.parsers.node import Gpu, parse_node_report
 from rdmaprov.report.junit import junit_xml

@@ -9,6 +9,7 @@ rebooted only with --allow-reboot. Beside the driver:
 - on NVSwitch boards (HGX/DGX), the fabric manager and NSCQ of the driver's exact version,
   enabled and running: CUDA fails there with "system not yet initialized" (error 802) until
   the fabric manager has set up the NVSwitch fabric;
+- DCGM for the driver's CUDA major, its host engine running: verify runs its diagnostic;
 - nvidia-persistenced, so the driver keeps the GPUs initialised between jobs;
 - nvidia-peermem, now and at boot, on InfiniBand and RoCE nodes unless gates.rail.gpudirect is
   off: without it NCCL cannot move GPU memory over the HCAs (GPUDirect RDMA) and silently
@@ -28,7 +29,14 @@ from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.gpu import Gpus, NvidiaDriver, NvSwitches
 from rdmaprov.facts.system import Os
 from rdmaprov.inventory.config import GpuConfig
-from rdmaprov.nvidia import arch_from_compute_cap, cuda_home, cuda_repo, module_flavor, toolkit_package
+from rdmaprov.nvidia import (
+    arch_from_compute_cap,
+    cuda_home,
+    cuda_repo,
+    dcgm_package,
+    module_flavor,
+    toolkit_package,
+)
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.gpu import driver_ready, fabric_manager, nvidia_driver
 from rdmaprov.operations.kernel import module_loaded
@@ -92,6 +100,10 @@ def gpu_driver(ctx: NodeContext) -> None:
     fabric_manager(name="NVSwitch fabric manager", driver=driver, nvswitch=nvswitch, flavor=flavor)
     unit_enabled(name="fabric manager at boot", unit="nvidia-fabricmanager", enabled=True if nvswitch else None)
     unit_running(name="fabric manager running", unit="nvidia-fabricmanager", running=running if nvswitch else None)
+    dcgm = bool(gpu and driver and gpu.dcgm)
+    packages(name="DCGM", by_family={f: [dcgm_package(driver)] for f in ("debian", "rhel")} if dcgm and driver else {})
+    unit_enabled(name="DCGM at boot", unit="nvidia-dcgm", enabled=True if dcgm else None)
+    unit_running(name="DCGM running", unit="nvidia-dcgm", running=running if dcgm else None)
     unit_enabled(name="nvidia-persistenced at boot", unit="nvidia-persistenced", enabled=managed)
     unit_running(name="nvidia-persistenced running", unit="nvidia-persistenced", running=running)
     peer_memory = bool(driver and wants_peer_memory(ctx))

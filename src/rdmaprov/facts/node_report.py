@@ -11,7 +11,7 @@ import shlex
 
 from rdmaprov.parsers.counters import COUNTER_FILES
 from rdmaprov.parsers.ldd import HEADER
-from rdmaprov.parsers.node import SECTION
+from rdmaprov.parsers.node import DCGM_NOTE, SECTION
 from rdmaprov.parsers.pcie import PCI_LINK_FILES
 
 # One grep per attribute directory: a per-GID loop forks 1000+ times on rxe (gid_tbl_len 1024).
@@ -104,9 +104,25 @@ def _linkage(programs: tuple[str, ...]) -> str:
     )
 
 
-def node_report_command(programs: tuple[str, ...] = ()) -> str:
+# DCGM's diagnostic by level: how long each may take before it is stopped (NVIDIA's figures for
+# 8 GPUs: level 1 seconds, 2 about two minutes, 3 about a quarter of an hour, 4 over an hour).
+DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 2700, 4: 7200}
+
+
+def dcgm_diag(level: int) -> str:
+    """`dcgmi diag -r LEVEL -j`, bounded; what kept it from answering on a line of its own."""
+    seconds = DCGM_TIMEOUT_S[level]
+    return (
+        f"if command -v dcgmi >/dev/null; then timeout -k 10 {seconds} dcgmi diag -r {level} -j 2>&1; "
+        f'[ $? = 124 ] && echo "{DCGM_NOTE}dcgmi diag -r {level} ran past {seconds} s and was stopped"; '
+        f'else echo "{DCGM_NOTE}dcgmi is not installed (NVIDIA DCGM)"; fi; true'
+    )
+
+
+def node_report_command(programs: tuple[str, ...] = (), dcgm_level: int = 0) -> str:
     """The shell command whose output parse_node_report reads (sections marked by SECTION);
-    `programs`: files whose linkage the checks judge (the nccl-tests binary the gates run)."""
+    `programs`: files whose linkage the checks judge (the nccl-tests binary the gates run);
+    `dcgm_level`: run DCGM's diagnostic at that level too (0: not; it takes seconds to hours)."""
     sections = {
         "ports": _PORTS,
         "ibv_devinfo": "ibv_devinfo -v 2>/dev/null",
@@ -135,4 +151,6 @@ def node_report_command(programs: tuple[str, ...] = ()) -> str:
         "nvlink": "nvidia-smi nvlink --status 2>/dev/null",
         "cuda": "ls -d /usr/local/cuda-[0-9]* 2>/dev/null",
     }
+    if dcgm_level:
+        sections["dcgm_diag"] = dcgm_diag(dcgm_level)
     return "; ".join(f"echo '{SECTION}{name}'; {{ {cmd}\n}}" for name, cmd in sections.items()) + "; true"

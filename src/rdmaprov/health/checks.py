@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rdmaprov.health.dcgm_checks import check_dcgm
 from rdmaprov.health.findings import Checker, Finding
 from rdmaprov.health.gpu_checks import check_gpus, check_net_plugin
 from rdmaprov.health.gpudirect_checks import check_gpudirect
@@ -163,6 +164,13 @@ def report_programs(spec: HostSpec) -> tuple[str, ...]:
     return ()
 
 
+def report_arguments(spec: HostSpec, dcgm_level: int = 0) -> dict[str, object]:
+    """The node report's arguments for this host: the programs whose linkage is judged, and
+    DCGM's diagnostic level on GPU nodes that have DCGM (0 elsewhere, and when not asked)."""
+    gpu = spec.node.gpu
+    return {"programs": report_programs(spec), "dcgm_level": dcgm_level if gpu and gpu.dcgm else 0}
+
+
 def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
     """Every check for one host; a finding per check, passing or not."""
     node = spec.node
@@ -231,6 +239,7 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
     check_gpus(c, node, report)
     if node.gpu is not None:
         check_gpudirect(c, report, [d for d in expected if d not in node.rdma.storage_hcas])
+        check_dcgm(c, report)
     check_net_plugin(c, node, report)
     _check_memlock(c, node, report)
     return c.findings

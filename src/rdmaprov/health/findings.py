@@ -56,6 +56,7 @@ CHECKS = {
         Check("gpu.acs", "PCIe ACS redirect"),
         Check("gpu.iommu", "IOMMU"),
         Check("gpu.hca_affinity", "nearest HCA"),
+        Check("gpu.dcgm_diag", "DCGM diagnostic"),
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
         Check("exporter.answers", "exporter answers", "exporter"),

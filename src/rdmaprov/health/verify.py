@@ -11,7 +11,7 @@ import requests
 
 from rdmaprov.engine.session import Readings, Session, read_everywhere
 from rdmaprov.facts.node import NodeFacts
-from rdmaprov.health.checks import report_programs, verify_node
+from rdmaprov.health.checks import report_arguments, verify_node
 from rdmaprov.health.counters import counter_findings, state_file
 from rdmaprov.health.diagnose import Diagnosis, diagnose_in
 from rdmaprov.health.findings import Finding, finding
@@ -101,15 +101,16 @@ def _counter_findings(
     return found
 
 
-def read_reports(session: Session) -> dict[str, NodeReport | Exception]:
+def read_reports(session: Session, dcgm_level: int = 0) -> dict[str, NodeReport | Exception]:
+    """Every connected node's report; `dcgm_level`: DCGM's diagnostic at that level on GPU nodes."""
     hosts = session.inventory.hosts
-    return session.fact(NodeFacts, lambda name: {"programs": report_programs(hosts[name])})
+    return session.fact(NodeFacts, lambda name: report_arguments(hosts[name], dcgm_level))
 
 
-def read_reports_everywhere(inventory: Inventory, hosts: list[str]) -> Readings:
+def read_reports_everywhere(inventory: Inventory, hosts: list[str], dcgm_level: int = 0) -> Readings:
     """read_reports without keeping the connections: across processes when there are many hosts."""
     return read_everywhere(
-        inventory, hosts, NodeFacts, lambda name: {"programs": report_programs(inventory.hosts[name])}
+        inventory, hosts, NodeFacts, lambda name: report_arguments(inventory.hosts[name], dcgm_level)
     )
 
 
@@ -168,17 +169,20 @@ def post_deploy(
     gate_hosts: GatePicker | None = None,
     connect: list[str] | None = None,
     diagnose: bool = False,
+    dcgm_level: int = 1,
 ) -> Health:
     """verify on `hosts` (unless verify is False), then the gates (unless gates is False) over
     `hosts`, or over the hosts `gate_hosts` picks from the verifications (none: no gates), all
     through one set of SSH connections to `connect` (default `hosts`); `newcomers` focuses the
     pairwise gate on new nodes. With `diagnose`, a failed cluster gate (ib_write_bw, all_reduce)
-    is followed by the diagnosis over the gated hosts, on the same connections."""
+    is followed by the diagnosis over the gated hosts, on the same connections. Verifying runs
+    DCGM's diagnostic at `dcgm_level` on GPU nodes that have DCGM."""
+    level = dcgm_level if verify else 0
     if not gates:  # nothing needs the connections afterwards (no gate, so no diagnosis): read across processes
-        readings = read_reports_everywhere(inventory, connect or hosts)
+        readings = read_reports_everywhere(inventory, connect or hosts, level)
         return Health(verify_hosts(readings, hosts) if verify else None, [])
     with Session(inventory, connect or hosts) as session:
-        reports = read_reports(session)
+        reports = read_reports(session, level)
         verifications = verify_hosts(session, hosts, reports) if verify else None
         chosen = gate_hosts(verifications) if gate_hosts else hosts
         gate_results = run_gates(session, chosen, reports, newcomers) if gates and chosen else []

@@ -169,6 +169,12 @@ class GpuConfig:
     repo_key: str | None
     nvswitch: bool | None = None  # None: auto, from the node's PCI bus
     kernel_modules: str = "auto"  # open, proprietary or auto
+    dcgm_setting: bool | None = None  # None: auto
+
+    @property
+    def dcgm(self) -> bool:
+        """DCGM is installed and its diagnostic run: as declared, else where rdmaprov manages the driver."""
+        return self.dcgm_setting if self.dcgm_setting is not None else bool(self.driver_version)
 
 
 @dataclass(frozen=True)
@@ -289,6 +295,7 @@ class NodeConfig:
                 gpu.get("repo_key"),
                 None if gpu["nvswitch"] == "auto" else bool(gpu["nvswitch"]),
                 gpu["kernel_modules"],
+                None if gpu["dcgm"] == "auto" else bool(gpu["dcgm"]),
             )
             if gpu["count"] > 0
             else None,

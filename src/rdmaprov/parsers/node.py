@@ -5,9 +5,10 @@ netdev MTUs, memlock, NCCL config, GPUs and the installed NCCL — the inputs of
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rdmaprov.parsers.counters import parse_port_counters
+from rdmaprov.parsers.dcgm import DiagResult, parse_diag
 from rdmaprov.parsers.fabric import FabricManagerState, parse_fabric_manager, parse_nvswitches
 from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
 from rdmaprov.parsers.ldd import Linkage, parse_ldd
@@ -22,6 +23,7 @@ from rdmaprov.parsers.rdma import parse_rdma_system
 from rdmaprov.parsers.xid import Xid, parse_xids
 
 SECTION = "@@ "
+DCGM_NOTE = "rdmaprov: "  # starts the report's own line on why DCGM's diagnostic gave no answer
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 
 
@@ -94,6 +96,7 @@ class NodeReport:
     fabric_manager: FabricManagerState | None = None
     pci_places: list[PciPlace] = field(default_factory=list)  # GPUs' and RDMA devices' places on the PCI tree
     acs: AcsReport | None = None  # the PCI bridges' ACS state (lspci); None where not read (no GPUs)
+    dcgm: DiagResult | None = None  # DCGM's diagnostic; None where it was not asked for
 
     def port(self, device: str, number: int) -> SysfsPort | None:
         return next((p for p in self.ports if p.device == device and p.port == number), None)
@@ -220,4 +223,12 @@ def parse_node_report(text: str) -> NodeReport:
         fabric_manager=parse_fabric_manager(s["fabric_manager"]) if s.get("fabric_manager") else None,
         pci_places=parse_pci_places(s.get("pci_places", [])),
         acs=parse_lspci("\n".join(s["acs"]) + "\n") if "acs" in s and s.get("pci_places") else None,
+        dcgm=_dcgm(s["dcgm_diag"]) if "dcgm_diag" in s else None,
     )
+
+
+def _dcgm(lines: list[str]) -> DiagResult:
+    """The diagnostic's JSON; what kept it from answering (the report's own note) when it did not."""
+    note = next((line[len(DCGM_NOTE) :] for line in lines if line.startswith(DCGM_NOTE)), None)
+    result = parse_diag("\n".join(line for line in lines if not line.startswith(DCGM_NOTE)))
+    return replace(result, tests=[], unknown=note) if note else result

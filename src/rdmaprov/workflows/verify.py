@@ -14,13 +14,16 @@ from rdmaprov.health.verify import post_deploy
 from rdmaprov.inventory.model import Inventory
 
 
-def verify(inventory: Inventory, hosts: list[str], gates: bool, diagnose: bool = True) -> RunResult:
+def verify(
+    inventory: Inventory, hosts: list[str], gates: bool, diagnose: bool = True, dcgm_level: int = 1
+) -> RunResult:
     """Verify `hosts` against the inventory, then run the gates over them if `gates` is set (and
-    the diagnosis after a failed cluster gate, if `diagnose` is)."""
+    the diagnosis after a failed cluster gate, if `diagnose` is); DCGM's diagnostic at
+    `dcgm_level` on GPU nodes that have DCGM."""
     started = time.monotonic()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     result = RunResult("verify", str(inventory.path), inventory.name, started_at)
-    health = post_deploy(inventory, hosts, gates=gates, diagnose=diagnose)
+    health = post_deploy(inventory, hosts, gates=gates, diagnose=diagnose, dcgm_level=dcgm_level)
     result.verify, result.gates, result.diagnosis = health.verify, health.gates, health.diagnosis
     result.duration_s = time.monotonic() - started
     return result
