@@ -43,8 +43,9 @@ NVSWITCH_BUSES = ("05", "06", "07", "08")
 COMPUTE_HCAS = tuple(f"mlx5_{n}" for n in range(8))
 STORAGE_HCA = "mlx5_8"
 
-# What each fault changes, and where verify is expected to name it: (check id, subject prefix).
-FAULTS = {
+# What each fault changes, and where verify is expected to name it: (check id, subject prefix),
+# None for a fault only the gates can see.
+FAULTS: dict[str, tuple[str, str] | None] = {
     "xid79": ("gpu.xid", "kernel log"),
     "row_remap_failed": ("gpu.row_remap", "gpu5 "),
     "gpu_pcie_x8": ("gpu.pcie_width", "gpu2 "),
@@ -52,6 +53,7 @@ FAULTS = {
     "hca_pcie_x8": ("rdma.pcie_link", "mlx5_6"),
     "fabric_manager_stopped": ("gpu.fabric_manager", "fabric"),
     "driver_differs": ("gpu.driver_version", "gpus"),
+    "slow_rail": None,  # mlx5_4 moves data at half its rate: verify sees nothing, diagnose must find it
     "acs_enabled": ("gpu.acs", "bridge 0000:99:00.0"),  # the switch port above GPU 4
     "iommu_translated": ("gpu.iommu", "IOMMU"),
 }
@@ -161,6 +163,12 @@ class TwinNode:
             "etc/twin/fabricmanager-version.txt": self._fabric_manager_version(),
             "etc/twin/lspci.txt": self._lspci(),
             "etc/twin/dcgmi-diag.json": DCGM_DIAG.read_text(),
+            "etc/twin/ib_write_bw_client.txt": (FIXTURES / "seed" / "ib_write_bw_client_roce_25g.txt").read_text(),
+            "etc/twin/ib_write_bw_server.txt": (FIXTURES / "seed" / "ib_write_bw_server_roce_25g.txt").read_text(),
+            "etc/twin/rail-gbps": "mlx5_4 200\n" if "slow_rail" in self.faults else "",
+            "usr/local/lib/rdmaprov-twin/perftest.py": (
+                Path(__file__).parent / "twin_tools" / "perftest.py"
+            ).read_text(),
             "etc/twin/fabricmanager-state.txt": "inactive" if "fabric_manager_stopped" in self.faults else "active",
         }
 
@@ -272,6 +280,10 @@ esac
     "usr/local/bin/nv-fabricmanager": "#!/bin/sh\ncat /etc/twin/fabricmanager-version.txt\n",
     "usr/local/bin/dmesg": "#!/bin/sh\ncat /etc/twin/dmesg.txt\n",
     "usr/local/bin/lspci": "#!/bin/sh\ncat /etc/twin/lspci.txt\n",
+    # named ib_write_bw in its command line, as the gate's stray-server kill matches it
+    "usr/local/bin/ib_write_bw": (
+        '#!/bin/bash\nexec -a ib_write_bw /usr/bin/python3 /usr/local/lib/rdmaprov-twin/perftest.py "$@"\n'
+    ),
     "usr/local/bin/dcgmi": """#!/bin/sh
 case "$*" in
   "diag -r "[1-4]" -j") cat /etc/twin/dcgmi-diag.json ;;

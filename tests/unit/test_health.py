@@ -11,7 +11,7 @@ from rdmaprov.engine.applied import classify_fact
 from rdmaprov.engine.session import HostLost
 from rdmaprov.facts.node_report import LINKED_NCCL
 from rdmaprov.health.checks import roce_active_mtu, verify_node
-from rdmaprov.health.diagnose import localize, neighbour_pairs
+from rdmaprov.health.diagnose import localize, neighbour_pairs, pair_verdicts
 from rdmaprov.health.gates.all_reduce import (
     all_reduce_bounds,
     judge_run,
@@ -409,6 +409,20 @@ def test_diagnosis_names_the_slow_node_in_two_rounds():
     assert healthy.rounds == 1 and healthy.cleared == names and healthy.exit_code == 0
     hopeless = localize(["a", "b"], _pair_test({"a"}, []))
     assert set(hopeless.undecided) == {"a", "b"} and hopeless.exit_code == 4
+
+
+def test_a_pairs_rails_make_one_verdict_that_fails_on_any_slow_rail():
+    """One slow HCA of eight fails its pair (the diagnosis then tells which node), and the
+    failing rail is the reason; a lost node stays named."""
+    rails = [
+        GateResult("rail", f"a:mlx5_{i} -> b:mlx5_{i}", i != 4, "185.1 Gb/s < 360 Gb/s" if i == 4 else "ok")
+        for i in range(8)
+    ] + [GateResult("rail", "c:mlx5_0 -> d:mlx5_0", False, "not judged: d stopped answering", details={"lost": "d"})]
+    slow, lost, untested = pair_verdicts([("a", "b"), ("c", "d"), ("e", "f")], rails)
+    assert (slow.subject, slow.passed, slow.reason) == ("a -> b", False, "a:mlx5_4 -> b:mlx5_4: 185.1 Gb/s < 360 Gb/s")
+    assert len(slow.details["rails"]) == 8 and lost.details["lost"] == "d" and not untested.passed
+    [fine] = pair_verdicts([("a", "b")], [r for r in rails if r.passed])
+    assert fine.passed and fine.reason == "all 7 rails pass"
 
 
 def test_a_node_lost_during_the_pair_tests_is_lost_and_its_peer_is_tested_again():

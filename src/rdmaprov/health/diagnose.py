@@ -6,10 +6,12 @@ of a failing pair against a node round 1 cleared: a node that fails against a kn
 a suspect, one that passes is cleared. Pairs run in rounds where no node is in two tests at once,
 so the time is rounds × one test, not nodes × one test.
 
-The pair test is ib_write_bw between the two nodes' RDMA devices (the same gate as verify's), or,
-where that gate is off (nodes without RDMA, such as the container lab), the all_reduce gate over
-the two nodes. Then each suspect's rails are tested against a cleared node (which HCA is slow)
-and the node gate runs on the suspects (skipped where there is no GPU).
+The pair test is every rail of the two nodes at once where they have several compute HCAs (the
+rail gate's test: a slow HCA other than the first is found too), else ib_write_bw between the two
+nodes' first RDMA devices (the same gate as verify's), or, where that gate is off (nodes without
+RDMA, such as the container lab), the all_reduce gate over the two nodes. Then each suspect's
+rails are tested against a cleared node (which HCA is slow) and the node gate runs on the
+suspects (skipped where there is no GPU).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.all_reduce import run_all_reduce_pairs
 from rdmaprov.health.gates.ib_write_bw import run_pairs
 from rdmaprov.health.gates.node import run_node_gate
+from rdmaprov.health.gates.perftest import rail_devices
 from rdmaprov.health.gates.rail import run_rails
 from rdmaprov.health.gates.result import GateResult, subject_hosts
 from rdmaprov.parsers.counters import ALL_COUNTER_FILES, parse_port_counters, trouble_growth
@@ -126,11 +129,34 @@ def _pair(result: GateResult) -> tuple[str, str]:
 
 
 def pair_test(session: Session, reports: dict[str, NodeReport]) -> PairTest:
-    """ib_write_bw between the pair where that gate is on, else an all_reduce over the two nodes
+    """Every rail of the pair where nodes have several compute HCAs and the rail gate is on (one
+    slow HCA of eight is the fault to find, and the quick pair gate tests the first only); else
+    ib_write_bw between the pair where that gate is on; else an all_reduce over the two nodes
     (nccl-tests on GPU nodes, the CPU probe elsewhere)."""
-    if session.inventory.gates.ib_write_bw.enabled:
+    gates, hosts = session.inventory.gates, session.inventory.hosts
+    if gates.rail.enabled and any(len(rail_devices(hosts[n].node, r)) > 1 for n, r in reports.items()):
+        return lambda pairs: pair_verdicts(pairs, run_rails(session, pairs, reports))
+    if gates.ib_write_bw.enabled:
         return lambda pairs: run_pairs(session, pairs, reports)
     return lambda pairs: run_all_reduce_pairs(session, pairs, reports)
+
+
+def pair_verdicts(pairs: list[tuple[str, str]], rails: list[GateResult]) -> list[GateResult]:
+    """One verdict per pair from its rails: passed only when every rail passed, the failing rails
+    as the reason, every rail's result kept in the details (a lost node stays named)."""
+    verdicts = []
+    for server, client in pairs:
+        mine = [r for r in rails if _pair(r) == (server, client)]
+        failing = [r for r in mine if not r.passed]
+        reason = "; ".join(_evidence(r) for r in failing) or f"all {len(mine)} rails pass"
+        details: dict[str, Any] = {"rails": [r.to_json() for r in mine]}
+        lost = next((r.details["lost"] for r in mine if r.details.get("lost")), None)
+        if lost:
+            details["lost"] = lost
+        verdicts.append(
+            GateResult("rail", f"{server} -> {client}", bool(mine) and not failing, reason, details=details)
+        )
+    return verdicts
 
 
 def rail_evidence(suspect: str, rails: list[GateResult]) -> list[str]:
