@@ -139,8 +139,8 @@ def cuda_home(cuda: str) -> str:
 
 
 # Kernel module flavors. NVIDIA's open modules run Turing (sm_75) and newer; Blackwell (sm_100)
-# and Grace Hopper run only those; from driver 560 they are NVIDIA's default for every GPU that
-# can run them. Older branches default to the proprietary modules, which older nodes already run.
+# runs only those; from driver 560 they are NVIDIA's default for every GPU that can run them.
+# Older branches default to the proprietary modules, which older nodes already run.
 OPEN_MODULES_FROM = 75
 OPEN_MODULES_ONLY_FROM = 100
 OPEN_MODULES_DEFAULT_BRANCH = 560
@@ -170,9 +170,14 @@ def module_flavor(declared: str, archs: list[str], driver: str) -> str:
         )
     if declared != "auto":
         return declared
-    if only_open or (not no_open and parse_version(driver)[0] >= OPEN_MODULES_DEFAULT_BRANCH):
-        return "open"
-    return "proprietary"
+    newer_branch = parse_version(driver)[0] >= OPEN_MODULES_DEFAULT_BRANCH
+    if not archs and newer_branch:
+        raise ValueError(
+            f"from driver {OPEN_MODULES_DEFAULT_BRANCH} the GPUs' architecture decides the kernel modules (Volta and "
+            "older run only the proprietary ones), and it is not known before a driver runs: set gpu.arch (or "
+            "gpu.kernel_modules)"
+        )
+    return "open" if only_open or (not no_open and newer_branch) else "proprietary"
 
 
 def flavor_of_license(license_text: str) -> str:

@@ -35,7 +35,6 @@ APT_DOWNGRADE = APT_INSTALL.replace("install -y -q ", "install -y -q --allow-dow
         ("auto", ["sm_90"], "570", "open"),  # NVIDIA's default from 560
         ("auto", ["sm_100"], "555", "open"),  # Blackwell runs only the open modules
         ("auto", [], "550", "proprietary"),  # no GPU seen yet: the branch decides
-        ("auto", [], "580", "open"),
         ("auto", ["sm_70"], "570", "proprietary"),  # Volta cannot run the open modules
         ("open", ["sm_80"], "535", "open"),
         ("proprietary", ["sm_90"], "570", "proprietary"),
@@ -51,11 +50,14 @@ def test_kernel_modules_by_gpu_generation_and_driver_branch(declared, archs, dri
         ("proprietary", ["sm_100"], "sm_100 GPUs run only NVIDIA's open kernel modules: set gpu.kernel_modules"),
         ("open", ["sm_70"], "sm_70 GPUs cannot run NVIDIA's open kernel modules"),
         ("auto", ["sm_100", "sm_70"], "GPUs of sm_100 and sm_70 cannot share one driver"),
+        # no GPU seen yet and no gpu.arch: from 560 a Volta would get modules it cannot run
+        ("auto", [], "not known before a driver runs: set gpu.arch"),
     ],
 )
 def test_a_flavor_the_gpus_cannot_run_is_refused_saying_what_to_set(declared, archs, message):
     with pytest.raises(ValueError, match=message):
         module_flavor(declared, archs, "570")
+    assert module_flavor("open", [], "570") == "open"  # declared: the operator knows their GPUs
 
 
 def test_the_installed_modules_flavor_is_read_from_their_license():
@@ -343,7 +345,16 @@ def test_a_failed_test_is_named_on_its_gpu_with_what_to_do():
     )
     assert failing != NVVS
     [found] = _dcgm_findings(failing)
-    assert not found.ok and found.subject == "gpu5 Custom/software" and "drain the node" in found.hint
+    assert not found.ok and found.subject == "gpu5 Custom/software" and "check of the node's software" in found.hint
+    memory = failing.replace('"name" : "software"', '"name" : "Memory"').replace('"Custom"', '"Hardware"')
+    [found] = _dcgm_findings(memory)
+    assert found.subject == "gpu5 Hardware/Memory" and "RMA the GPU" in found.hint
+
+
+def test_skipped_results_are_not_counted_as_passed():
+    skipped = NVVS.replace('"status" : "PASS"', '"status" : "SKIP"', 3)
+    [found] = _dcgm_findings(skipped)
+    assert found.ok and found.found == "14 results passed, 3 skipped or not run (DCGM 3.1.0)"
 
 
 @pytest.mark.parametrize(
@@ -357,3 +368,14 @@ def test_a_failed_test_is_named_on_its_gpu_with_what_to_do():
 def test_a_diagnostic_that_gave_no_results_is_unknown_with_the_reason(section, why):
     [found] = _dcgm_findings(section)
     assert found.unknown and why in found.found and "nvidia-dcgm" in found.found
+
+
+def test_peer_memory_loads_only_where_the_kernel_has_the_api_and_persistence_is_on_at_boot():
+    from rdmaprov.deploys.gpu_driver import PERSISTENCED
+    from rdmaprov.facts.gpu import PeerMemoryApi
+
+    assert PeerMemoryApi().process(["yes"]) is True and PeerMemoryApi().process(["no"]) is False
+    assert "ib_register_peer_memory_client' /proc/kallsyms" in PeerMemoryApi().command()
+    # the packaged Ubuntu unit runs --no-persistence-mode and cannot be enabled: rdmaprov's can
+    assert "--persistence-mode" in PERSISTENCED and "--no-persistence-mode" not in PERSISTENCED
+    assert "[Install]\nWantedBy=multi-user.target" in PERSISTENCED

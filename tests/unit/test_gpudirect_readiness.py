@@ -18,9 +18,11 @@ A100X4 = (PUBLIC / "nvidia-smi_q_A100x4_555_remapped_rows_pending_correctable_35
 TOPO_4X4 = (PUBLIC / "nvidia-smi_topo_m_4gpu_4nic_old_device_columns_tabs_traverse.txt").read_text()
 
 
-def _findings(places: list[str], lspci: str, check: str, topo: str = "", hcas=("mlx5_0",), storage=()) -> list:
+def _findings(
+    places: list[str], lspci: str, check: str, topo: str = "", hcas=("mlx5_0",), storage=(), fabric="infiniband"
+) -> list:
     text = "\n".join(["@@ nvidia_smi_q", A100X4, "@@ gpu_topology", topo, "@@ pci_places", *places, "@@ acs", lspci])
-    spec = lab_host(fabric="infiniband", rdma={"devices": list(hcas), "storage_hcas": list(storage)}, gpu={"count": 4})
+    spec = lab_host(fabric=fabric, rdma={"devices": list(hcas), "storage_hcas": list(storage)}, gpu={"count": 4})
     return [f for f in verify_node(spec, parse_node_report(text)) if f.id == check]
 
 
@@ -57,8 +59,13 @@ def test_root_ports_are_not_judged_and_acs_off_passes():
 
 
 def test_lspci_without_root_is_unknown_and_says_to_run_it_as_root():
-    [found] = _findings(UNDER_PLX, NON_ROOT, "gpu.acs")
+    """A GPU under the Dell's root port 00:01.0 and its bridge 00:02.0, whose ACS lspci hid."""
+    places = ["gpu 0000:03:00.0 /sys/devices/pci0000:00/0000:00:01.0/0000:00:02.0/0000:03:00.0 0 -"]
+    [found] = _findings(places, NON_ROOT, "gpu.acs")
     assert found.unknown and "run it as root" in found.found and "pciutils" in found.found
+    # bridges hidden elsewhere do not decide; switch ports lspci does not show at all are unknown
+    [found] = _findings(UNDER_PLX, NON_ROOT, "gpu.acs")
+    assert found.unknown and found.found == "unknown: lspci shows none of the 3 switch ports above the GPUs and HCAs"
 
 
 def test_an_iommu_that_translates_gpu_or_hca_dma_fails_passthrough_passes():
@@ -105,3 +112,12 @@ def test_a_gpu_and_its_nearest_hca_on_different_numa_nodes_fail_and_without_topo
 def test_nodes_that_report_no_gpu_place_get_no_platform_checks():
     """Drivers gone or no nvidia-smi: no places, nothing judged (the GPU count check says why)."""
     assert _findings([], "", "gpu.acs") == [] and _findings([], "", "gpu.iommu") == []
+
+
+def test_gpu_nodes_on_fabrics_without_gpudirect_get_no_platform_checks():
+    """SoftRoCE and eRDMA move GPU data through host memory whatever the platform: an IOMMU that
+    translates (AMD's default) is no fault there."""
+    translated = [line.replace(" 0 -", " 0 DMA") for line in UNDER_PLX]
+    for fabric in ("softroce", "erdma"):
+        assert _findings(translated, PLX, "gpu.iommu", fabric=fabric) == []
+    assert _findings(translated, PLX, "gpu.iommu", fabric="roce")

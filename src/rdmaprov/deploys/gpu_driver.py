@@ -12,8 +12,8 @@ rebooted only with --allow-reboot. Beside the driver:
 - DCGM for the driver's CUDA major, its host engine running: verify runs its diagnostic;
 - nvidia-persistenced, so the driver keeps the GPUs initialised between jobs;
 - nvidia-peermem, now and at boot, on InfiniBand and RoCE nodes unless gates.rail.gpudirect is
-  off: without it NCCL cannot move GPU memory over the HCAs (GPUDirect RDMA) and silently
-  stages every transfer through host memory.
+  off, where the kernel's RDMA stack has the peer-memory API it needs: GPUDirect RDMA through
+  it (elsewhere NCCL uses DMA-BUF where it can, or stages transfers through host memory).
 
 Services that talk to the driver start only once the declared driver is the one running;
 until the reboot they are enabled, so they start with it.
@@ -26,9 +26,9 @@ from pyinfra.api import deploy
 from rdmaprov.deploys.repository import vendor_repository
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.factcache import fact
-from rdmaprov.facts.gpu import Gpus, NvidiaDriver, NvSwitches
+from rdmaprov.facts.gpu import Gpus, NvidiaDriver, NvSwitches, PeerMemoryApi
 from rdmaprov.facts.system import Os
-from rdmaprov.inventory.config import GpuConfig
+from rdmaprov.inventory.config import GPUDIRECT_FABRICS, GpuConfig
 from rdmaprov.nvidia import (
     arch_from_compute_cap,
     cuda_home,
@@ -46,7 +46,17 @@ from rdmaprov.quoting import sh_single
 
 PROFILE = "/etc/profile.d/rdmaprov-cuda.sh"
 PEERMEM_AT_BOOT = "/etc/modules-load.d/rdmaprov-nvidia-peermem.conf"
-GPUDIRECT_FABRICS = frozenset({"infiniband", "roce"})
+# nvidia-persistenced as rdmaprov runs it, in place of the packaged unit: Ubuntu's runs the
+# daemon with --no-persistence-mode, stops it when nothing needs it and cannot be enabled (no
+# [Install]); NVIDIA's own sample unit is this one, started at boot, persistence mode on.
+PERSISTENCED_UNIT = "/etc/systemd/system/nvidia-persistenced.service"
+PERSISTENCED = (
+    "# Managed by rdmaprov (gpu_driver): the GPUs stay initialised between jobs.\n"
+    "[Unit]\nDescription=NVIDIA Persistence Daemon\nWants=syslog.target\n\n"
+    "[Service]\nType=forking\nExecStart=/usr/bin/nvidia-persistenced --persistence-mode --verbose\n"
+    "ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced\n\n"
+    "[Install]\nWantedBy=multi-user.target\n"
+)
 
 
 def render_profile(cuda: str) -> str:
@@ -104,9 +114,19 @@ def gpu_driver(ctx: NodeContext) -> None:
     packages(name="DCGM", by_family={f: [dcgm_package(driver)] for f in ("debian", "rhel")} if dcgm and driver else {})
     unit_enabled(name="DCGM at boot", unit="nvidia-dcgm", enabled=True if dcgm else None)
     unit_running(name="DCGM running", unit="nvidia-dcgm", running=running if dcgm else None)
+    managed_file(
+        name="nvidia-persistenced unit",
+        path=PERSISTENCED_UNIT,
+        content=PERSISTENCED if driver else None,
+        after_change="systemctl daemon-reload",
+        managed=bool(driver),
+    )
     unit_enabled(name="nvidia-persistenced at boot", unit="nvidia-persistenced", enabled=managed)
     unit_running(name="nvidia-persistenced running", unit="nvidia-persistenced", running=running)
-    peer_memory = bool(driver and wants_peer_memory(ctx))
+    # nvidia-peermem loads only where the kernel's RDMA stack has the peer-memory API (MLNX_OFED,
+    # DOCA, or a distro kernel that carries it); elsewhere it refuses (Invalid argument), and NCCL
+    # reaches GPU memory through DMA-BUF instead (open modules, kernel 5.12 and newer)
+    peer_memory = bool(driver and wants_peer_memory(ctx) and fact(PeerMemoryApi))
     managed_file(
         name="nvidia-peermem at boot", path=PEERMEM_AT_BOOT, content="nvidia-peermem\n" if peer_memory else None
     )

@@ -89,3 +89,18 @@ class FabricManager(FactBase[FabricManagerState]):
     @staticmethod
     def default() -> FabricManagerState:
         return FabricManagerState()
+
+
+class PeerMemoryApi(FactBase[bool]):
+    """Whether the running kernel's RDMA stack exports the peer-memory API nvidia-peermem is built
+    on (`ib_register_peer_memory_client`: MLNX_OFED, DOCA, some distro kernels)."""
+
+    def command(self) -> str:
+        return "grep -q ' ib_register_peer_memory_client' /proc/kallsyms 2>/dev/null && echo yes || echo no"
+
+    def process(self, output: list[str]) -> bool:
+        return [line.strip() for line in output] == ["yes"]
+
+    @staticmethod
+    def default() -> bool:
+        return False

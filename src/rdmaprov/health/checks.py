@@ -12,7 +12,7 @@ from rdmaprov.health.dcgm_checks import check_dcgm
 from rdmaprov.health.findings import Checker, Finding
 from rdmaprov.health.gpu_checks import check_gpus, check_net_plugin
 from rdmaprov.health.gpudirect_checks import check_gpudirect
-from rdmaprov.inventory.config import ETHERNET_FABRICS, NodeConfig, hca_specs, spec_matches
+from rdmaprov.inventory.config import ETHERNET_FABRICS, GPUDIRECT_FABRICS, NodeConfig, hca_specs, spec_matches
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.parsers.limits import (
     LOGIN_LIMITS,
@@ -237,8 +237,9 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
 
     _check_nccl_hca(c, node, report)
     check_gpus(c, node, report)
-    if node.gpu is not None:
+    if node.gpu is not None and node.fabric in GPUDIRECT_FABRICS:
         check_gpudirect(c, report, [d for d in expected if d not in node.rdma.storage_hcas])
+    if node.gpu is not None:
         check_dcgm(c, report)
     check_net_plugin(c, node, report)
     _check_memlock(c, node, report)

@@ -24,13 +24,15 @@ def check_dcgm(c: Checker, report: NodeReport) -> None:
     for test in result.failed():
         c.check(_subject(test), "gpu.dcgm_diag", False, "pass", test.message or "failed, no message", _hint(test))
     if not result.failed():
-        warned = result.by_status("warn")
+        passed, warned = result.by_status("pass"), result.by_status("warn")
+        others = len(result.tests) - len(passed) - len(warned)  # skipped, not run: neither pass nor fail
         c.check(
             _WHOLE,
             "gpu.dcgm_diag",
             True,
             expected,
-            f"{len(result.tests)} results passed"
+            f"{len(passed)} results passed"
+            + (f", {others} skipped or not run" if others else "")
             + (f" (DCGM {result.version})" if result.version else "")
             + (f", warnings: {'; '.join(_subject(t) + ': ' + t.message for t in warned)}" if warned else ""),
         )
@@ -41,8 +43,13 @@ def _subject(test: DiagTest) -> str:
     return f"{where} {test.category}/{test.name}"
 
 
+# DCGM's checks of the node's software and setup (its Deployment category and the `software`
+# plugin), as against the tests that exercise the GPU's hardware.
+_SOFTWARE = ("Deployment",)
+
+
 def _hint(test: DiagTest) -> str:
-    if test.category == "Deployment":
+    if test.category in _SOFTWARE or test.name.lower() == "software":
         return f"DCGM's {test.name} check of the node's software failed: fix what its message names, then verify again"
     return (
         f"DCGM's {test.name} test failed on this GPU: drain the node, reset the GPU (`nvidia-smi -r`) and run "

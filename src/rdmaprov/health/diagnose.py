@@ -148,7 +148,9 @@ def pair_verdicts(pairs: list[tuple[str, str]], rails: list[GateResult]) -> list
     for server, client in pairs:
         mine = [r for r in rails if _pair(r) == (server, client)]
         failing = [r for r in mine if not r.passed]
-        reason = "; ".join(_evidence(r) for r in failing) or f"all {len(mine)} rails pass"
+        reason = "; ".join(_evidence(r) for r in failing) or (
+            f"all {len(mine)} rails pass" if mine else "no rail of the pair was tested"
+        )
         details: dict[str, Any] = {"rails": [r.to_json() for r in mine]}
         lost = next((r.details["lost"] for r in mine if r.details.get("lost")), None)
         if lost:

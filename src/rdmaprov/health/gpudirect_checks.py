@@ -33,11 +33,19 @@ def _check_acs(c: Checker, report: NodeReport, places: list[PciPlace]) -> None:
     left out: traffic between root ports crosses the root complex whatever ACS says)."""
     expected = "ACS redirect off on the switch ports above GPUs and HCAs"
     on_paths = {bridge for place in places for bridge in place.bridges[1:]}
-    if report.acs is None or report.acs.unknown is not None:
-        why = report.acs.unknown if report.acs else "no lspci output"
+    acs = report.acs
+    # bridges whose ACS lspci could not show (no root) matter only on the GPUs' and HCAs' paths
+    unreadable = acs.unjudged() if acs else []
+    if acs is None or (acs.unknown is not None and (not unreadable or {d.address for d in unreadable} & on_paths)):
+        why = acs.unknown if acs else "no lspci output"
         c.unknown("PCIe switches", "gpu.acs", expected, f"{why} (lspci, from pciutils, as root)")
         return
-    redirecting = [d for d in report.acs.redirecting() if d.address in on_paths]
+    listed = on_paths & {d.address for d in acs.bridges() if not d.acs_unreadable}
+    if on_paths and not listed:
+        why = f"lspci shows none of the {len(on_paths)} switch ports above the GPUs and HCAs"
+        c.unknown("PCIe switches", "gpu.acs", expected, why)
+        return
+    redirecting = [d for d in acs.redirecting() if d.address in on_paths]
     for bridge in redirecting:
         c.check(
             f"bridge {bridge.address}",
@@ -50,8 +58,7 @@ def _check_acs(c: Checker, report: NodeReport, places: list[PciPlace]) -> None:
             "the BIOS (or the switch's configuration) for good",
         )
     if not redirecting:
-        judged = len(on_paths & {d.address for d in report.acs.bridges()})
-        c.check("PCIe switches", "gpu.acs", True, expected, f"off on {judged} switch ports")
+        c.check("PCIe switches", "gpu.acs", True, expected, f"off on {len(listed)} switch ports")
 
 
 def _check_iommu(c: Checker, places: list[PciPlace]) -> None:

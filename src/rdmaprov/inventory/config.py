@@ -24,6 +24,8 @@ from rdmaprov.quoting import sh
 _FABRIC_HCA = {"erdma": "erdma", "softroce": "rxe"}
 _FABRIC_GID_INDEX = {"roce": 3, "erdma": 1, "softroce": 1}
 ETHERNET_FABRICS = frozenset({"roce", "erdma", "softroce"})
+# The fabrics whose HCAs can read and write GPU memory directly (GPUDirect RDMA).
+GPUDIRECT_FABRICS = frozenset({"infiniband", "roce"})
 
 
 def spec_matches(spec: str, device: str) -> bool:

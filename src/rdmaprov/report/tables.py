@@ -70,7 +70,7 @@ def print_run(result: RunResult, console: Console, show_diff: bool = True) -> No
         status = "drift" if pending and host.status == "changed" else host.status
         table.add_row(
             escape(host.name),
-            host.address,
+            escape(host.address),
             f"[{style}]{status}[/]",
             str(host.changed),
             str(len(host.ops)),
