@@ -90,7 +90,7 @@ def test_switching_flavor_on_the_same_driver_reinstalls_it_and_owes_a_reboot():
     out, notes = run_notes(
         nvidia_driver, {Os: os_fact("rocky-9.3"), NvidiaDriver: proprietary}, version="570", flavor="open"
     )
-    assert out == ["dnf -y module reset nvidia-driver && dnf -y module install nvidia-driver:570-open"]
+    assert out == ["dnf -y module reset nvidia-driver && dnf -y module install --allowerasing nvidia-driver:570-open"]
     assert notes.reboots["node1"] == [
         "NVIDIA driver proprietary → open kernel modules: the new kernel module loads at the next boot"
     ]

@@ -162,7 +162,10 @@ def _check_fabric(c: Checker, gpu: GpuConfig, report: NodeReport) -> None:
         c.judge(
             f"gpu{index} {health.bus_id}",
             "gpu.fabric",
-            "the driver reports no fabric state (drivers before 525 do not)" if state == "N/A" else None,
+            "nvidia-smi reports no fabric state for it (drivers before 525 and GPUs before Hopper do not): the "
+            "fabric manager's finding stands for it"
+            if state == "N/A"
+            else None,
             (state, status) == ("Completed", "Success"),
             "Completed, Success",
             f"{state}, {status}",

@@ -41,10 +41,11 @@ def driver_command(os_info: OsInfo, driver: str, flavor: str = "proprietary", sw
         return install_command("debian", [name])
     _refuse_old_rhel(os_info)
     stream = sh("nvidia-driver:" + _DNF_STREAM[flavor].format(branch=branch))
-    reset = "dnf -y module reset nvidia-driver && " if switching else ""
+    # switching flavor: the other stream's kmod packages must make way (--allowerasing)
+    reset, erase = ("dnf -y module reset nvidia-driver && ", " --allowerasing") if switching else ("", "")
     if "." in driver:
-        return f"{reset}dnf -y module enable {stream} && dnf -y install {sh('cuda-drivers-' + driver)}"
-    return f"{reset}dnf -y module install {stream}"
+        return f"{reset}dnf -y module enable {stream} && dnf -y install{erase} {sh('cuda-drivers-' + driver)}"
+    return f"{reset}dnf -y module install{erase} {stream}"
 
 
 @operation()
