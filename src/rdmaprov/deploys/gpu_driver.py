@@ -118,7 +118,8 @@ def gpu_driver(ctx: NodeContext) -> None:
         name="nvidia-persistenced unit",
         path=PERSISTENCED_UNIT,
         content=PERSISTENCED if driver else None,
-        after_change="systemctl daemon-reload",
+        # a daemon already running from the packaged unit keeps its options until restarted
+        after_change="systemctl daemon-reload && systemctl try-restart nvidia-persistenced",
         managed=bool(driver),
     )
     unit_enabled(name="nvidia-persistenced at boot", unit="nvidia-persistenced", enabled=managed)
