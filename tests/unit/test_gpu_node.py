@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rdmaprov.deploys.gpu_driver import node_flavor, on_nvswitch, wants_peer_memory
+from rdmaprov.deploys.gpu_driver import node_flavor, wants_peer_memory
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.gpu import DriverState, FabricManager, Gpus, NvidiaDriver, NvSwitches, parse_driver_state
 from rdmaprov.facts.node_report import node_report_command
 from rdmaprov.facts.system import Os
@@ -167,9 +168,13 @@ def _decide(decision, facts: dict, **gpu):
 
 def test_nvswitch_and_flavor_come_from_the_node_unless_declared():
     hgx = {NvSwitches: ("0000:05:00.0", "0000:06:00.0"), Gpus: [Gpu("NVIDIA H100 80GB HBM3", "9.0", "535.129.03")]}
-    assert _decide(lambda s: on_nvswitch(s.node.gpu), hgx) is True
-    assert _decide(lambda s: on_nvswitch(s.node.gpu), {}) is False
-    assert _decide(lambda s: on_nvswitch(s.node.gpu), {}, nvswitch=True) is True  # Blackwell: off the PCI bus
+
+    def on_nvswitch(spec):
+        return spec.node.gpu.on_nvswitch(bool(fact(NvSwitches)))
+
+    assert _decide(on_nvswitch, hgx) is True
+    assert _decide(on_nvswitch, {}) is False
+    assert _decide(on_nvswitch, {}, nvswitch=True) is True  # Blackwell: off the PCI bus
     assert _decide(lambda s: node_flavor(s.node.gpu, "535"), hgx) == "proprietary"
     blackwell = {Gpus: [Gpu("NVIDIA B200", "10.0", "570.133.20")]}
     assert _decide(lambda s: node_flavor(s.node.gpu, "570"), blackwell) == "open"

@@ -75,11 +75,6 @@ def node_flavor(gpu: GpuConfig, driver: str) -> str:
     return module_flavor(gpu.kernel_modules, archs, driver)
 
 
-def on_nvswitch(gpu: GpuConfig) -> bool:
-    """Declared, else whether the node's PCI bus shows NVSwitches."""
-    return gpu.nvswitch if gpu.nvswitch is not None else bool(fact(NvSwitches))
-
-
 def wants_peer_memory(ctx: NodeContext) -> bool:
     """GPUDirect RDMA is wanted: GPUs on an HCA fabric that can do it, and not turned off."""
     return ctx.node.fabric in GPUDIRECT_FABRICS and ctx.inventory.gates.rail.gpudirect != "off"
@@ -102,7 +97,7 @@ def gpu_driver(ctx: NodeContext) -> None:
         key_setting="gpu.repo_key",
     )
     flavor = node_flavor(gpu, driver) if gpu and driver else "proprietary"
-    nvswitch = bool(gpu and driver and on_nvswitch(gpu))
+    nvswitch = bool(gpu and driver and gpu.on_nvswitch(bool(fact(NvSwitches))))
     ready = bool(driver and driver_ready(driver, fact(NvidiaDriver)))
     # None leaves a service alone: nodes whose driver rdmaprov does not manage
     managed, running = (True if driver else None), (True if ready else None)

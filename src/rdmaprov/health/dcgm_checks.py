@@ -21,9 +21,10 @@ def check_dcgm(c: Checker, report: NodeReport) -> None:
     if result.unknown is not None:
         c.unknown(_WHOLE, "gpu.dcgm_diag", expected, f"{result.unknown} (is nvidia-dcgm running?)")
         return
-    for test in result.failed():
+    failed = result.failed()
+    for test in failed:
         c.check(_subject(test), "gpu.dcgm_diag", False, "pass", test.message or "failed, no message", _hint(test))
-    if not result.failed():
+    if not failed:
         passed, warned = result.by_status("pass"), result.by_status("warn")
         others = len(result.tests) - len(passed) - len(warned)  # skipped, not run: neither pass nor fail
         c.check(

@@ -140,8 +140,7 @@ def _check_fabric(c: Checker, gpu: GpuConfig, report: NodeReport) -> None:
     """NVSwitch boards: the fabric manager of the running driver's exact version active, and
     every GPU's fabric set up (CUDA fails with "system not yet initialized" until it is)."""
     expected = "active, the driver's version"
-    nvswitch = gpu.nvswitch if gpu.nvswitch is not None else bool(report.nvswitches)
-    if not nvswitch:
+    if not gpu.on_nvswitch(bool(report.nvswitches)):
         why = "gpu.nvswitch is false" if gpu.nvswitch is False else "no NVSwitch on this node's PCI bus"
         c.not_applicable("fabric", "gpu.fabric_manager", expected, why)
         return

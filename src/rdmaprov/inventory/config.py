@@ -173,6 +173,10 @@ class GpuConfig:
     kernel_modules: str = "auto"  # open, proprietary or auto
     dcgm_setting: bool | None = None  # None: auto
 
+    def on_nvswitch(self, found: bool) -> bool:
+        """Whether the GPUs sit on NVSwitch: as declared, else what the node's PCI bus shows (`found`)."""
+        return self.nvswitch if self.nvswitch is not None else found
+
     @property
     def dcgm(self) -> bool:
         """DCGM is installed and its diagnostic run: as declared, else where rdmaprov manages the driver."""
