@@ -20,6 +20,7 @@ from rdmaprov.deploys.node_check import node_check
 from rdmaprov.deploys.openmpi import openmpi
 from rdmaprov.deploys.package_sources import package_sources
 from rdmaprov.deploys.rdma_userspace import rdma_userspace
+from rdmaprov.deploys.roce_qos import roce_qos
 from rdmaprov.deploys.slurm import slurm
 from rdmaprov.deploys.softroce import softroce
 from rdmaprov.deploys.ssh_trust import ssh_trust
@@ -34,6 +35,7 @@ STACK: dict[str, Deploy] = {
     "openmpi": openmpi,
     "mtu": mtu,
     "softroce": softroce,
+    "roce_qos": roce_qos,
     "netns_mode": netns_mode,
     "ssh_trust": ssh_trust,
     "limits": limits,

@@ -71,6 +71,24 @@ FABRIC_MANAGER = (
     'echo "service $(systemctl is-active nvidia-fabricmanager 2>/dev/null)"'
 )
 
+# RoCE's QoS chain (parsers/roce_qos.py): each RoCE port's RDMA-CM ToS, the verbs traffic class
+# where the driver has one, and per NIC netdev of an RDMA device what mlnx_qos (preferred: it shows
+# the trust) or dcb shows, with mlx5's ECN files. Reads only; nothing loads or mounts.
+_ECN_FILES = "roce_np/enable/* roce_rp/enable/* roce_np/cnp_802p_prio roce_np/cnp_dscp"
+ROCE_QOS = (
+    'for d in /sys/class/infiniband/*; do [ -d "$d" ] || continue; n=${d##*/}; '
+    'for p in $d/ports/*; do [ "$(cat $p/link_layer 2>/dev/null)" = Ethernet ] || continue; i=${p##*/}; '
+    "f=/sys/kernel/config/rdma_cm/$n/ports/$i/default_roce_tos; "
+    'echo "tos $n $i $(cat $f 2>/dev/null || echo -)"; done; '
+    '[ -e $d/tc/1/traffic_class ] && echo "tclass $n $(cat $d/tc/1/traffic_class)"; '
+    'for e in $d/device/net/*; do [ -e "$e" ] || continue; e=${e##*/}; echo "netdev $n $e"; '
+    'if command -v mlnx_qos >/dev/null; then mlnx_qos -i $e 2>&1 | sed "s|^|mlnx_qos $e |"; '
+    'elif command -v dcb >/dev/null; then dcb pfc show dev $e 2>&1 | sed "s|^|dcb_pfc $e |"; '
+    'dcb -N app show dev $e dscp-prio 2>&1 | sed "s|^|dcb_app $e |"; fi; '
+    f'(cd /sys/class/net/$e/ecn 2>/dev/null && grep -H . {_ECN_FILES} 2>/dev/null) | sed "s|^|ecn $e |"; '
+    "done; done; [ -e /sys/kernel/config/rdma_cm ] || echo 'configfs missing'; true"
+)
+
 # Every file that can set memlock for logins (pam_limits) or services (systemd's manager).
 _LIMIT_FILES = (
     "/etc/security/limits.conf",
@@ -150,6 +168,7 @@ def node_report_command(programs: tuple[str, ...] = (), dcgm_level: int = 0) -> 
         "pci_links": f"grep -H . {PCI_LINK_FILES} 2>/dev/null",
         "nvlink": "nvidia-smi nvlink --status 2>/dev/null",
         "cuda": "ls -d /usr/local/cuda-[0-9]* 2>/dev/null",
+        "roce_qos": ROCE_QOS,
     }
     if dcgm_level:
         sections["dcgm_diag"] = dcgm_diag(dcgm_level)

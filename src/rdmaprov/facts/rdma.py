@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pyinfra.api import FactBase
 
+from rdmaprov.facts.node_report import ROCE_QOS
 from rdmaprov.facts.shell import YesNoFact, yes_if
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
+from rdmaprov.parsers.roce_qos import QosState, parse_qos_state
 
 
 class RdmaLinks(FactBase[list[RdmaLink]]):
@@ -43,3 +45,17 @@ class ErdmaProvider(YesNoFact):
         return yes_if(
             "ls /usr/lib*/libibverbs/liberdma-rdmav*.so /usr/lib/*/libibverbs/liberdma-rdmav*.so >/dev/null 2>&1"
         )
+
+
+class RoceQosState(FactBase[QosState]):
+    """RoCE's QoS chain as the node has it: the node report's own reading (one rule for both)."""
+
+    def command(self) -> str:
+        return ROCE_QOS
+
+    def process(self, output: list[str]) -> QosState:
+        return parse_qos_state("\n".join(output))
+
+    @staticmethod
+    def default() -> QosState:
+        return QosState()

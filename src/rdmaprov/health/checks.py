@@ -12,6 +12,7 @@ from rdmaprov.health.dcgm_checks import check_dcgm
 from rdmaprov.health.findings import Checker, Finding
 from rdmaprov.health.gpu_checks import check_gpus, check_net_plugin
 from rdmaprov.health.gpudirect_checks import check_gpudirect
+from rdmaprov.health.roce_qos_checks import check_roce_qos
 from rdmaprov.inventory.config import ETHERNET_FABRICS, GPUDIRECT_FABRICS, NodeConfig, hca_specs, spec_matches
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.parsers.limits import (
@@ -236,6 +237,7 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
         )
 
     _check_nccl_hca(c, node, report)
+    check_roce_qos(c, node, report)
     check_gpus(c, node, report)
     if node.gpu is not None and node.fabric in GPUDIRECT_FABRICS:
         check_gpudirect(c, report, [d for d in expected if d not in node.rdma.storage_hcas])

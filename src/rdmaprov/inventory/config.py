@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from rdmaprov.inventory.roce_qos import RoceQos
 from rdmaprov.quoting import sh
 
 # What each fabric needs when the inventory says nothing (field manuals; docs/inventory.md,
@@ -255,6 +256,7 @@ class NodeConfig:
     exporter: ExporterConfig
     tags: tuple[str, ...]
     builds: tuple[Mapping[str, Any], ...]
+    roce_qos: RoceQos = field(default_factory=RoceQos)
 
     @classmethod
     def from_settings(cls, node: dict[str, Any]) -> NodeConfig:
@@ -262,6 +264,7 @@ class NodeConfig:
         packages, mirror, rdma = node["packages"], node.get("mirror", {}), node["rdma"]
         apt, yum = mirror.get("apt"), mirror.get("yum")
         gpu, nccl, erdma, mpi = node["gpu"], node["nccl"], node["erdma"], node["mpi"]
+        qos = node["roce_qos"]
         return cls(
             fabric=node.get("fabric"),
             packages=PackagesConfig(
@@ -325,6 +328,9 @@ class NodeConfig:
             exporter=ExporterConfig(node["exporter"]["enabled"], node["exporter"]["listen"]),
             tags=_strings(node.get("tags")),
             builds=tuple(_frozen(build) for build in node.get("builds") or ()),
+            roce_qos=RoceQos(
+                qos["profile"], qos["priority"], qos["dscp"], qos["cnp"]["priority"], qos["cnp"]["dscp"], qos["tool"]
+            ),
         )
 
     @property
@@ -375,7 +381,30 @@ class NodeConfig:
         gid = self.gid_index
         if gid is not None:
             env["NCCL_IB_GID_INDEX"] = str(gid)
+        if self.qos is not None:
+            # one nccl.env sets differently is refused by the loader (qos_mismatches)
+            for name, value in self.qos.nccl_env().items():
+                env.setdefault(name, value)
         return dict(sorted(env.items())), warnings
+
+    @property
+    def qos(self) -> RoceQos | None:
+        """The RoCE QoS chain where the hosts set it (declared, on a RoCE fabric), else None."""
+        qos = self.roce_qos
+        return qos if qos.enabled and qos.scope(self.fabric) is None else None
+
+    def qos_mismatches(self) -> dict[str, str]:
+        """{variable: why} for NCCL_IB_TC and NCCL_IB_SL that nccl.env sets against roce_qos:
+        NCCL would send in another class than the NICs and switches treat as lossless."""
+        qos = self.qos
+        if qos is None:
+            return {}
+        return {
+            name: f"nccl.env.{name} is {written} but roce_qos ({qos.profile}: DSCP {qos.dscp}, "
+            f"priority {qos.priority}) makes it {value}"
+            for name, value in qos.nccl_env().items()
+            if (written := self.nccl.env.get(name)) is not None and str(written) != value
+        }
 
     def wanted_mtus(self) -> dict[str, int]:
         """{netdev: mtu}: the declared ones, and the eRDMA rule on the RDMA netdevs."""

@@ -173,14 +173,33 @@ def _derived_issues(node: NodeConfig) -> list[NodeIssue]:
     return issues
 
 
+def _qos_issues(node: NodeConfig) -> list[NodeIssue]:
+    """A chain that breaks itself (CNPs in the RoCE class), and NCCL variables set by hand that
+    say another class than roce_qos."""
+    fix = "give CNPs a priority and DSCP of their own"
+    issues = [NodeIssue(("roce_qos", "cnp"), why, fix) for why in node.roce_qos.conflicts()]
+    issues += [
+        NodeIssue(("nccl", "env", name), why, f"drop {name} from nccl.env: roce_qos sets it")
+        for name, why in node.qos_mismatches().items()
+    ]
+    return issues
+
+
 # The top-level node keys the checks below read: a host whose own vars touch none of them has
 # the issues of its groups' settings (the loader reuses them instead of checking 10,000 times).
-ISSUE_KEYS = frozenset({"fabric", "gpu", "nccl", "erdma", "builds", "rdma", "mtu", "mpi"})
+ISSUE_KEYS = frozenset({"fabric", "gpu", "nccl", "erdma", "builds", "rdma", "mtu", "mpi", "roce_qos"})
 
 
 def node_issues(node: NodeConfig) -> list[NodeIssue]:
     """Everything that does not fit together in one host's merged settings."""
-    return _gpu_issues(node) + _nccl_issues(node) + _aiacc_issues(node) + _build_issues(node) + _derived_issues(node)
+    return (
+        _gpu_issues(node)
+        + _nccl_issues(node)
+        + _aiacc_issues(node)
+        + _build_issues(node)
+        + _derived_issues(node)
+        + _qos_issues(node)
+    )
 
 
 @dataclass(frozen=True)

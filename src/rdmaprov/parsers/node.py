@@ -20,6 +20,7 @@ from rdmaprov.parsers.nvlink import GpuLinks, parse_nvlink_status
 from rdmaprov.parsers.pci_places import PciPlace, parse_pci_places
 from rdmaprov.parsers.pcie import PciLink, parse_pci_links
 from rdmaprov.parsers.rdma import parse_rdma_system
+from rdmaprov.parsers.roce_qos import QosState, parse_qos_state
 from rdmaprov.parsers.xid import Xid, parse_xids
 
 SECTION = "@@ "
@@ -97,6 +98,7 @@ class NodeReport:
     pci_places: list[PciPlace] = field(default_factory=list)  # GPUs' and RDMA devices' places on the PCI tree
     acs: AcsReport | None = None  # the PCI bridges' ACS state (lspci); None where not read (no GPUs)
     dcgm: DiagResult | None = None  # DCGM's diagnostic; None where it was not asked for
+    roce_qos: QosState = field(default_factory=QosState)  # RoCE's QoS chain as the node has it
 
     def port(self, device: str, number: int) -> SysfsPort | None:
         return next((p for p in self.ports if p.device == device and p.port == number), None)
@@ -224,6 +226,7 @@ def parse_node_report(text: str) -> NodeReport:
         pci_places=parse_pci_places(s.get("pci_places", [])),
         acs=parse_lspci("\n".join(s["acs"]) + "\n") if "acs" in s and s.get("pci_places") else None,
         dcgm=_dcgm(s["dcgm_diag"]) if "dcgm_diag" in s else None,
+        roce_qos=parse_qos_state("\n".join(s.get("roce_qos", []))),
     )
 
 

@@ -56,6 +56,9 @@ class Endpoint:
     # The node's GPU count: a Slurm job that tests through a GPU holds them all, so that the index
     # means the same GPU inside the job (Slurm renumbers the GPUs it grants).
     node_gpus: int = 0
+    # The GRH traffic class (the IP ToS of RoCE v2) roce_qos declares: the gates' traffic travels
+    # in the class training traffic does. None: perftest's default (0).
+    tclass: int | None = None
 
     @property
     def name(self) -> str:
@@ -129,13 +132,16 @@ def endpoint(host: str, node: NodeConfig, report: NodeReport, device: str, gpu: 
         rate = found.rate_gbps if found and found.rate_gbps else None
     gid = node.gid_index
     gid = gid if gid is not None else 0
-    return Endpoint(host, device, node.rdma.port, gid, rate, declared, gpu, len(report.gpus))
+    tclass = node.qos.tos if node.qos else None
+    return Endpoint(host, device, node.rdma.port, gid, rate, declared, gpu, len(report.gpus), tclass)
 
 
 def perftest_words(tool: Tool, side: Endpoint, tcp_port: int, server_address: str | None = None) -> list[str]:
     """The command line of one side; with `server_address`, the client that dials it."""
     words = [tool.program, "-d", side.device, "-i", str(side.port), "-x", str(side.gid), "-p", str(tcp_port)]
     words += list(tool.args)
+    if side.tclass is not None:
+        words.append(f"--tclass={side.tclass}")
     if side.gpu is not None:
         # perftest's --use_cuda takes a CUDA device index; ordering CUDA by PCI bus makes it the
         # index nvidia-smi (and so its topology) shows.

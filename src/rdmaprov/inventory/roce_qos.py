@@ -1,0 +1,239 @@
+"""RoCE's lossless chain as one declaration: the class RoCE traffic travels in (a DSCP and the
+802.1p priority it maps to), the congestion notifications' own class, and whether DCQCN's ECN
+marking is on. Everything else the chain needs is derived here, so that no two places of it can
+disagree: the RDMA-CM and verbs ToS, NCCL_IB_TC and NCCL_IB_SL, perftest's --tclass, the PFC
+mask and the DSCP → priority entries.
+
+Field figures (docs/roce-qos.md): NVIDIA's default is DSCP 26 on priority 3 (ToS 106 with the
+ECN-capable bit) and CNPs on priority 6 with DSCP 48, DCQCN on; Meta's training fabric runs PFC
+alone, without DCQCN (SIGCOMM 2024).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rdmaprov.parsers.roce_qos import NicQos, QosState
+from rdmaprov.quoting import sh, sh_join
+
+PROFILES = ("off", "dcqcn", "pfc_only")
+# ECN-capable transport, ECT(0): the low two bits of the ToS byte a switch may mark as congested.
+ECT0 = 0b10
+# Fabrics where the hosts set the chain; on SoftRoCE only the IP header's class (no DCB on the NIC).
+HOST_QOS_FABRICS = frozenset({"roce", "softroce"})
+
+
+@dataclass(frozen=True)
+class RoceQos:
+    """The roce_qos section. `profile` off: rdmaprov leaves QoS alone (and checks none of it)."""
+
+    profile: str = "off"
+    priority: int = 3
+    dscp: int = 26
+    cnp_priority: int = 6
+    cnp_dscp: int = 48
+    tool: str = "dcb"
+
+    @property
+    def enabled(self) -> bool:
+        return self.profile != "off"
+
+    @property
+    def ecn(self) -> bool:
+        """DCQCN on the RoCE priority: packets ECN-capable, NICs reacting to CNPs."""
+        return self.profile == "dcqcn"
+
+    @property
+    def tos(self) -> int:
+        """The IP ToS byte of RoCE v2 packets: the DSCP in the top six bits, ECT(0) under DCQCN
+        (26 → 106, NVIDIA's figure; 104 without ECN)."""
+        return self.dscp << 2 | (ECT0 if self.ecn else 0)
+
+    @property
+    def pfc(self) -> tuple[bool, ...]:
+        """PFC per priority 0–7: on for the RoCE priority only (CNPs must never be paused)."""
+        return tuple(p == self.priority for p in range(8))
+
+    @property
+    def dscp_priorities(self) -> dict[int, int]:
+        """The DSCP → priority entries the NIC is given (trust DSCP classifies by them)."""
+        return {self.dscp: self.priority, self.cnp_dscp: self.cnp_priority}
+
+    def nccl_env(self) -> dict[str, str]:
+        """What NCCL needs to send in the class: the GRH traffic class and the service level."""
+        return {"NCCL_IB_TC": str(self.tos), "NCCL_IB_SL": str(self.priority)}
+
+    def conflicts(self) -> list[str]:
+        """Settings that each are valid but break the chain together."""
+        problems = []
+        if self.cnp_priority == self.priority:
+            problems.append(
+                f"roce_qos.cnp.priority is the RoCE priority {self.priority}: congestion notifications "
+                "would wait behind the traffic they are meant to slow (and be paused by PFC)"
+            )
+        if self.cnp_dscp == self.dscp:
+            problems.append(
+                f"roce_qos.cnp.dscp is the RoCE DSCP {self.dscp}: switches could not give CNPs their own queue"
+            )
+        return problems
+
+    def scope(self, fabric: str | None) -> str | None:
+        """Why the chain is not the hosts' business on this fabric (None: it is)."""
+        if fabric in HOST_QOS_FABRICS:
+            return None
+        if fabric == "infiniband":
+            return "InfiniBand's quality of service is the subnet manager's (SL to VL), not the hosts'"
+        if fabric == "erdma":
+            return "eRDMA's congestion control is the cloud's own"
+        return f"fabric {fabric or 'unset'} is not RoCE"
+
+    def dcb_scope(self, fabric: str | None) -> str | None:
+        """Why the NIC side (trust, PFC, ECN) is not set here (None: it is)."""
+        if fabric == "softroce":
+            return "SoftRoCE runs on NICs without DCB (no PFC, no DSCP trust, no DCQCN)"
+        return self.scope(fabric)
+
+
+@dataclass(frozen=True)
+class QosLink:
+    """One link of the chain on one node: what it must be, what it is, and the shell lines that
+    set it (run now where it differs, and at every boot). `unknown`: why it cannot be read or set
+    here (a NIC without DCB, a driver without ECN files); `blocking` such a link fails apply."""
+
+    check: str  # roce.tos, roce.tclass, roce.trust, roce.pfc, roce.dscp_map, roce.ecn, roce.cnp
+    subject: str
+    expected: str
+    found: str
+    ok: bool
+    commands: tuple[str, ...] = ()
+    unknown: str | None = None
+    blocking: bool = False
+
+
+def _mask(pfc: tuple[bool, ...]) -> str:
+    return ",".join("1" if on else "0" for on in pfc)
+
+
+def _configfs_lines(device: str, port: int, tos: int) -> tuple[str, ...]:
+    """RDMA-CM's default ToS of one port: configfs mounted, rdma_cm loaded, the device's group made
+    (the kernel then fills in its ports)."""
+    group = f"/sys/kernel/config/rdma_cm/{device}"
+    return (
+        "modprobe rdma_cm",
+        "mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config",
+        sh_join(["mkdir", "-p", group]),
+        f"echo {tos} > {sh(f'{group}/ports/{port}/default_roce_tos')}",
+    )
+
+
+def qos_devices(state: QosState, declared: list[str], storage: tuple[str, ...]) -> list[str]:
+    """The RDMA devices the chain is set on: the declared compute devices, else every device with
+    a RoCE port but the storage HCAs."""
+    if declared:
+        return declared
+    return sorted({d for d, _ in state.tos} - set(storage))
+
+
+def chain_links(
+    qos: RoceQos, fabric: str | None, state: QosState, declared: list[str], storage: tuple[str, ...]
+) -> list[QosLink]:
+    """Every link of the chain this node's fabric lets the hosts set (none outside RoCE)."""
+    if qos.scope(fabric) is not None:
+        return []
+    devices = qos_devices(state, declared, storage)
+    links = host_links(qos, state, devices)
+    return links if qos.dcb_scope(fabric) is not None else links + nic_links(qos, state, devices)
+
+
+def host_links(qos: RoceQos, state: QosState, devices: list[str]) -> list[QosLink]:
+    """The host side, on any RoCE device (SoftRoCE too): RDMA-CM's ToS per port, and the verbs
+    traffic class where the driver has one (mlx5's tc/1, which overrides every QP's)."""
+    links = []
+    for device in devices:
+        ports = sorted(p for d, p in state.tos if d == device) or [1]
+        for port in ports:
+            found = state.tos.get((device, port))
+            seen = "unset (0)" if found is None else str(found)
+            if not state.configfs:
+                seen = "no RDMA-CM configfs (rdma_cm not loaded or configfs not mounted)"
+            lines = _configfs_lines(device, port, qos.tos)
+            links.append(QosLink("roce.tos", f"{device} port {port}", str(qos.tos), seen, found == qos.tos, lines))
+        if device in state.tclass:
+            found = state.tclass[device]
+            path = sh(f"/sys/class/infiniband/{device}/tc/1/traffic_class")
+            line = f"echo tclass={qos.tos} > {path}"
+            links.append(QosLink("roce.tclass", device, str(qos.tos), str(found), found == qos.tos, (line,)))
+    return links
+
+
+def nic_links(qos: RoceQos, state: QosState, devices: list[str]) -> list[QosLink]:
+    """The NIC side of each device's netdevs: trust DSCP, PFC on the RoCE priority alone, the DSCP
+    → priority entries (set with the declared tool), and mlx5's ECN/CNP files."""
+    links = []
+    for netdev in sorted({n for d in devices for n in state.netdevs.get(d, ())}):
+        nic = state.nics.get(netdev) or NicQos(netdev)
+        links += _dcb_links(qos, nic) + _ecn_links(qos, nic)
+    return links
+
+
+def _dcb_links(qos: RoceQos, nic: NicQos) -> list[QosLink]:
+    netdev = nic.netdev
+    mask, entries = _mask(qos.pfc), qos.dscp_priorities
+    pairs = " ".join(f"{d}:{p}" for d, p in entries.items())
+    if qos.tool == "mlnx_qos":
+        trust_set = (sh_join(["mlnx_qos", "-i", netdev, "--trust", "dscp"]),)
+        pfc_set = (sh_join(["mlnx_qos", "-i", netdev, "--pfc", mask]),)
+        map_set = tuple(sh_join(["mlnx_qos", "-i", netdev, "--dscp2prio", f"set,{d},{p}"]) for d, p in entries.items())
+    else:
+        # mlx5 trusts DSCP once its app table has DSCP entries: the entries set the trust too
+        map_set = (sh_join(["dcb", "app", "replace", "dev", netdev, "dscp-prio", *pairs.split()]),)
+        trust_set = map_set
+        on = f"{qos.priority}:on"
+        pfc_set = (sh_join(["dcb", "pfc", "set", "dev", netdev, "prio-pfc", "all:off", on]),)
+    wanted = [
+        ("roce.trust", "dscp", nic.trust, trust_set),
+        ("roce.pfc", mask, _mask(nic.pfc) if nic.pfc is not None else None, pfc_set),
+        ("roce.dscp_map", pairs, " ".join(f"{d}:{nic.dscp_priorities.get(d, '-')}" for d in entries), map_set),
+    ]
+    why = None
+    if nic.unsupported:
+        why = f"{netdev} has no DCB ({nic.tool}: {nic.unsupported})"
+    elif not nic.tool:
+        why = "neither dcb (iproute2) nor mlnx_qos is installed"
+    elif qos.tool == "mlnx_qos" and nic.tool != "mlnx_qos":
+        why = "roce_qos.tool is mlnx_qos but it is not installed (MLNX_OFED or DOCA)"
+    links = []
+    for check, expected, found, commands in wanted:
+        if why is not None:
+            links.append(QosLink(check, netdev, expected, "", False, commands, why, blocking=True))
+            continue
+        ok = found == expected
+        if check == "roce.dscp_map":
+            ok = all(nic.dscp_priorities.get(d) == p for d, p in entries.items())
+        links.append(QosLink(check, netdev, expected, found or "not shown", ok, commands))
+    return links
+
+
+def _ecn_links(qos: RoceQos, nic: NicQos) -> list[QosLink]:
+    """DCQCN per priority (both roles: the notification point marks, the reaction point slows) and
+    the CNPs' class, where the driver exposes them (MLNX_OFED's mlx5: /sys/class/net/NETDEV/ecn)."""
+    netdev, files = nic.netdev, nic.ecn
+    base = f"/sys/class/net/{netdev}/ecn"
+    enable = 1 if qos.ecn else 0
+    wanted = {
+        f"roce_np/enable/{qos.priority}": ("roce.ecn", enable),
+        f"roce_rp/enable/{qos.priority}": ("roce.ecn", enable),
+        "roce_np/cnp_802p_prio": ("roce.cnp", qos.cnp_priority),
+        "roce_np/cnp_dscp": ("roce.cnp", qos.cnp_dscp),
+    }
+    if not files:
+        why = f"the driver of {netdev} exposes no ECN settings ({base}: MLNX_OFED's mlx5 has them)"
+        return [QosLink("roce.ecn", netdev, f"DCQCN {'on' if qos.ecn else 'off'}", "", False, (), why)]
+    links = []
+    for name, (check, value) in wanted.items():
+        if name not in files:
+            continue
+        line = f"echo {value} > {sh(f'{base}/{name}')}"
+        found = files[name]
+        links.append(QosLink(check, f"{netdev} {name}", str(value), str(found), found == value, (line,)))
+    return links

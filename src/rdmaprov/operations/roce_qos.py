@@ -1,0 +1,47 @@
+"""RoCE's QoS chain set now: the links of the chain that differ from roce_qos, and nothing else.
+
+A link the node cannot take (a NIC without DCB, the declared tool missing) fails the operation
+naming the NIC and the setting: a RoCE fabric that only looks lossless is worse than one that
+says it is not. A link the driver does not expose (ECN files outside MLNX_OFED) is a warning.
+"""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import StringCommand
+
+from rdmaprov.engine.desired import operation
+from rdmaprov.engine.factcache import fact
+from rdmaprov.engine.notes import warn
+from rdmaprov.facts.rdma import RoceQosState
+from rdmaprov.inventory.roce_qos import QosLink, RoceQos, chain_links
+
+
+def link_commands(links: list[QosLink]) -> list[str]:
+    """The links' shell lines in order, each once (several ports share `modprobe rdma_cm`)."""
+    return list(dict.fromkeys(line for link in links for line in link.commands))
+
+
+@operation()
+def chain_now(qos: RoceQos | None, fabric: str | None, declared: list[str], storage: list[str]):
+    """Set each link of the chain that differs; fail on one the NIC cannot take."""
+    if qos is None:
+        host.noop("no RoCE QoS declared")
+        return
+    links = chain_links(qos, fabric, fact(RoceQosState), declared, tuple(storage))
+    blocked = [link for link in links if link.blocking]
+    if blocked:
+        raise ValueError(
+            "RoCE QoS cannot be set: "
+            + "; ".join(f"{link.check.removeprefix('roce.')} on {link.subject}: {link.unknown}" for link in blocked)
+            + " (a RoCE NIC needs DCB for lossless traffic; or set roce_qos.profile off)"
+        )
+    for link in links:
+        if link.unknown is not None:
+            warn(f"RoCE QoS {link.check.removeprefix('roce.')} on {link.subject}: {link.unknown}; left as it is")
+    todo = [link for link in links if not link.ok and link.unknown is None]
+    if not todo:
+        host.noop("RoCE QoS as declared")
+        return
+    for line in link_commands(todo):
+        yield StringCommand(line)

@@ -1,0 +1,119 @@
+"""What a node's RoCE QoS chain is now, from the lines facts/node_report.py's ROCE_QOS prints:
+each RoCE port's RDMA-CM ToS (configfs), each device's verbs traffic class (mlx5's tc/1), and per
+NIC netdev what mlnx_qos or iproute2's dcb shows (trust, PFC, DSCP → priority) and mlx5's ECN
+files. Pure functions over text; tested on real outputs (tests/fixtures/roce_qos/README.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+# dcb prints DSCP values by their names unless given -N (iproute2's dcb_app.c): CSn, AFxy, EF.
+_DSCP_NAMES = {f"CS{n}": 8 * n for n in range(8)} | {"EF": 46}
+_DSCP_NAMES |= {f"AF{x}{y}": 8 * x + 2 * y for x in range(1, 5) for y in range(1, 4)}
+
+
+@dataclass(frozen=True)
+class NicQos:
+    """One NIC netdev's DCB state as its tool shows it. `unsupported`: what the tool said when the
+    NIC has no DCB (a virtio or veth NIC: "Operation not supported")."""
+
+    netdev: str
+    tool: str = ""  # mlnx_qos or dcb; "" when neither is installed
+    trust: str | None = None  # dscp or pcp; None when the tool does not say
+    pfc: tuple[bool, ...] | None = None  # per priority 0–7
+    dscp_priorities: dict[int, int] = field(default_factory=dict)
+    unsupported: str | None = None
+    ecn: dict[str, int] = field(default_factory=dict)  # "roce_np/enable/3" → 1, "roce_np/cnp_dscp" → 48
+
+
+@dataclass(frozen=True)
+class QosState:
+    tos: dict[tuple[str, int], int | None] = field(default_factory=dict)  # (device, port) → ToS; None: unset
+    tclass: dict[str, int | None] = field(default_factory=dict)  # device → verbs traffic class (mlx5)
+    netdevs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # device → its NIC netdevs
+    nics: dict[str, NicQos] = field(default_factory=dict)
+    configfs: bool = True  # RDMA-CM's configfs is there (rdma_cm loaded, configfs mounted)
+
+
+def dscp_value(word: str) -> int:
+    """A DSCP as dcb prints it: a number, or a name (AF31 → 26, CS6 → 48, EF → 46)."""
+    return int(word) if word.isdigit() else _DSCP_NAMES[word.upper()]
+
+
+def parse_mlnx_qos(netdev: str, text: str) -> NicQos:
+    """`mlnx_qos -i NETDEV`: the trust state, the PFC row and the dscp2prio table (TABs or spaces)."""
+    trust = pfc = None
+    mapping: dict[int, int] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if line.startswith("Priority trust state:"):
+            trust = words[-1]
+        elif words[:1] == ["enabled"] and len(words) == 9:
+            pfc = tuple(w == "1" for w in words[1:])
+        elif (m := re.fullmatch(r"prio:(\d) dscp:([\d,]*)", line.strip())) is not None:
+            mapping |= {int(d): int(m.group(1)) for d in m.group(2).split(",") if d}
+    if trust is None and pfc is None:
+        said = next((line.strip() for line in text.splitlines() if line.strip()), "no output")
+        return NicQos(netdev, "mlnx_qos", unsupported=said)
+    return NicQos(netdev, "mlnx_qos", trust, pfc, mapping)
+
+
+def parse_dcb(netdev: str, pfc_text: str, app_text: str) -> NicQos:
+    """`dcb pfc show dev NETDEV` and `dcb app show dev NETDEV dscp-prio`. dcb 6.1 has no apptrust:
+    mlx5 trusts DSCP exactly while its app table has DSCP entries (the driver switches on the
+    first and back on the last), so trust is read from the table."""
+    for text in (pfc_text, app_text):
+        if "not supported" in text.lower():
+            return NicQos(netdev, "dcb", unsupported=text.strip().splitlines()[0])
+    pfc = None
+    if (m := re.search(r"prio-pfc((?:\s+\d:(?:on|off))+)", pfc_text)) is not None:
+        states = dict(word.split(":") for word in m.group(1).split())
+        pfc = tuple(states.get(str(p)) == "on" for p in range(8))
+    mapping = {}
+    if (m := re.search(r"dscp-prio((?:\s+\w+:\d)+)", app_text)) is not None:
+        for word in m.group(1).split():
+            dscp, prio = word.split(":")
+            mapping[dscp_value(dscp)] = int(prio)
+    return NicQos(netdev, "dcb", "dscp" if mapping else "pcp", pfc, mapping)
+
+
+def _number(text: str) -> int | None:
+    """The last number in a sysfs value ("106", "Global tclass=160"); None for "-" or nothing."""
+    found = re.findall(r"\d+", text)
+    return int(found[-1]) if found else None
+
+
+def parse_qos_state(text: str) -> QosState:
+    """The ROCE_QOS section's lines: `tos DEV PORT VALUE|-`, `tclass DEV TEXT`, `netdev DEV NETDEV`,
+    `mlnx_qos NETDEV LINE`, `dcb_pfc NETDEV LINE`, `dcb_app NETDEV LINE`, `ecn NETDEV FILE:VALUE`,
+    and `configfs missing`."""
+    state = QosState(configfs="configfs missing" not in text.splitlines())
+    lines: dict[tuple[str, str], list[str]] = {}
+    ecn: dict[str, dict[str, int]] = {}
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        name, _, value = rest.partition(" ")
+        if kind == "tos" and (m := re.fullmatch(r"(\d+) (\S+)", value)) is not None:
+            state.tos[(name, int(m.group(1)))] = _number(m.group(2))
+        elif kind == "tclass":
+            state.tclass[name] = _number(value)
+        elif kind == "netdev":
+            state.netdevs[name] = (*state.netdevs.get(name, ()), value.strip())
+        elif kind in ("mlnx_qos", "dcb_pfc", "dcb_app"):
+            lines.setdefault((kind, name), []).append(value)
+        elif kind == "ecn" and ":" in value:
+            path, _, number = value.rpartition(":")
+            if number.strip().isdigit():
+                ecn.setdefault(name, {})[path] = int(number)
+    for netdev in sorted({n for devs in state.netdevs.values() for n in devs}):
+        if (text_of := lines.get(("mlnx_qos", netdev))) is not None:
+            nic = parse_mlnx_qos(netdev, "\n".join(text_of))
+        elif ("dcb_pfc", netdev) in lines or ("dcb_app", netdev) in lines:
+            pfc, app = ("\n".join(lines.get((k, netdev), [])) for k in ("dcb_pfc", "dcb_app"))
+            nic = parse_dcb(netdev, pfc, app)
+        else:
+            nic = NicQos(netdev)
+        state.nics[netdev] = replace(nic, ecn=ecn.get(netdev, {}))
+    return state

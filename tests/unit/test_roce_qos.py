@@ -1,0 +1,332 @@
+"""RoCE's lossless chain: the profile's arithmetic, what it derives, and what validate refuses."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rdmaprov.deploys.boot import render_unit
+from rdmaprov.deploys.roce_qos import render_script
+from rdmaprov.facts.rdma import RoceQosState
+from rdmaprov.health.checks import verify_node
+from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool
+from rdmaprov.health.gates.perftest import endpoint, perftest_words
+from rdmaprov.inventory.roce_qos import RoceQos, chain_links
+from rdmaprov.operations.roce_qos import chain_now
+from rdmaprov.parsers.node import NodeReport, parse_node_report
+from rdmaprov.parsers.roce_qos import QosState, dscp_value, parse_dcb, parse_mlnx_qos, parse_qos_state
+from tests.conftest import FIXTURES
+from tests.support.inventories import gates_config, lab_host, node_config, problems, write
+from tests.support.ops import commands, run_notes
+
+
+@pytest.mark.parametrize(
+    ("profile", "dscp", "tos"),
+    [("dcqcn", 26, 106), ("pfc_only", 26, 104), ("dcqcn", 0, 2), ("pfc_only", 63, 252), ("dcqcn", 46, 186)],
+)
+def test_the_tos_is_the_dscp_shifted_with_the_ecn_capable_bit_under_dcqcn(profile, dscp, tos):
+    qos = RoceQos(profile, dscp=dscp)
+    assert qos.tos == tos
+    assert qos.tos >> 2 == dscp  # what a capture shows as the DSCP
+    assert (qos.tos & 0b11 == 0b10) is (profile == "dcqcn")
+
+
+def test_pfc_is_on_for_the_roce_priority_alone_and_cnps_have_their_own_class():
+    qos = RoceQos("dcqcn", priority=5, dscp=34, cnp_priority=7, cnp_dscp=56)
+    assert qos.pfc == (False, False, False, False, False, True, False, False)
+    assert qos.dscp_priorities == {34: 5, 56: 7}
+    assert qos.nccl_env() == {"NCCL_IB_TC": "138", "NCCL_IB_SL": "5"}
+    assert qos.conflicts() == []
+    assert len(RoceQos("dcqcn", priority=3, cnp_priority=3, dscp=26, cnp_dscp=26).conflicts()) == 2
+
+
+def test_the_defaults_are_nvidias_and_off_until_declared():
+    node = node_config({"fabric": "roce"})
+    assert node.roce_qos == RoceQos("off", 3, 26, 6, 48, "dcb") and node.qos is None
+    assert "NCCL_IB_TC" not in node.nccl_environment()[0]
+    declared = node_config({"fabric": "roce", "roce_qos": {"profile": "dcqcn"}})
+    assert declared.qos == RoceQos("dcqcn")
+    assert declared.nccl_environment()[0] == {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_SL": "3", "NCCL_IB_TC": "106"}
+
+
+@pytest.mark.parametrize(
+    ("fabric", "chain", "nic"),
+    [("roce", True, True), ("softroce", True, False), ("infiniband", False, False), ("erdma", False, False)],
+)
+def test_where_the_hosts_set_the_chain(fabric, chain, nic):
+    qos = RoceQos("pfc_only")
+    assert (qos.scope(fabric) is None) is chain
+    assert (qos.dcb_scope(fabric) is None) is nic
+    node = node_config({"fabric": fabric, "roce_qos": {"profile": "pfc_only"}, "rdma": {"netdevs": ["eth1"]}})
+    assert ("NCCL_IB_TC" in node.nccl_environment()[0]) is chain
+
+
+def test_nccl_variables_that_agree_are_kept_and_ones_that_disagree_are_refused_naming_both(tmp_path):
+    agreeing = node_config({"fabric": "roce", "roce_qos": {"profile": "dcqcn"}, "nccl": {"env": {"NCCL_IB_TC": 106}}})
+    assert agreeing.nccl_environment()[0]["NCCL_IB_TC"] == "106"
+    inventory = write(
+        tmp_path,
+        "cluster: {name: c}\ndefaults:\n  fabric: roce\n  roce_qos: {profile: dcqcn, dscp: 26}\n"
+        "  nccl:\n    env: {NCCL_IB_TC: 41, NCCL_IB_SL: 3}\ngroups:\n  g:\n    hosts: {n1: {address: 10.0.0.1}}\n",
+    )
+    assert problems(inventory, require_files=False) == [
+        f"{inventory}:6:23: defaults.nccl.env.NCCL_IB_TC: nccl.env.NCCL_IB_TC is 41 but roce_qos (dcqcn: DSCP 26, "
+        "priority 3) makes it 106 (host n1) (fix: drop NCCL_IB_TC from nccl.env: roce_qos sets it)"
+    ]
+
+
+def test_cnps_in_the_roce_class_are_refused(tmp_path):
+    inventory = write(
+        tmp_path,
+        "cluster: {name: c}\ndefaults:\n  fabric: roce\n  roce_qos: {profile: dcqcn, cnp: {priority: 3}}\n"
+        "groups:\n  g:\n    hosts: {n1: {address: 10.0.0.1}}\n",
+    )
+    found = problems(inventory, require_files=False)
+    assert len(found) == 1 and "defaults.roce_qos.cnp: roce_qos.cnp.priority is the RoCE priority 3" in found[0]
+
+
+def test_the_gates_send_in_the_declared_class():
+    tool = bandwidth_tool(gates_config({"ib_write_bw": {"duration_s": 3}}).ib_write_bw)
+    report = parse_node_report("")
+    node = node_config({"fabric": "softroce", "rdma": {"netdevs": ["eth1"]}, "roce_qos": {"profile": "pfc_only"}})
+    side = endpoint("node1", node, report, "rxe0")
+    assert side.tclass == 104
+    assert " ".join(perftest_words(tool, side, TCP_PORT, "10.0.0.1")) == (
+        "ib_write_bw -d rxe0 -i 1 -x 1 -p 18515 -s 65536 -D 3 --report_gbits -F --tclass=104 10.0.0.1"
+    )
+    infiniband = node_config({"fabric": "infiniband", "roce_qos": {"profile": "dcqcn"}})
+    assert endpoint("node1", infiniband, report, "mlx5_0").tclass is None
+
+
+# --- what a node has, read from real outputs (tests/fixtures/roce_qos/README.md) ----------------
+
+QOS = FIXTURES / "roce_qos"
+
+
+def _prefixed(kind: str, netdev: str, fixture: str) -> str:
+    """A fixture's lines as the node report's ROCE_QOS prints them (each tagged with its source)."""
+    return "".join(f"{kind} {netdev} {line}\n" for line in (QOS / fixture).read_text().splitlines())
+
+
+def _ecn(netdev: str, enabled: int) -> str:
+    """mlx5's ECN files as grep -H prints them, with the values spiderpool's capture shows for
+    every priority (`enabled` replaces them where a test wants DCQCN off)."""
+    lines = []
+    for line in (QOS / "spiderpool_rdma_qos_sh_q_ecn_sysfs_summary.txt").read_text().splitlines():
+        if m := re.search(r"/sys/class/net/eth0/ecn/(\S+) = (\d+)$", line):
+            value = m.group(2) if "enable" not in m.group(1) else str(enabled)
+            lines.append(f"ecn {netdev} {m.group(1)}:{value}\n")
+    return "".join(lines) + f"ecn {netdev} roce_np/cnp_802p_prio:6\n"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "trust", "pfc3", "dscp26"),
+    [
+        ("mlnx_qos_trust_dscp_pfc3_att_netarbiter.txt", "dscp", True, 3),
+        ("mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt", "dscp", True, 3),
+        ("mlnx_qos_trust_pcp_pfc_off_centos12.txt", "pcp", False, None),
+    ],
+)
+def test_mlnx_qos_shows_trust_pfc_and_the_dscp_table(fixture, trust, pfc3, dscp26):
+    nic = parse_mlnx_qos("eth4", (QOS / fixture).read_text())
+    assert (nic.trust, nic.pfc is not None and nic.pfc[3], nic.dscp_priorities.get(26)) == (trust, pfc3, dscp26)
+    assert nic.unsupported is None and nic.pfc is not None and sum(nic.pfc) == pfc3
+    if dscp26:
+        assert len(nic.dscp_priorities) == 64 and nic.dscp_priorities[48] == 6
+
+
+def test_mlnx_qos_with_tabs_as_the_tool_prints_them():
+    nic = parse_mlnx_qos("rdma0", (QOS / "mlnx_qos_trust_dscp_tab_indented_partial_rdma0.txt").read_text())
+    assert nic.trust == "dscp" and nic.dscp_priorities[26] == 3 and nic.pfc is None  # the capture stops there
+
+
+def test_dcb_pfc_and_app_and_a_nic_without_dcb():
+    on = parse_dcb("ens6", (QOS / "dcb_pfc_show_prio3_on_cx3pro_mlx4.txt").read_text(), "")
+    assert on.pfc == (False, False, False, True, False, False, False, False) and on.trust == "pcp"
+    off = parse_dcb("ens6", (QOS / "dcb_pfc_show_all_off_cx3pro_mlx4.txt").read_text(), "")
+    assert off.pfc == (False,) * 8
+    app = parse_dcb("ens6", "", (QOS / "dcb_app_show_dscp_prio_af31.txt").read_text())
+    assert app.dscp_priorities == {26: 3} and app.trust == "dscp"  # AF31 is DSCP 26
+    veth = parse_dcb(
+        "rq0",
+        (QOS / "dcb_pfc_show_veth_debian12.txt").read_text(),
+        (QOS / "dcb_app_show_veth_debian12.txt").read_text(),
+    )
+    assert veth.unsupported == "Attribute read: Operation not supported" and veth.pfc is None
+    assert [dscp_value(w) for w in ("CS6", "AF41", "EF", "26")] == [48, 34, 46, 26]
+
+
+def _connectx(trust_fixture: str, tos: str = "106", tclass: str = "Global tclass=106", ecn: int = 1) -> QosState:
+    return parse_qos_state(
+        f"tos mlx5_0 1 {tos}\ntclass mlx5_0 {tclass}\nnetdev mlx5_0 eth4\n"
+        + _prefixed("mlnx_qos", "eth4", trust_fixture)
+        + _ecn("eth4", ecn)
+    )
+
+
+def test_a_converged_connectx_node_needs_nothing_and_passes_verify():
+    state = _connectx("mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt")
+    assert state.tos == {("mlx5_0", 1): 106} and state.tclass == {"mlx5_0": 106}
+    assert state.nics["eth4"].ecn["roce_np/cnp_dscp"] == 48
+    facts = {RoceQosState: state}
+    assert (
+        commands(chain_now, facts, qos=RoceQos("dcqcn", tool="mlnx_qos"), fabric="roce", declared=[], storage=[]) == []
+    )
+    node = _roce({"profile": "dcqcn", "tool": "mlnx_qos"})
+    findings = verify_node(node, NodeReport(roce_qos=state))
+    qos = [f for f in findings if f.id.startswith("roce.")]
+    assert {f.id for f in qos} == {
+        "roce.tos",
+        "roce.tclass",
+        "roce.trust",
+        "roce.pfc",
+        "roce.dscp_map",
+        "roce.ecn",
+        "roce.cnp",
+    }
+    assert all(f.ok and not f.unknown for f in qos), [f for f in qos if not f.ok]
+
+
+def test_a_node_left_on_trust_pcp_is_set_with_the_declared_tool():
+    state = _connectx("mlnx_qos_trust_pcp_pfc_off_centos12.txt", tos="-", tclass="Global tclass=0", ecn=0)
+    facts = {RoceQosState: state}
+    with_mlnx_qos = commands(
+        chain_now, facts, qos=RoceQos("dcqcn", tool="mlnx_qos"), fabric="roce", declared=[], storage=[]
+    )
+    assert with_mlnx_qos == [
+        "modprobe rdma_cm",
+        "mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config",
+        "mkdir -p /sys/kernel/config/rdma_cm/mlx5_0",
+        "echo 106 > /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos",
+        "echo tclass=106 > /sys/class/infiniband/mlx5_0/tc/1/traffic_class",
+        "mlnx_qos -i eth4 --trust dscp",
+        "mlnx_qos -i eth4 --pfc 0,0,0,1,0,0,0,0",
+        "mlnx_qos -i eth4 --dscp2prio set,26,3",
+        "mlnx_qos -i eth4 --dscp2prio set,48,6",
+        "echo 1 > /sys/class/net/eth4/ecn/roce_np/enable/3",
+        "echo 1 > /sys/class/net/eth4/ecn/roce_rp/enable/3",
+    ]
+    failing = {
+        f.id
+        for f in verify_node(_roce({"profile": "dcqcn"}), NodeReport(roce_qos=state))
+        if not f.ok and f.id.startswith("roce.")
+    }
+    assert failing == {"roce.tos", "roce.tclass", "roce.trust", "roce.pfc", "roce.dscp_map", "roce.ecn"}
+
+
+def test_pfc_only_turns_dcqcn_off_and_dcb_sets_trust_through_the_dscp_entries():
+    state = _connectx("mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt", tos="104", tclass="Global tclass=104")
+    out = commands(
+        chain_now,
+        {RoceQosState: state},
+        qos=RoceQos("pfc_only", tool="mlnx_qos"),
+        fabric="roce",
+        declared=[],
+        storage=[],
+    )
+    assert out == [
+        "echo 0 > /sys/class/net/eth4/ecn/roce_np/enable/3",
+        "echo 0 > /sys/class/net/eth4/ecn/roce_rp/enable/3",
+    ]
+    dcb_state = parse_qos_state(
+        "tos mlx5_0 1 104\nnetdev mlx5_0 ens6\n"
+        + _prefixed("dcb_pfc", "ens6", "dcb_pfc_show_all_off_cx3pro_mlx4.txt")
+        + _prefixed("dcb_app", "ens6", "dcb_app_show_dscp_prio_af31.txt")
+    )
+    out, notes = run_notes(
+        chain_now, {RoceQosState: dcb_state}, qos=RoceQos("pfc_only"), fabric="roce", declared=["mlx5_0"], storage=[]
+    )
+    assert out == ["dcb pfc set dev ens6 prio-pfc all:off 3:on", "dcb app replace dev ens6 dscp-prio 26:3 48:6"]
+    assert notes.warnings == {
+        "node1": [
+            "RoCE QoS ecn on ens6: the driver of ens6 exposes no ECN settings "
+            "(/sys/class/net/ens6/ecn: MLNX_OFED's mlx5 has them); left as it is"
+        ]
+    }
+
+
+def test_a_nic_without_dcb_fails_naming_the_nic_and_the_setting():
+    state = parse_qos_state(
+        "tos mlx5_0 1 -\nnetdev mlx5_0 rq0\n"
+        + _prefixed("dcb_pfc", "rq0", "dcb_pfc_show_veth_debian12.txt")
+        + _prefixed("dcb_app", "rq0", "dcb_app_show_veth_debian12.txt")
+    )
+    with pytest.raises(
+        ValueError, match=r"trust on rq0: rq0 has no DCB \(dcb: Attribute read: Operation not supported\)"
+    ):
+        commands(chain_now, {RoceQosState: state}, qos=RoceQos("dcqcn"), fabric="roce", declared=[], storage=[])
+    failing = [
+        f
+        for f in verify_node(_roce({"profile": "dcqcn"}), NodeReport(roce_qos=state))
+        if not f.ok and f.id.startswith("roce.")
+    ]
+    assert {f.id for f in failing} == {"roce.tos", "roce.trust", "roce.pfc", "roce.dscp_map"}
+    assert "has no DCB" in next(f.found for f in failing if f.id == "roce.pfc")
+
+
+def test_softroce_sets_the_tos_alone_and_says_dcb_is_not_applicable():
+    state = parse_qos_state("tos rxe0 1 -\n")
+    out = commands(
+        chain_now, {RoceQosState: state}, qos=RoceQos("dcqcn"), fabric="softroce", declared=["rxe0"], storage=[]
+    )
+    assert out[-1] == "echo 106 > /sys/kernel/config/rdma_cm/rxe0/ports/1/default_roce_tos"
+    spec = lab_host(roce_qos={"profile": "dcqcn"})
+    findings = [f for f in verify_node(spec, NodeReport(roce_qos=state)) if f.id.startswith("roce.")]
+    assert [(f.id, f.ok, f.found) for f in findings] == [
+        ("roce.dcb", True, "not applicable: SoftRoCE runs on NICs without DCB (no PFC, no DSCP trust, no DCQCN)"),
+        ("roce.tos", False, "unset (0)"),
+    ]
+    ok = verify_node(spec, NodeReport(roce_qos=parse_qos_state("tos rxe0 1 106\n")))
+    assert all(f.ok for f in ok if f.id.startswith("roce."))
+    missing = verify_node(spec, NodeReport(roce_qos=parse_qos_state("tos rxe0 1 -\nconfigfs missing\n")))
+    assert "rdma_cm not loaded" in next(f.found for f in missing if f.id == "roce.tos")
+
+
+def test_infiniband_reports_the_chain_as_not_the_hosts_business():
+    spec = lab_host(fabric="infiniband", roce_qos={"profile": "dcqcn"})
+    findings = [f for f in verify_node(spec, NodeReport()) if f.id.startswith("roce.")]
+    assert [(f.id, f.ok, f.found) for f in findings] == [
+        (
+            "roce.qos",
+            True,
+            "not applicable: InfiniBand's quality of service is the subnet manager's (SL to VL), not the hosts'",
+        )
+    ]
+    assert commands(chain_now, {}, qos=None, fabric="infiniband", declared=[], storage=[]) == []
+
+
+def test_the_boot_script_sets_every_link_whatever_it_is_now():
+    state = _connectx("mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt")
+    qos = RoceQos("dcqcn")
+    script = render_script(qos, chain_links(qos, "roce", state, [], ()))
+    assert script.startswith(
+        "#!/bin/sh\n# Managed by rdmaprov: RoCE QoS, profile dcqcn (DSCP 26 = ToS 106 on priority 3"
+    )
+    assert "set -e" not in script
+    for line in (
+        "echo 106 > /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos",
+        "dcb pfc set dev eth4 prio-pfc all:off 3:on",
+        "dcb app replace dev eth4 dscp-prio 26:3 48:6",
+        "echo 48 > /sys/class/net/eth4/ecn/roce_np/cnp_dscp",
+        "echo 6 > /sys/class/net/eth4/ecn/roce_np/cnp_802p_prio",
+    ):
+        assert line + "\n" in script
+    unit = render_unit(
+        "rdmaprov: RoCE QoS", "/usr/local/sbin/rdmaprov-roce-qos", ["eth4"], after="rdmaprov-rxe-links.service"
+    )
+    assert (
+        "After=systemd-modules-load.service sys-subsystem-net-devices-eth4.device rdmaprov-rxe-links.service\n" in unit
+    )
+
+
+def test_inventory_names_reach_the_commands_quoted():
+    state = parse_qos_state("tos mlx5_0;id 1 -\nnetdev mlx5_0;id e$(id)\n")
+    links = chain_links(RoceQos("dcqcn"), "roce", state, [], ())
+    lines = [line for link in links for line in link.commands]
+    assert "mkdir -p '/sys/kernel/config/rdma_cm/mlx5_0;id'" in lines
+    assert "dcb pfc set dev 'e$(id)' prio-pfc all:off 3:on" in lines
+
+
+def _roce(qos: dict):
+    return lab_host(fabric="roce", rdma={"devices": [], "storage_hcas": [], "port": 1}, roce_qos=qos)
