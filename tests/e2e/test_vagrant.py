@@ -129,7 +129,13 @@ def test_vagrant_up_apply_check_and_destroy_on_libvirt(vagrant_project, tmp_path
         code, result = rdmaprov_json("apply", str(inventory), timeout=2400)
         apply_s = time.monotonic() - started
         problems = [f for v in result.get("verify", []) for f in v["findings"] if not f["ok"]]
-        assert code == 2, (problems, [(h["name"], h["error"]) for h in result["hosts"]], result.get("gates"))
+        failed_ops = [
+            (h["name"], h["status"], h["error"], [o for o in h["ops"] if o["status"] == "failed"])
+            for h in result["hosts"]
+        ]
+        failed_gates = [g for g in result.get("gates") or [] if not g["passed"]]
+        statuses = [(v["name"], v["status"], v["error"]) for v in result.get("verify", [])]
+        assert code == 2, (problems, failed_ops, statuses, failed_gates, result.get("gates_not_run"))
         assert [v["status"] for v in result["verify"]] == ["ok", "ok"]
         assert all(g["passed"] for g in result["gates"]), result["gates"]
         for node in ("node1", "node2"):
