@@ -9,7 +9,8 @@ import pytest
 
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import load_inventory
-from rdmaprov.inventory.config import GatesConfig, NodeConfig
+from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.inventory.gates import GatesConfig
 from rdmaprov.inventory.model import HostSpec, SSHSettings, fill_defaults, node_schema
 from rdmaprov.schemas import load_schema
 

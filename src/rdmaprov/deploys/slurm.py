@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.inventory.config import SlurmConfig
+from rdmaprov.inventory.slurm import SlurmConfig
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.services import unit_enabled, unit_running

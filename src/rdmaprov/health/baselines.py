@@ -23,7 +23,7 @@ from typing import Any
 
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.state import load_section, updating
-from rdmaprov.inventory.config import BaselineConfig
+from rdmaprov.inventory.gates import BaselineConfig
 from rdmaprov.paths import cluster_file
 
 FILE = "baselines.json"

@@ -1,6 +1,6 @@
 """The inventory's meaning, typed: what one node is asked to be (a host's merged, defaulted
 settings as frozen objects) and what follows from them alone (NCCL environment, GID index, wanted
-MTUs, MPI prefix); the cluster's gates and SSH trust.
+MTUs, MPI prefix), and SSH trust between the nodes (the gates: gates.py; Slurm: slurm.py).
 
 The loader builds one `NodeConfig` per distinct merged settings (hosts of one group share it);
 deploys, health checks, gates and `validate` all read it, so a setting means the same thing
@@ -11,7 +11,6 @@ default is read as present, so no default is restated here.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -62,7 +61,8 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _strings(value: list[str] | None) -> tuple[str, ...]:
+def strings(value: list[str] | None) -> tuple[str, ...]:
+    """A list setting as a tuple (frozen), an absent one as empty."""
     return tuple(value or ())
 
 
@@ -268,18 +268,18 @@ class NodeConfig:
         return cls(
             fabric=node.get("fabric"),
             packages=PackagesConfig(
-                None if packages.get("rdma") is None else _strings(packages["rdma"]), _strings(packages["extra"])
+                None if packages.get("rdma") is None else strings(packages["rdma"]), strings(packages["extra"])
             ),
             apt_mirror=AptMirror(
-                apt["url"], apt.get("suite"), _strings(apt["components"]), apt.get("key"), apt["exclusive"]
+                apt["url"], apt.get("suite"), strings(apt["components"]), apt.get("key"), apt["exclusive"]
             )
             if apt
             else None,
             yum_mirror=YumMirror(yum["baseurl"], yum.get("gpgkey"), yum["exclusive"]) if yum else None,
             rdma=RdmaConfig(
-                _strings(rdma.get("devices")),
-                _strings(rdma["storage_hcas"]),
-                _strings(rdma.get("netdevs")),
+                strings(rdma.get("devices")),
+                strings(rdma["storage_hcas"]),
+                strings(rdma.get("netdevs")),
                 rdma.get("rate_gbps"),
                 rdma.get("gid_index"),
                 rdma["port"],
@@ -320,13 +320,13 @@ class NodeConfig:
             erdma=ErdmaConfig(
                 erdma.get("repo"),
                 erdma.get("key"),
-                None if erdma.get("packages") is None else _strings(erdma["packages"]),
+                None if erdma.get("packages") is None else strings(erdma["packages"]),
                 erdma.get("aiacc_plugin"),
                 erdma["aiacc_version"],
                 erdma["jumbo_frames"],
             ),
             exporter=ExporterConfig(node["exporter"]["enabled"], node["exporter"]["listen"]),
-            tags=_strings(node.get("tags")),
+            tags=strings(node.get("tags")),
             builds=tuple(_frozen(build) for build in node.get("builds") or ()),
             roce_qos=RoceQos(
                 qos["profile"], qos["priority"], qos["dscp"], qos["cnp"]["priority"], qos["cnp"]["dscp"], qos["tool"]
@@ -423,150 +423,6 @@ class NodeConfig:
 
 
 @dataclass(frozen=True)
-class NodeGate:
-    """all_reduce_perf over each node's own GPUs, all nodes at once."""
-
-    enabled: bool
-    min_busbw_gbs: float | None
-    min_bytes: str
-    max_bytes: str
-    timeout_s: int
-
-
-@dataclass(frozen=True)
-class IbWriteBwGate:
-    """ib_write_bw between pairs of nodes, judged against the port rate (or min_gbps)."""
-
-    enabled: bool
-    pairs: str  # ring or all
-    fraction: float
-    warn_fraction: float
-    max_fraction: float
-    min_gbps: float | None
-    duration_s: int
-    timeout_s: int
-    size: int
-
-
-@dataclass(frozen=True)
-class RailGate:
-    """ib_write_bw on every rail of a pair at once, each HCA judged against its own port rate."""
-
-    enabled: bool
-    fraction: float
-    warn_fraction: float
-    max_fraction: float
-    min_gbps: float | None
-    size: int
-    duration_s: int
-    timeout_s: int
-    gpudirect: str  # auto, off or required
-
-
-@dataclass(frozen=True)
-class LatencyGate:
-    """ib_write_lat on every rail of a pair at once, judged on p99 (default by fabric)."""
-
-    enabled: bool
-    max_p99_us: float | None
-    warn_fraction: float
-    size: int
-    iterations: int
-    timeout_s: int
-
-
-@dataclass(frozen=True)
-class BaselineConfig:
-    """Each gate's figures against their own past, kept on the control machine."""
-
-    enabled: bool
-    max_drop: float
-    runs: int
-    action: str  # warn or fail
-    # A p99 latency jitters between healthy runs far more than an average bandwidth does, so a
-    # latency part has its own tolerance (a rise, as a fraction of its baseline).
-    max_latency_rise: float = 0.25
-
-
-@dataclass(frozen=True)
-class AllReduceGate:
-    """One allreduce sweep across the nodes, judged on busbw at the largest size."""
-
-    enabled: bool
-    fraction: float
-    warn_fraction: float
-    max_fraction: float
-    min_busbw_gbs: float | None
-    min_bytes: str
-    max_bytes: str
-    retries: int
-    timeout_s: int
-    hosts: tuple[str, ...]  # empty: the hosts selected
-    launcher_ifname: str | None
-
-
-@dataclass(frozen=True)
-class GatesConfig:
-    node: NodeGate
-    ib_write_bw: IbWriteBwGate
-    all_reduce: AllReduceGate
-    rail: RailGate
-    latency: LatencyGate
-    baseline: BaselineConfig
-    via: str = "ssh"  # how workloads are launched: ssh (mpirun, commands over SSH) or slurm (srun)
-
-    @classmethod
-    def from_settings(cls, gates: dict[str, Any], slurm: bool = False) -> GatesConfig:
-        """The typed view of cluster.gates after fill_defaults; `slurm`: the inventory declares
-        Slurm, so the gates run as Slurm jobs unless gates.via says ssh."""
-        nd, ib, ar = gates["node"], gates["ib_write_bw"], gates["all_reduce"]
-        rl, lt, bl = gates["rail"], gates["latency"], gates["baseline"]
-        return cls(
-            NodeGate(nd["enabled"], nd.get("min_busbw_gbs"), nd["min_bytes"], nd["max_bytes"], nd["timeout_s"]),
-            IbWriteBwGate(
-                ib["enabled"],
-                ib["pairs"],
-                ib["fraction"],
-                ib["warn_fraction"],
-                ib["max_fraction"],
-                ib.get("min_gbps"),
-                ib["duration_s"],
-                ib["timeout_s"],
-                ib["size"],
-            ),
-            AllReduceGate(
-                ar["enabled"],
-                ar["fraction"],
-                ar["warn_fraction"],
-                ar["max_fraction"],
-                ar.get("min_busbw_gbs"),
-                ar["min_bytes"],
-                ar["max_bytes"],
-                ar["retries"],
-                ar["timeout_s"],
-                _strings(ar.get("hosts")),
-                ar.get("launcher_ifname"),
-            ),
-            RailGate(
-                rl["enabled"],
-                rl["fraction"],
-                rl["warn_fraction"],
-                rl["max_fraction"],
-                rl.get("min_gbps"),
-                rl["size"],
-                rl["duration_s"],
-                rl["timeout_s"],
-                rl["gpudirect"],
-            ),
-            LatencyGate(
-                lt["enabled"], lt.get("max_p99_us"), lt["warn_fraction"], lt["size"], lt["iterations"], lt["timeout_s"]
-            ),
-            BaselineConfig(bl["enabled"], bl["max_drop"], bl["runs"], bl["action"], bl["max_latency_rise"]),
-            gates.get("via") or ("slurm" if slurm else "ssh"),
-        )
-
-
-@dataclass(frozen=True)
 class SshTrustConfig:
     """Passwordless SSH between the nodes for `user` (MPI launches), with pinned host keys."""
 
@@ -578,93 +434,3 @@ class SshTrustConfig:
     @classmethod
     def from_settings(cls, trust: dict[str, Any]) -> SshTrustConfig:
         return cls(trust["enabled"], trust["user"], trust["key_type"], trust["hosts_file"])
-
-
-@dataclass(frozen=True)
-class SlurmPartition:
-    name: str
-    hosts: tuple[str, ...]  # inventory host names
-    default: bool
-    max_time: str
-
-
-@dataclass(frozen=True)
-class SlurmHealthCheck:
-    """The node check as HealthCheckProgram, and its drain etiquette."""
-
-    interval_s: int
-    node_state: tuple[str, ...]
-    cycle: bool
-    drain: bool
-    max_drain_fraction: float
-    report_timeout_s: int
-
-    @property
-    def node_state_value(self) -> str:
-        """HealthCheckNodeState as slurm.conf takes it (ANY,CYCLE)."""
-        return ",".join(self.node_state + (("CYCLE",) if self.cycle else ()))
-
-
-@dataclass(frozen=True)
-class SlurmConfig:
-    """cluster.slurm when enabled. `full`: rdmaprov runs the Slurm cluster; `health_check`: the site
-    does, and rdmaprov installs only the node check."""
-
-    mode: str  # full or health_check
-    controller: str | None
-    cluster_name: str
-    partitions: tuple[SlurmPartition, ...]
-    node_names: Mapping[str, str]
-    health_check: SlurmHealthCheck
-    mpi: str
-
-    @classmethod
-    def from_settings(cls, slurm: dict[str, Any], cluster: str, hosts: list[str]) -> SlurmConfig | None:
-        """The typed view of cluster.slurm after fill_defaults (None when Slurm is off). Partition
-        entries are list items, which fill_defaults does not reach: their schema defaults
-        (default false, max_time INFINITE, hosts every host) are applied here."""
-        if not slurm["enabled"]:
-            return None
-        check = slurm["health_check"]
-        name = slurm.get("cluster_name") or re.sub(r"[^a-z0-9_-]", "-", cluster.lower())
-        return cls(
-            mode=slurm["mode"],
-            controller=slurm.get("controller"),
-            cluster_name=name[:40],
-            partitions=tuple(
-                SlurmPartition(
-                    p["name"],
-                    _strings(p.get("hosts")) or tuple(hosts),
-                    p.get("default", False),
-                    p.get("max_time", "INFINITE"),
-                )
-                for p in slurm["partitions"]
-            ),
-            node_names=MappingProxyType(dict(slurm.get("node_names") or {})),
-            health_check=SlurmHealthCheck(
-                check["interval_s"],
-                _strings(check["node_state"]),
-                check["cycle"],
-                check["drain"],
-                check["max_drain_fraction"],
-                check["report_timeout_s"],
-            ),
-            mpi=slurm["mpi"],
-        )
-
-    @property
-    def manages(self) -> bool:
-        """rdmaprov installs and configures Slurm itself (mode full)."""
-        return self.mode == "full"
-
-    def node_name(self, host: str) -> str:
-        """The Slurm NodeName of an inventory host."""
-        return self.node_names.get(host, host)
-
-    def compute_hosts(self, hosts: list[str]) -> list[str]:
-        """The inventory hosts that are Slurm nodes (in some partition), in inventory order; in
-        health_check mode every host (the site's Slurm knows its own partitions)."""
-        if not self.manages:
-            return list(hosts)
-        members = {h for p in self.partitions for h in p.hosts}
-        return [h for h in hosts if h in members]

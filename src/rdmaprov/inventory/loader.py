@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from rdmaprov.errors import Problem, UserError
-from rdmaprov.inventory.config import GatesConfig, NodeConfig, SlurmConfig, SshTrustConfig
+from rdmaprov.inventory.config import NodeConfig, SshTrustConfig
 from rdmaprov.inventory.foreign import foreign_inventory
+from rdmaprov.inventory.gates import GatesConfig
 from rdmaprov.inventory.model import (
     HostSpec,
     Inventory,
@@ -26,6 +27,7 @@ from rdmaprov.inventory.model import (
     ssh_settings,
 )
 from rdmaprov.inventory.semantics import ISSUE_KEYS, NodeIssue, gate_problems, node_issues, slurm_problems
+from rdmaprov.inventory.slurm import SlurmConfig
 from rdmaprov.inventory.source import DocPath, SourceMap, format_path, parse_yaml, read_text
 from rdmaprov.inventory.validate import schema_problems
 

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, overload
 
 from rdmaprov.errors import Problem
-from rdmaprov.inventory.config import GatesConfig, NodeConfig, SlurmConfig, SshTrustConfig
+from rdmaprov.inventory.config import NodeConfig, SshTrustConfig
+from rdmaprov.inventory.gates import GatesConfig
+from rdmaprov.inventory.slurm import SlurmConfig
 from rdmaprov.schemas import load_schema
 
 

@@ -37,7 +37,7 @@ from rdmaprov.engine.pyinfra_state import privileges
 from rdmaprov.engine.run_context import context_of
 from rdmaprov.facts.files import ManagedFile
 from rdmaprov.facts.slurm import MUNGE_KEY, MungeKey, SlurmHardware
-from rdmaprov.inventory.config import SlurmConfig
+from rdmaprov.inventory.slurm import SlurmConfig
 from rdmaprov.operations.files import file_commands
 from rdmaprov.parsers.slurm import conf_node_lines, conf_value
 from rdmaprov.slurm.conf import SLURM_CONF, SlurmNodeLine, render_slurm_conf

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rdmaprov.inventory.config import SlurmConfig
+from rdmaprov.inventory.slurm import SlurmConfig
 from rdmaprov.parsers.slurm import NodeHardware
 from rdmaprov.quoting import slurm_word
 

@@ -28,7 +28,8 @@ from rdmaprov.health.gates.launch import Job, launcher
 from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions, version_skew
 from rdmaprov.health.gates.pairs import Pair, run_in_rounds
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.inventory.config import AllReduceGate, NodeConfig
+from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.inventory.gates import AllReduceGate
 from rdmaprov.parsers.mpi import MpiVersion
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
 from rdmaprov.parsers.nccl_tests import CollectiveRow, CollectiveRun, parse_nccl_tests

@@ -18,7 +18,7 @@ from rdmaprov.health.gates.perftest import (
     run_lanes,
 )
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.inventory.config import IbWriteBwGate, RailGate
+from rdmaprov.inventory.gates import IbWriteBwGate, RailGate
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
 

@@ -20,7 +20,7 @@ from rdmaprov.health.gates.bandwidth import Verdict, failed
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
 from rdmaprov.health.gates.perftest import LaneOutput, Tool, failed_on_exit, last_lines, pair_lanes, run_lanes
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.inventory.config import LatencyGate
+from rdmaprov.inventory.gates import LatencyGate
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import LatencyResult, parse_lat_output
 

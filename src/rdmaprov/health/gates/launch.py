@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from rdmaprov.engine.session import CommandResult, Session
 from rdmaprov.health.gates.mpi import mpirun_path
-from rdmaprov.inventory.config import AllReduceGate
+from rdmaprov.inventory.gates import AllReduceGate
 from rdmaprov.quoting import sh, sh_join
 
 HOSTFILE = "/tmp/rdmaprov-allreduce-hosts"

@@ -16,7 +16,7 @@ from rdmaprov.health.gates.all_reduce import judge_run
 from rdmaprov.health.gates.bandwidth import Bounds, Verdict, failed
 from rdmaprov.health.gates.launch import launcher
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.inventory.config import NodeGate
+from rdmaprov.inventory.gates import NodeGate
 from rdmaprov.parsers.nccl_tests import parse_nccl_tests
 from rdmaprov.parsers.node import Gpu, NodeReport
 from rdmaprov.quoting import sh_join

@@ -17,7 +17,7 @@ from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, judge_bandwidth
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
 from rdmaprov.health.gates.perftest import Lane, pair_lanes, run_lanes
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.inventory.config import IbWriteBwGate, RailGate
+from rdmaprov.inventory.gates import IbWriteBwGate, RailGate
 from rdmaprov.parsers.node import NodeReport
 
 RAIL_BASE_PORT = 18600
