@@ -12,11 +12,12 @@ from rdmaprov.facts.rdma import RoceQosState
 from rdmaprov.health.checks import verify_node
 from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool
 from rdmaprov.health.gates.perftest import endpoint, perftest_words
+from rdmaprov.inventory import load_inventory
 from rdmaprov.inventory.roce_qos import RoceQos, chain_links
 from rdmaprov.operations.roce_qos import chain_now
 from rdmaprov.parsers.node import NodeReport, parse_node_report
 from rdmaprov.parsers.roce_qos import QosState, dscp_value, parse_dcb, parse_mlnx_qos, parse_qos_state
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, REPO
 from tests.support.inventories import gates_config, lab_host, node_config, problems, write
 from tests.support.ops import commands, run_notes
 
@@ -330,3 +331,27 @@ def test_inventory_names_reach_the_commands_quoted():
 
 def _roce(qos: dict):
     return lab_host(fabric="roce", rdma={"devices": [], "storage_hcas": [], "port": 1}, roce_qos=qos)
+
+
+def test_the_roce_example_inventory_derives_nccls_class_from_its_chain():
+    inventory = load_inventory(REPO / "inventories" / "roce.yaml", require_files=False)
+    node = inventory.hosts["gpu1"].node
+    env = node.nccl_environment()[0]
+    assert (env["NCCL_IB_TC"], env["NCCL_IB_SL"], env["NCCL_IB_GID_INDEX"], env["NCCL_IB_HCA"]) == (
+        "106",
+        "3",
+        "3",
+        "=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7",
+    )
+
+
+def test_a_lab_vms_real_reading_rxe_over_virtio():
+    """The ROCE_QOS command's own output on a lab VM (rxe0 on virtio eth0, ToS 106 set)."""
+    state = parse_qos_state((FIXTURES / "lab" / "roce_qos_rxe_virtio.txt").read_text())
+    assert state.tos == {("rxe0", 1): 106} and state.netdevs == {"rxe0": ("eth0",)} and state.configfs
+    assert state.nics["eth0"].unsupported == "Attribute read: Operation not supported"
+    qos = RoceQos("dcqcn")
+    assert [(link.check, link.ok) for link in chain_links(qos, "softroce", state, ["rxe0"], ())] == [("roce.tos", True)]
+    nic = [link for link in chain_links(qos, "roce", state, ["rxe0"], ()) if link.blocking]
+    assert [link.check for link in nic] == ["roce.trust", "roce.pfc", "roce.dscp_map"]
+    assert nic[0].unknown == "eth0 has no DCB (dcb: Attribute read: Operation not supported)"

@@ -72,8 +72,9 @@ FABRIC_MANAGER = (
 )
 
 # RoCE's QoS chain (parsers/roce_qos.py): each RoCE port's RDMA-CM ToS, the verbs traffic class
-# where the driver has one, and per NIC netdev of an RDMA device what mlnx_qos (preferred: it shows
-# the trust) or dcb shows, with mlx5's ECN files. Reads only; nothing loads or mounts.
+# where the driver has one, and per NIC netdev of an RDMA device (its PCI function's, or rxe's
+# parent) what mlnx_qos (preferred: it shows the trust) or dcb shows, with mlx5's ECN files.
+# Reads only; nothing loads or mounts.
 _ECN_FILES = "roce_np/enable/* roce_rp/enable/* roce_np/cnp_802p_prio roce_np/cnp_dscp"
 ROCE_QOS = (
     'for d in /sys/class/infiniband/*; do [ -d "$d" ] || continue; n=${d##*/}; '
@@ -81,7 +82,9 @@ ROCE_QOS = (
     "f=/sys/kernel/config/rdma_cm/$n/ports/$i/default_roce_tos; "
     'echo "tos $n $i $(cat $f 2>/dev/null || echo -)"; done; '
     '[ -e $d/tc/1/traffic_class ] && echo "tclass $n $(cat $d/tc/1/traffic_class)"; '
-    'for e in $d/device/net/*; do [ -e "$e" ] || continue; e=${e##*/}; echo "netdev $n $e"; '
+    "r=$(cat $d/parent 2>/dev/null); "
+    'for e in $d/device/net/* ${r:+/sys/class/net/$r}; do [ -e "$e" ] || continue; e=${e##*/}; '
+    'echo "netdev $n $e"; '
     'if command -v mlnx_qos >/dev/null; then mlnx_qos -i $e 2>&1 | sed "s|^|mlnx_qos $e |"; '
     'elif command -v dcb >/dev/null; then dcb pfc show dev $e 2>&1 | sed "s|^|dcb_pfc $e |"; '
     'dcb -N app show dev $e dscp-prio 2>&1 | sed "s|^|dcb_app $e |"; fi; '

@@ -57,6 +57,7 @@ def judge_bandwidth(gate: str, subject: str, output: LaneOutput, bounds: Bounds)
         "server_device": lane.server.device,
         "client_device": lane.client.device,
         "gid_index": lane.client.gid,
+        "traffic_class": lane.client.tclass,  # roce_qos's ToS, None: perftest's default (0)
         "server_gpu": lane.server.gpu,
         "client_gpu": lane.client.gpu,
         "bytes": parsed.bytes,
