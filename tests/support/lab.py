@@ -76,6 +76,8 @@ class TestLab:
         lab = cls(directory.parent, kind, nodes, "a", members)
         lab.dir = directory
         lab.up_output = (directory / "up-output.txt").read_text()
+        state = json.loads((directory / "state.json").read_text())
+        lab.bridge, lab.subnet = state["bridge"], state["subnet"]
         return lab
 
     @property
