@@ -13,16 +13,17 @@ from tests.support.inventories import problems as _problems
 from tests.support.inventories import write as _write
 
 
-@pytest.mark.parametrize("name", ["prod", "erdma", "lab"])
+@pytest.mark.parametrize("name", ["prod", "erdma", "lab", "roce"])
 def test_shipped_inventories_validate(name):
     inventory = load_inventory(REPO / "inventories" / f"{name}.yaml", require_files=False)
     assert len(inventory.hosts) == 2
 
 
 def test_cli_validate_all_examples_exits_zero():
-    proc = rdmaprov("validate", "inventories/prod.yaml", "inventories/erdma.yaml", "inventories/lab.yaml")
+    names = ("prod", "erdma", "lab", "roce")
+    proc = rdmaprov("validate", *(f"inventories/{name}.yaml" for name in names))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count(": ok (2 hosts") == 3
+    assert proc.stdout.count(": ok (2 hosts") == len(names)
 
 
 def test_every_schema_error_reported_at_once_with_location_and_fix(tmp_path):
