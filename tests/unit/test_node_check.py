@@ -21,6 +21,7 @@ from rdmaprov.nodecheck.expectations import SlurmSide
 from rdmaprov.nodecheck.run import ReportFailed, check_node, main, read_report
 from rdmaprov.parsers.node import parse_node_report
 from tests.conftest import FIXTURES, REPO
+from tests.support.inventories import lab_host
 
 LAB_REPORT = FIXTURES / "lab" / "node_report_rxe.txt"
 INVENTORIES = sorted((REPO / "inventories").glob("*.yaml"))
@@ -61,7 +62,8 @@ def test_the_expectations_file_is_stable_and_carries_no_more_than_the_checks_rea
     text = expectations.render(inventory.name, host, SlurmSide("gpu001", True, 0.1))
     assert text == expectations.render(inventory.name, host, SlurmSide("gpu001", True, 0.1))
     document = json.loads(text)
-    assert set(document["node"]) <= {"fabric", "rdma", "mtu", "netns_mode", "limits", "gpu", "nccl", "erdma"}
+    keys = {"fabric", "rdma", "mtu", "netns_mode", "limits", "gpu", "nccl", "erdma", "roce_qos"}
+    assert set(document["node"]) <= keys
     assert "mirror" not in text and "builds" not in text and "source" not in json.dumps(document["node"]["gpu"])
     assert document["node"]["gpu"] == {"count": 8, "driver_version": "535.129.03"}
     assert document["slurm"] == {"node_name": "gpu001", "drain": True, "max_drain_fraction": 0.1}
@@ -147,7 +149,7 @@ def test_a_missing_or_wrong_expectations_file_is_exit_1_naming_the_file(tmp_path
 
 def test_a_report_past_its_deadline_is_a_failure_of_its_own(tmp_path):
     with pytest.raises(ReportFailed, match="did not finish within 0 s"):
-        read_report(0)
+        read_report(0, lab_host())
     expected = expectations.parse(
         _write_expectations(tmp_path).read_text().replace('"report_timeout_s": 30', '"report_timeout_s": 0')
     )

@@ -10,8 +10,8 @@ from rdmaprov.deploys.limits import memlock_value
 from rdmaprov.deploys.nccl_env import render_nccl_conf
 from rdmaprov.deploys.package_sources import apt_source_line, yum_repo
 from rdmaprov.deploys.rdma_userspace import rdma_package_sets
-from rdmaprov.deploys.softroce import render_script, rxe_links
-from rdmaprov.inventory.config import plain
+from rdmaprov.deploys.softroce import render_script
+from rdmaprov.inventory.config import plain, rxe_links
 from rdmaprov.inventory.model import fill_defaults, node_schema
 from rdmaprov.operations.packages import install_command
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system

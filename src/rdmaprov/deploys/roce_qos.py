@@ -13,32 +13,38 @@ from rdmaprov.deploys.softroce import NAME as RXE_LINKS
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.rdma import RoceQosState
-from rdmaprov.inventory.roce_qos import QosLink, RoceQos, chain_links
+from rdmaprov.inventory.roce_qos import QosLink, RoceQos, chain_links, qos_devices
 from rdmaprov.operations.roce_qos import chain_now, link_commands
 
 NAME = "rdmaprov-roce-qos"
 
 
 def render_script(qos: RoceQos, links: list[QosLink]) -> str:
-    """Every link's lines, whatever they are now: at boot nothing is set yet. No `set -e`: a link
-    that fails (a NIC replaced by one without DCB) must not keep the others from being set."""
+    """Every link's lines, whatever they are now: at boot nothing is set yet. A line that fails
+    (a NIC replaced by one without DCB) does not keep the others from being set, and makes the
+    unit fail, so `systemctl status` says so."""
     lines = [
         "#!/bin/sh",
         f"# Managed by rdmaprov: RoCE QoS, profile {qos.profile} (DSCP {qos.dscp} = ToS {qos.tos} on priority "
         f"{qos.priority}; CNPs DSCP {qos.cnp_dscp} on priority {qos.cnp_priority}).",
+        "rc=0",
     ]
-    return "\n".join(lines + link_commands([link for link in links if not link.blocking])) + "\n"
+    lines += [f"{line} || rc=1" for line in link_commands([link for link in links if link.unknown is None])]
+    return "\n".join([*lines, "exit $rc"]) + "\n"
 
 
 @deploy("roce_qos")
 def roce_qos(ctx: NodeContext) -> None:
     node = ctx.node
     qos = node.qos
-    declared, storage = node.rdma.compute_devices, node.rdma.storage_hcas
+    named, storage = node.named_devices, node.rdma.storage_hcas
     script, netdevs = None, []
     if qos is not None:
+        # read while planning: a SoftRoCE link made later in this apply is named by the inventory
         state = fact(RoceQosState)
-        script = render_script(qos, chain_links(qos, node.fabric, state, declared, storage))
-        netdevs = list(node.rdma.netdevs) or sorted({n for names in state.netdevs.values() for n in names})
-    boot_script("RoCE QoS", NAME, script, netdevs, after=f"{RXE_LINKS}.service")
-    chain_now(name="RoCE QoS now", qos=qos, fabric=node.fabric, declared=declared, storage=list(storage))
+        script = render_script(qos, chain_links(qos, node.fabric, state, named, storage))
+        devices = qos_devices(state, named, storage)
+        netdevs = sorted({n for d in devices for n in state.netdevs.get(d, ())} | set(node.rdma.netdevs))
+    # after the rxe links, and after MLNX_OFED's openibd, which reloads the driver stack
+    boot_script("RoCE QoS", NAME, script, netdevs, after=f"{RXE_LINKS}.service openibd.service")
+    chain_now(name="RoCE QoS now", qos=qos, fabric=node.fabric, named=named, storage=list(storage))

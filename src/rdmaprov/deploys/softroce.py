@@ -7,17 +7,13 @@ from pyinfra.api import deploy
 
 from rdmaprov.deploys.boot import boot_script
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.inventory.config import rxe_links
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.kernel import module_loaded
 from rdmaprov.operations.rdma import add_link_command, rxe_links_present
 from rdmaprov.quoting import sh
 
 NAME = "rdmaprov-rxe-links"
-
-
-def rxe_links(netdevs: list[str]) -> list[tuple[str, str]]:
-    """(rxe device, netdev) pairs: rxe0 on the first netdev, rxe1 on the second..."""
-    return [(f"rxe{index}", netdev) for index, netdev in enumerate(netdevs)]
 
 
 def render_script(links: list[tuple[str, str]]) -> str:

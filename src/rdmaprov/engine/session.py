@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -126,7 +126,7 @@ class Session:
             return each(names, work)
 
     def fact(
-        self, cls: type[FactBase[T]], arguments: Callable[[str], dict[str, Any]] | None = None
+        self, cls: type[FactBase[T]], arguments: Callable[[str], Mapping[str, Any]] | None = None
     ) -> dict[str, T | Exception]:
         """The fact from every connected host, with `arguments(name)` as that host's fact
         arguments: {name: value or the exception that stopped it}."""
@@ -213,7 +213,7 @@ def read_everywhere(
     inventory: Inventory,
     hosts: list[str],
     cls: type[FactBase],
-    arguments: Callable[[str], dict[str, Any]] | None = None,
+    arguments: Callable[[str], Mapping[str, Any]] | None = None,
 ) -> Readings:
     """`cls` (with `arguments(name)` as each host's fact arguments) from every host, in one
     process per core once there are many (engine/shards.py)."""

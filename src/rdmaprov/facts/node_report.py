@@ -72,16 +72,12 @@ FABRIC_MANAGER = (
 )
 
 # RoCE's QoS chain (parsers/roce_qos.py): each RoCE port's RDMA-CM ToS, the verbs traffic class
-# where the driver has one, and per NIC netdev of an RDMA device (its PCI function's, or rxe's
-# parent) what mlnx_qos (preferred: it shows the trust) or dcb shows, with mlx5's ECN files.
-# Reads only; nothing loads or mounts.
+# where the driver has one, and per NIC netdev of a device with a RoCE port (its PCI function's, or
+# rxe's parent) what mlnx_qos (preferred: it shows the trust) or dcb shows, with mlx5's ECN files.
+# Reads only; nothing loads or mounts. Run only where roce_qos is declared (mlnx_qos is a Python
+# program: a second per NIC).
 _ECN_FILES = "roce_np/enable/* roce_rp/enable/* roce_np/cnp_802p_prio roce_np/cnp_dscp"
-ROCE_QOS = (
-    'for d in /sys/class/infiniband/*; do [ -d "$d" ] || continue; n=${d##*/}; '
-    'for p in $d/ports/*; do [ "$(cat $p/link_layer 2>/dev/null)" = Ethernet ] || continue; i=${p##*/}; '
-    "f=/sys/kernel/config/rdma_cm/$n/ports/$i/default_roce_tos; "
-    'echo "tos $n $i $(cat $f 2>/dev/null || echo -)"; done; '
-    '[ -e $d/tc/1/traffic_class ] && echo "tclass $n $(cat $d/tc/1/traffic_class)"; '
+_QOS_NETDEVS = (
     "r=$(cat $d/parent 2>/dev/null); "
     'for e in $d/device/net/* ${r:+/sys/class/net/$r}; do [ -e "$e" ] || continue; e=${e##*/}; '
     'echo "netdev $n $e"; '
@@ -89,7 +85,15 @@ ROCE_QOS = (
     'elif command -v dcb >/dev/null; then dcb pfc show dev $e 2>&1 | sed "s|^|dcb_pfc $e |"; '
     'dcb -N app show dev $e dscp-prio 2>&1 | sed "s|^|dcb_app $e |"; fi; '
     f'(cd /sys/class/net/$e/ecn 2>/dev/null && grep -H . {_ECN_FILES} 2>/dev/null) | sed "s|^|ecn $e |"; '
-    "done; done; [ -e /sys/kernel/config/rdma_cm ] || echo 'configfs missing'; true"
+    "done"
+)
+ROCE_QOS = (
+    'for d in /sys/class/infiniband/*; do [ -d "$d" ] || continue; n=${d##*/}; roce=; '
+    'for p in $d/ports/*; do [ "$(cat $p/link_layer 2>/dev/null)" = Ethernet ] || continue; i=${p##*/}; roce=1; '
+    "f=/sys/kernel/config/rdma_cm/$n/ports/$i/default_roce_tos; "
+    'echo "tos $n $i $(cat $f 2>/dev/null || echo -)"; done; [ -n "$roce" ] || continue; '
+    '[ -e $d/tc/1/traffic_class ] && echo "tclass $n $(cat $d/tc/1/traffic_class)"; '
+    f"{_QOS_NETDEVS}; done; [ -e /sys/kernel/config/rdma_cm ] || echo 'configfs missing'; true"
 )
 
 # Every file that can set memlock for logins (pam_limits) or services (systemd's manager).
@@ -140,10 +144,11 @@ def dcgm_diag(level: int) -> str:
     )
 
 
-def node_report_command(programs: tuple[str, ...] = (), dcgm_level: int = 0) -> str:
+def node_report_command(programs: tuple[str, ...] = (), dcgm_level: int = 0, roce_qos: bool = False) -> str:
     """The shell command whose output parse_node_report reads (sections marked by SECTION);
     `programs`: files whose linkage the checks judge (the nccl-tests binary the gates run);
-    `dcgm_level`: run DCGM's diagnostic at that level too (0: not; it takes seconds to hours)."""
+    `dcgm_level`: run DCGM's diagnostic at that level too (0: not; it takes seconds to hours);
+    `roce_qos`: read RoCE's QoS chain (where the inventory declares one)."""
     sections = {
         "ports": _PORTS,
         "ibv_devinfo": "ibv_devinfo -v 2>/dev/null",
@@ -171,8 +176,9 @@ def node_report_command(programs: tuple[str, ...] = (), dcgm_level: int = 0) -> 
         "pci_links": f"grep -H . {PCI_LINK_FILES} 2>/dev/null",
         "nvlink": "nvidia-smi nvlink --status 2>/dev/null",
         "cuda": "ls -d /usr/local/cuda-[0-9]* 2>/dev/null",
-        "roce_qos": ROCE_QOS,
     }
+    if roce_qos:
+        sections["roce_qos"] = ROCE_QOS
     if dcgm_level:
         sections["dcgm_diag"] = dcgm_diag(dcgm_level)
     return "; ".join(f"echo '{SECTION}{name}'; {{ {cmd}\n}}" for name, cmd in sections.items()) + "; true"

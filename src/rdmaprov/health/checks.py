@@ -7,6 +7,7 @@ found, and a hint at the fix.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict
 
 from rdmaprov.health.dcgm_checks import check_dcgm
 from rdmaprov.health.findings import Checker, Finding
@@ -42,7 +43,7 @@ def expected_devices(node: NodeConfig, report: NodeReport) -> list[str]:
     if rdma.devices:
         return list(rdma.devices)
     if node.fabric == "softroce":
-        return [f"rxe{i}" for i, _ in enumerate(rdma.netdevs)]
+        return node.rxe_devices
     storage = set(rdma.storage_hcas)
     return sorted({p.device for p in report.ports if p.device not in storage})
 
@@ -165,11 +166,24 @@ def report_programs(spec: HostSpec) -> tuple[str, ...]:
     return ()
 
 
-def report_arguments(spec: HostSpec, dcgm_level: int = 0) -> dict[str, object]:
-    """The node report's arguments for this host: the programs whose linkage is judged, and
-    DCGM's diagnostic level on GPU nodes that have DCGM (0 elsewhere, and when not asked)."""
+class ReportArguments(TypedDict):
+    """node_report_command's (and NodeFacts') keyword arguments for one host."""
+
+    programs: tuple[str, ...]
+    dcgm_level: int
+    roce_qos: bool
+
+
+def report_arguments(spec: HostSpec, dcgm_level: int = 0) -> ReportArguments:
+    """The node report's arguments for this host: the programs whose linkage is judged, DCGM's
+    diagnostic level on GPU nodes that have DCGM (0 elsewhere, and when not asked), and whether
+    RoCE's QoS chain is read (where roce_qos applies)."""
     gpu = spec.node.gpu
-    return {"programs": report_programs(spec), "dcgm_level": dcgm_level if gpu and gpu.dcgm else 0}
+    return {
+        "programs": report_programs(spec),
+        "dcgm_level": dcgm_level if gpu and gpu.dcgm else 0,
+        "roce_qos": spec.node.qos is not None,
+    }
 
 
 def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:

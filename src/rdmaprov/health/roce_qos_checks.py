@@ -14,8 +14,8 @@ from rdmaprov.inventory.roce_qos import chain_links
 from rdmaprov.parsers.node import NodeReport
 
 _BLOCKED = (
-    "lossless RoCE needs a NIC with DCB; where the tool is missing, install it (iproute2 has dcb, "
-    "MLNX_OFED or DOCA mlnx_qos) or set roce_qos.tool to the one the node has"
+    "lossless RoCE needs a NIC with DCB (apply cannot give it one); where only the tool is missing, "
+    "install it (iproute2 has dcb, MLNX_OFED or DOCA mlnx_qos) or set roce_qos.tool to the one the node has"
 )
 _HINT = "run `rdmaprov apply` (the roce_qos deploy sets it now and at every boot)"
 
@@ -29,12 +29,12 @@ def check_roce_qos(c: Checker, node: NodeConfig, report: NodeReport) -> None:
     if (why := qos.scope(node.fabric)) is not None:
         c.not_applicable("roce_qos", "roce.qos", f"profile {qos.profile}", why)
         return
-    links = chain_links(qos, node.fabric, report.roce_qos, node.rdma.compute_devices, node.rdma.storage_hcas)
+    links = chain_links(qos, node.fabric, report.roce_qos, node.named_devices, node.rdma.storage_hcas)
     if (why := qos.dcb_scope(node.fabric)) is not None:
         c.not_applicable("NICs", "roce.dcb", "trust DSCP, PFC, ECN", why)
     for link in links:
         if link.unknown is not None and link.blocking:
-            c.check(link.subject, link.check, False, link.expected, link.unknown, _BLOCKED)
+            c.check(link.subject, link.check, False, link.expected, link.unknown, _BLOCKED, apply_fixes=False)
         elif link.unknown is not None:
             c.unknown(link.subject, link.check, link.expected, link.unknown)
         else:

@@ -28,6 +28,12 @@ ETHERNET_FABRICS = frozenset({"roce", "erdma", "softroce"})
 GPUDIRECT_FABRICS = frozenset({"infiniband", "roce"})
 
 
+def rxe_links(netdevs: list[str]) -> list[tuple[str, str]]:
+    """SoftRoCE's links as rdmaprov makes them, (rxe device, netdev): rxe0 on the first netdev,
+    rxe1 on the second…"""
+    return [(f"rxe{index}", netdev) for index, netdev in enumerate(netdevs)]
+
+
 def spec_matches(spec: str, device: str) -> bool:
     """NCCL_IB_HCA semantics: '=name' is exact, otherwise a prefix; ':port' suffixes are ignored."""
     name = spec.split(":", 1)[0]
@@ -386,6 +392,17 @@ class NodeConfig:
             for name, value in self.qos.nccl_env().items():
                 env.setdefault(name, value)
         return dict(sorted(env.items())), warnings
+
+    @property
+    def rxe_devices(self) -> list[str]:
+        """The rxe links the softroce deploy makes on this node (none on other fabrics)."""
+        return [device for device, _ in rxe_links(list(self.rdma.netdevs))] if self.fabric == "softroce" else []
+
+    @property
+    def named_devices(self) -> list[str]:
+        """The compute devices the inventory names: rdma.devices less the storage HCAs, else
+        SoftRoCE's links; empty when the node's own devices decide."""
+        return self.rdma.compute_devices or self.rxe_devices
 
     @property
     def qos(self) -> RoceQos | None:

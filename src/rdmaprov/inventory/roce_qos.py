@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from rdmaprov.parsers.roce_qos import NicQos, QosState
 from rdmaprov.quoting import sh, sh_join
 
-PROFILES = ("off", "dcqcn", "pfc_only")
 # ECN-capable transport, ECT(0): the low two bits of the ToS byte a switch may mark as congested.
 ECT0 = 0b10
 # Fabrics where the hosts set the chain; on SoftRoCE only the IP header's class (no DCB on the NIC).
@@ -98,7 +97,8 @@ class RoceQos:
 class QosLink:
     """One link of the chain on one node: what it must be, what it is, and the shell lines that
     set it (run now where it differs, and at every boot). `unknown`: why it cannot be read or set
-    here (a NIC without DCB, a driver without ECN files); `blocking` such a link fails apply."""
+    here; `blocking`: the node cannot carry lossless RoCE as it is (a NIC without DCB, the tool
+    missing), which no deploy can mend; otherwise a link that is simply not exposed (no ECN files)."""
 
     check: str  # roce.tos, roce.tclass, roce.trust, roce.pfc, roce.dscp_map, roce.ecn, roce.cnp
     subject: str
@@ -114,11 +114,16 @@ def _mask(pfc: tuple[bool, ...]) -> str:
     return ",".join("1" if on else "0" for on in pfc)
 
 
+# At boot an mlx5 device appears after its netdev: wait for it (at most a minute) before its lines.
+_WAIT = "for i in $(seq 60); do [ -e {path} ] && break; sleep 1; done"
+
+
 def _configfs_lines(device: str, port: int, tos: int) -> tuple[str, ...]:
-    """RDMA-CM's default ToS of one port: configfs mounted, rdma_cm loaded, the device's group made
-    (the kernel then fills in its ports)."""
+    """RDMA-CM's default ToS of one port: the device there, configfs mounted, rdma_cm loaded, the
+    device's group made (the kernel then fills in its ports)."""
     group = f"/sys/kernel/config/rdma_cm/{device}"
     return (
+        _WAIT.format(path=sh(f"/sys/class/infiniband/{device}")),
         "modprobe rdma_cm",
         "mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config",
         sh_join(["mkdir", "-p", group]),
@@ -126,28 +131,28 @@ def _configfs_lines(device: str, port: int, tos: int) -> tuple[str, ...]:
     )
 
 
-def qos_devices(state: QosState, declared: list[str], storage: tuple[str, ...]) -> list[str]:
-    """The RDMA devices the chain is set on: the declared compute devices, else every device with
-    a RoCE port but the storage HCAs."""
-    if declared:
-        return declared
+def qos_devices(state: QosState, named: list[str], storage: tuple[str, ...]) -> list[str]:
+    """The RDMA devices the chain is set on: those the inventory names (NodeConfig.named_devices),
+    else every device with a RoCE port but the storage HCAs."""
+    if named:
+        return named
     return sorted({d for d, _ in state.tos} - set(storage))
 
 
 def chain_links(
-    qos: RoceQos, fabric: str | None, state: QosState, declared: list[str], storage: tuple[str, ...]
+    qos: RoceQos, fabric: str | None, state: QosState, named: list[str], storage: tuple[str, ...]
 ) -> list[QosLink]:
     """Every link of the chain this node's fabric lets the hosts set (none outside RoCE)."""
     if qos.scope(fabric) is not None:
         return []
-    devices = qos_devices(state, declared, storage)
+    devices = qos_devices(state, named, storage)
     links = host_links(qos, state, devices)
     return links if qos.dcb_scope(fabric) is not None else links + nic_links(qos, state, devices)
 
 
 def host_links(qos: RoceQos, state: QosState, devices: list[str]) -> list[QosLink]:
     """The host side, on any RoCE device (SoftRoCE too): RDMA-CM's ToS per port, and the verbs
-    traffic class where the driver has one (mlx5's tc/1, which overrides every QP's)."""
+    traffic class where the driver has one (mlx5's tc/1, one per device, which overrides every QP's)."""
     links = []
     for device in devices:
         ports = sorted(p for d, p in state.tos if d == device) or [1]
@@ -176,41 +181,56 @@ def nic_links(qos: RoceQos, state: QosState, devices: list[str]) -> list[QosLink
     return links
 
 
-def _dcb_links(qos: RoceQos, nic: NicQos) -> list[QosLink]:
-    netdev = nic.netdev
-    mask, entries = _mask(qos.pfc), qos.dscp_priorities
-    pairs = " ".join(f"{d}:{p}" for d, p in entries.items())
+def _dcb_commands(qos: RoceQos, netdev: str) -> dict[str, tuple[str, ...]]:
+    """{check: lines} setting trust, PFC and the DSCP entries with the declared tool. With dcb the
+    entries set the trust too: mlx5 trusts DSCP while its app table has DSCP entries (iproute2
+    6.1, Debian 12's, has no `dcb apptrust`)."""
+    entries = qos.dscp_priorities
     if qos.tool == "mlnx_qos":
-        trust_set = (sh_join(["mlnx_qos", "-i", netdev, "--trust", "dscp"]),)
-        pfc_set = (sh_join(["mlnx_qos", "-i", netdev, "--pfc", mask]),)
-        map_set = tuple(sh_join(["mlnx_qos", "-i", netdev, "--dscp2prio", f"set,{d},{p}"]) for d, p in entries.items())
-    else:
-        # mlx5 trusts DSCP once its app table has DSCP entries: the entries set the trust too
-        map_set = (sh_join(["dcb", "app", "replace", "dev", netdev, "dscp-prio", *pairs.split()]),)
-        trust_set = map_set
-        on = f"{qos.priority}:on"
-        pfc_set = (sh_join(["dcb", "pfc", "set", "dev", netdev, "prio-pfc", "all:off", on]),)
-    wanted = [
-        ("roce.trust", "dscp", nic.trust, trust_set),
-        ("roce.pfc", mask, _mask(nic.pfc) if nic.pfc is not None else None, pfc_set),
-        ("roce.dscp_map", pairs, " ".join(f"{d}:{nic.dscp_priorities.get(d, '-')}" for d in entries), map_set),
-    ]
-    why = None
+        return {
+            "roce.trust": (sh_join(["mlnx_qos", "-i", netdev, "--trust", "dscp"]),),
+            "roce.pfc": (sh_join(["mlnx_qos", "-i", netdev, "--pfc", _mask(qos.pfc)]),),
+            "roce.dscp_map": tuple(
+                sh_join(["mlnx_qos", "-i", netdev, "--dscp2prio", f"set,{d},{p}"]) for d, p in entries.items()
+            ),
+        }
+    table = (sh_join(["dcb", "app", "replace", "dev", netdev, "dscp-prio", *(f"{d}:{p}" for d, p in entries.items())]),)
+    pfc = (sh_join(["dcb", "pfc", "set", "dev", netdev, "prio-pfc", "all:off", f"{qos.priority}:on"]),)
+    return {"roce.trust": table, "roce.pfc": pfc, "roce.dscp_map": table}
+
+
+def _dcb_blocked(qos: RoceQos, nic: NicQos) -> str | None:
+    """Why trust, PFC and the DSCP entries cannot be read or set on this NIC (None: they can)."""
     if nic.unsupported:
-        why = f"{netdev} has no DCB ({nic.tool}: {nic.unsupported})"
-    elif not nic.tool:
-        why = "neither dcb (iproute2) nor mlnx_qos is installed"
-    elif qos.tool == "mlnx_qos" and nic.tool != "mlnx_qos":
-        why = "roce_qos.tool is mlnx_qos but it is not installed (MLNX_OFED or DOCA)"
+        return f"{nic.netdev} has no DCB ({nic.tool}: {nic.unsupported})"
+    if not nic.tool:
+        return "neither dcb (iproute2) nor mlnx_qos is installed"
+    if qos.tool == "mlnx_qos" and nic.tool != "mlnx_qos":
+        return "roce_qos.tool is mlnx_qos but it is not installed (MLNX_OFED or DOCA)"
+    return None
+
+
+def _dcb_links(qos: RoceQos, nic: NicQos) -> list[QosLink]:
+    entries = qos.dscp_priorities
+    shown = " ".join(f"{d}:{nic.dscp_priorities.get(d, '-')}" for d in entries)
+    found = {
+        "roce.trust": (nic.trust, nic.trust == "dscp"),
+        "roce.pfc": (_mask(nic.pfc) if nic.pfc is not None else None, nic.pfc == qos.pfc),
+        "roce.dscp_map": (shown, all(nic.dscp_priorities.get(d) == p for d, p in entries.items())),
+    }
+    expected = {
+        "roce.trust": "dscp",
+        "roce.pfc": _mask(qos.pfc),
+        "roce.dscp_map": " ".join(f"{d}:{p}" for d, p in entries.items()),
+    }
+    blocked = _dcb_blocked(qos, nic)
     links = []
-    for check, expected, found, commands in wanted:
-        if why is not None:
-            links.append(QosLink(check, netdev, expected, "", False, commands, why, blocking=True))
-            continue
-        ok = found == expected
-        if check == "roce.dscp_map":
-            ok = all(nic.dscp_priorities.get(d) == p for d, p in entries.items())
-        links.append(QosLink(check, netdev, expected, found or "not shown", ok, commands))
+    for check, commands in _dcb_commands(qos, nic.netdev).items():
+        if blocked is not None:
+            links.append(QosLink(check, nic.netdev, expected[check], "", False, commands, blocked, blocking=True))
+        else:
+            seen, ok = found[check]
+            links.append(QosLink(check, nic.netdev, expected[check], seen or "not shown", ok, commands))
     return links
 
 
@@ -231,9 +251,11 @@ def _ecn_links(qos: RoceQos, nic: NicQos) -> list[QosLink]:
         return [QosLink("roce.ecn", netdev, f"DCQCN {'on' if qos.ecn else 'off'}", "", False, (), why)]
     links = []
     for name, (check, value) in wanted.items():
+        subject = f"{netdev} {name}"
         if name not in files:
+            why = f"{base}/{name} is missing (this driver's ECN files differ)"
+            links.append(QosLink(check, subject, str(value), "", False, (), why))
             continue
         line = f"echo {value} > {sh(f'{base}/{name}')}"
-        found = files[name]
-        links.append(QosLink(check, f"{netdev} {name}", str(value), str(found), found == value, (line,)))
+        links.append(QosLink(check, subject, str(value), str(files[name]), files[name] == value, (line,)))
     return links

@@ -177,7 +177,8 @@ def _qos_issues(node: NodeConfig) -> list[NodeIssue]:
     """A chain that breaks itself (CNPs in the RoCE class), and NCCL variables set by hand that
     say another class than roce_qos."""
     fix = "give CNPs a priority and DSCP of their own"
-    issues = [NodeIssue(("roce_qos", "cnp"), why, fix) for why in node.roce_qos.conflicts()]
+    qos = node.roce_qos
+    issues = [NodeIssue(("roce_qos", "cnp"), why, fix) for why in qos.conflicts()] if qos.enabled else []
     issues += [
         NodeIssue(("nccl", "env", name), why, f"drop {name} from nccl.env: roce_qos sets it")
         for name, why in node.qos_mismatches().items()

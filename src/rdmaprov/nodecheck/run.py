@@ -25,9 +25,10 @@ from typing import Any
 
 from rdmaprov.errors import Problem, UsageParser, UserError
 from rdmaprov.facts.node_report import node_report_command
-from rdmaprov.health.checks import report_programs, verify_node
+from rdmaprov.health.checks import report_arguments, verify_node
 from rdmaprov.health.counters import counter_findings, load_reads, save_reads
 from rdmaprov.health.findings import Finding
+from rdmaprov.inventory.model import HostSpec
 from rdmaprov.nodecheck import expectations
 from rdmaprov.nodecheck.expectations import Expectations
 from rdmaprov.nodecheck.options import DESCRIPTION, add_arguments
@@ -43,10 +44,10 @@ class ReportFailed(Exception):
     """The node report could not be read (it hung past its deadline, or could not start)."""
 
 
-def read_report(timeout_s: int, programs: tuple[str, ...] = ()) -> NodeReport:
-    """The node report, read as verify reads it; ReportFailed past `timeout_s` (the whole process
-    group is killed: a hung nvidia-smi must not outlive the check)."""
-    command = node_report_command(programs)
+def read_report(timeout_s: int, spec: HostSpec) -> NodeReport:
+    """The node report, read as verify reads it (its arguments for this host); ReportFailed past
+    `timeout_s` (the whole process group is killed: a hung nvidia-smi must not outlive the check)."""
+    command = node_report_command(**report_arguments(spec))
     if os.geteuid() == 0 and shutil.which("runuser", path=SYSTEM_PATH):
         argv = ["runuser", "-s", "/bin/sh", "-c", command, "root"]
     else:
@@ -141,7 +142,7 @@ def check_node(expected: Expectations, state_dir: str | None, report_file: str |
     outcome = Outcome(expected.host.name)
     try:
         report = (
-            read_report(expected.report_timeout_s, report_programs(expected.host))
+            read_report(expected.report_timeout_s, expected.host)
             if report_file is None
             else captured_report(report_file)
         )

@@ -1,8 +1,10 @@
 """RoCE's QoS chain set now: the links of the chain that differ from roce_qos, and nothing else.
 
-A link the node cannot take (a NIC without DCB, the declared tool missing) fails the operation
-naming the NIC and the setting: a RoCE fabric that only looks lossless is worse than one that
-says it is not. A link the driver does not expose (ECN files outside MLNX_OFED) is a warning.
+A link the node cannot take (a NIC without DCB, the declared tool missing) or that its driver does
+not expose (ECN files outside MLNX_OFED) is a warning naming the NIC and the setting, and the rest
+of the chain is still set; verify then fails the NIC's links (a RoCE fabric that only looks
+lossless is worse than one that says it is not). Raising here would also end `check` at this
+operation and hide the drift of every later deploy.
 """
 
 from __future__ import annotations
@@ -23,22 +25,15 @@ def link_commands(links: list[QosLink]) -> list[str]:
 
 
 @operation()
-def chain_now(qos: RoceQos | None, fabric: str | None, declared: list[str], storage: list[str]):
-    """Set each link of the chain that differs; fail on one the NIC cannot take."""
+def chain_now(qos: RoceQos | None, fabric: str | None, named: list[str], storage: list[str]):
+    """Set each link of the chain that differs; warn about those the node cannot take."""
     if qos is None:
         host.noop("no RoCE QoS declared")
         return
-    links = chain_links(qos, fabric, fact(RoceQosState), declared, tuple(storage))
-    blocked = [link for link in links if link.blocking]
-    if blocked:
-        raise ValueError(
-            "RoCE QoS cannot be set: "
-            + "; ".join(f"{link.check.removeprefix('roce.')} on {link.subject}: {link.unknown}" for link in blocked)
-            + " (a RoCE NIC needs DCB for lossless traffic; or set roce_qos.profile off)"
-        )
-    for link in links:
-        if link.unknown is not None:
-            warn(f"RoCE QoS {link.check.removeprefix('roce.')} on {link.subject}: {link.unknown}; left as it is")
+    links = chain_links(qos, fabric, fact(RoceQosState), named, tuple(storage))
+    for why in dict.fromkeys(link.unknown for link in links if link.unknown is not None):
+        what = ", ".join(link.check.removeprefix("roce.") for link in links if link.unknown == why)
+        warn(f"RoCE QoS {what} left as it is: {why}")
     todo = [link for link in links if not link.ok and link.unknown is None]
     if not todo:
         host.noop("RoCE QoS as declared")

@@ -30,6 +30,8 @@ class NicQos:
 
 @dataclass(frozen=True)
 class QosState:
+    """A node's chain as read: what verify compares with roce_qos and apply sets where it differs."""
+
     tos: dict[tuple[str, int], int | None] = field(default_factory=dict)  # (device, port) → ToS; None: unset
     tclass: dict[str, int | None] = field(default_factory=dict)  # device → verbs traffic class (mlx5)
     netdevs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # device → its NIC netdevs
@@ -37,9 +39,10 @@ class QosState:
     configfs: bool = True  # RDMA-CM's configfs is there (rdma_cm loaded, configfs mounted)
 
 
-def dscp_value(word: str) -> int:
-    """A DSCP as dcb prints it: a number, or a name (AF31 → 26, CS6 → 48, EF → 46)."""
-    return int(word) if word.isdigit() else _DSCP_NAMES[word.upper()]
+def dscp_value(word: str) -> int | None:
+    """A DSCP as dcb prints it: a number, or a name (AF31 → 26, CS6 → 48, EF → 46); None for a
+    name this table does not know (the entry is then not read, rather than the whole report)."""
+    return int(word) if word.isdigit() else _DSCP_NAMES.get(word.upper())
 
 
 def parse_mlnx_qos(netdev: str, text: str) -> NicQos:
@@ -55,7 +58,8 @@ def parse_mlnx_qos(netdev: str, text: str) -> NicQos:
         elif (m := re.fullmatch(r"prio:(\d) dscp:([\d,]*)", line.strip())) is not None:
             mapping |= {int(d): int(m.group(1)) for d in m.group(2).split(",") if d}
     if trust is None and pfc is None:
-        said = next((line.strip() for line in text.splitlines() if line.strip()), "no output")
+        # the last line says why (a Python traceback's first line would not)
+        said = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "no output")
         return NicQos(netdev, "mlnx_qos", unsupported=said)
     return NicQos(netdev, "mlnx_qos", trust, pfc, mapping)
 
@@ -74,14 +78,15 @@ def parse_dcb(netdev: str, pfc_text: str, app_text: str) -> NicQos:
     mapping = {}
     if (m := re.search(r"dscp-prio((?:\s+\w+:\d)+)", app_text)) is not None:
         for word in m.group(1).split():
-            dscp, prio = word.split(":")
-            mapping[dscp_value(dscp)] = int(prio)
+            name, prio = word.split(":")
+            if (dscp := dscp_value(name)) is not None:
+                mapping[dscp] = int(prio)
     return NicQos(netdev, "dcb", "dscp" if mapping else "pcp", pfc, mapping)
 
 
 def _number(text: str) -> int | None:
     """The last number in a sysfs value ("106", "Global tclass=160"); None for "-" or nothing."""
-    found = re.findall(r"\d+", text)
+    found = re.findall(r"-?\d+", text)
     return int(found[-1]) if found else None
 
 
@@ -89,25 +94,28 @@ def parse_qos_state(text: str) -> QosState:
     """The ROCE_QOS section's lines: `tos DEV PORT VALUE|-`, `tclass DEV TEXT`, `netdev DEV NETDEV`,
     `mlnx_qos NETDEV LINE`, `dcb_pfc NETDEV LINE`, `dcb_app NETDEV LINE`, `ecn NETDEV FILE:VALUE`,
     and `configfs missing`."""
-    state = QosState(configfs="configfs missing" not in text.splitlines())
+    tos: dict[tuple[str, int], int | None] = {}
+    tclass: dict[str, int | None] = {}
+    netdevs: dict[str, tuple[str, ...]] = {}
     lines: dict[tuple[str, str], list[str]] = {}
     ecn: dict[str, dict[str, int]] = {}
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         name, _, value = rest.partition(" ")
         if kind == "tos" and (m := re.fullmatch(r"(\d+) (\S+)", value)) is not None:
-            state.tos[(name, int(m.group(1)))] = _number(m.group(2))
+            tos[(name, int(m.group(1)))] = _number(m.group(2))
         elif kind == "tclass":
-            state.tclass[name] = _number(value)
+            tclass[name] = _number(value)
         elif kind == "netdev":
-            state.netdevs[name] = (*state.netdevs.get(name, ()), value.strip())
+            netdevs[name] = (*netdevs.get(name, ()), value.strip())
         elif kind in ("mlnx_qos", "dcb_pfc", "dcb_app"):
             lines.setdefault((kind, name), []).append(value)
         elif kind == "ecn" and ":" in value:
             path, _, number = value.rpartition(":")
             if number.strip().isdigit():
                 ecn.setdefault(name, {})[path] = int(number)
-    for netdev in sorted({n for devs in state.netdevs.values() for n in devs}):
+    nics = {}
+    for netdev in sorted({n for devs in netdevs.values() for n in devs}):
         if (text_of := lines.get(("mlnx_qos", netdev))) is not None:
             nic = parse_mlnx_qos(netdev, "\n".join(text_of))
         elif ("dcb_pfc", netdev) in lines or ("dcb_app", netdev) in lines:
@@ -115,5 +123,5 @@ def parse_qos_state(text: str) -> QosState:
             nic = parse_dcb(netdev, pfc, app)
         else:
             nic = NicQos(netdev)
-        state.nics[netdev] = replace(nic, ecn=ecn.get(netdev, {}))
-    return state
+        nics[netdev] = replace(nic, ecn=ecn.get(netdev, {}))
+    return QosState(tos, tclass, netdevs, nics, configfs="configfs missing" not in text.splitlines())
