@@ -392,7 +392,9 @@ def _qos_findings(result: dict) -> dict[str, list[tuple[str, str, bool, str]]]:
 
 def test_roce_qos_puts_the_declared_class_on_the_wire_and_check_names_a_node_off_it(vm_lab, tmp_path):
     inventory = _qos_inventory(vm_lab, tmp_path, "qos.yaml")
-    code, applied = rdmaprov_json("apply", inventory, "--tags", "roce_qos,nccl_env", "--skip-gates", timeout=600)
+    # the deploys that read roce_qos: the chain, NCCL's class, and node-check's expectations
+    tags = "roce_qos,nccl_env,node_check"
+    code, applied = rdmaprov_json("apply", inventory, "--tags", tags, "--skip-gates", timeout=600)
     assert code == 2, [(h["name"], h["error"]) for h in applied["hosts"]]
     for node in ("node1", "node2"):
         assert vm_lab.ssh(node, f"cat {TOS_FILE}").stdout.strip() == "106"
@@ -438,7 +440,7 @@ def test_roce_qos_puts_the_declared_class_on_the_wire_and_check_names_a_node_off
     ), nic
 
     # Off again: the boot unit goes, and the ToS is put back by hand (off leaves QoS as it is).
-    code, _ = rdmaprov_json("apply", vm_lab.inventory, "--tags", "roce_qos,nccl_env", "--skip-gates", timeout=600)
+    code, _ = rdmaprov_json("apply", vm_lab.inventory, "--tags", tags, "--skip-gates", timeout=600)
     assert code == 2
     for node in ("node1", "node2"):
         assert vm_lab.ssh(node, "rmdir /sys/kernel/config/rdma_cm/rxe0").returncode == 0
