@@ -11,6 +11,7 @@ from rdmaprov.deploys.roce_qos import render_script
 from rdmaprov.facts.node_report import node_report_command
 from rdmaprov.facts.rdma import RoceQosState
 from rdmaprov.health.checks import report_arguments, verify_node
+from rdmaprov.health.counters import counter_checks, counter_findings
 from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool
 from rdmaprov.health.gates.perftest import endpoint, perftest_words
 from rdmaprov.inventory import load_inventory
@@ -396,3 +397,28 @@ def test_the_node_report_reads_the_chain_only_where_it_is_declared():
     assert report_arguments(declared)["roce_qos"] is True
     assert "mlnx_qos" in node_report_command(**report_arguments(declared))
     assert "mlnx_qos" not in node_report_command(**report_arguments(lab_host()))
+
+
+def _hw_counters() -> dict[str, int]:
+    """An mlx5 RoCE port's hw_counters as `rdma statistic` printed them (name value pairs)."""
+    words = (QOS / "rdma_statistic_single_line_mlx5_2_ja_blog.txt").read_text().split()[2:]
+    return {name: int(value) for name, value in zip(words[::2], words[1::2], strict=True)}
+
+
+def test_ecn_marks_or_cnps_on_a_pfc_only_fabric_name_the_node():
+    pfc_only = node_config({"fabric": "roce", "roce_qos": {"profile": "pfc_only"}})
+    assert [c.check_id for c in counter_checks(pfc_only)] == ["rdma.port_errors", "roce.ecn_activity"]
+    for other in ({"fabric": "roce", "roce_qos": {"profile": "dcqcn"}}, {"fabric": "roce"}):
+        assert [c.check_id for c in counter_checks(node_config(other))] == ["rdma.port_errors"]
+    softroce = node_config({"fabric": "softroce", "rdma": {"netdevs": ["eth0"]}, "roce_qos": {"profile": "pfc_only"}})
+    assert [c.check_id for c in counter_checks(softroce)] == ["rdma.port_errors"]
+
+    before = _hw_counters()
+    assert {before[n] for n in ("np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled")} == {0}
+    previous = {"at": 0.0, "boot": "b", "ports": {"mlx5_2/1": before}}
+    quiet = counter_findings("gpu1", "roce", 600.0, {"mlx5_2/1": before}, previous, "b", counter_checks(pfc_only))
+    assert [(f.id, f.ok) for f in quiet] == [("roce.ecn_activity", True)]  # no error counter in hw_counters
+    after = {**before, "rp_cnp_handled": 42}  # a peer sends CNPs: it runs DCQCN
+    [found] = counter_findings("gpu1", "roce", 600.0, {"mlx5_2/1": after}, previous, "b", counter_checks(pfc_only))
+    assert (found.id, found.ok, found.found) == ("roce.ecn_activity", False, "rp_cnp_handled +42 in 10 min")
+    assert found.deploy is None and "declared PFC-only" in found.hint  # the cause may be another node

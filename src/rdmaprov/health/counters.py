@@ -1,5 +1,6 @@
-"""RDMA port error counters, judged by how much they grew since the previous check: a counter's
-total says nothing (a port up for a year has some), its growth over a known window does.
+"""RDMA port counters, judged by how much they grew since the previous check: a counter's total
+says nothing (a port up for a year has some), its growth over a known window does. The error
+counters on every node; on a RoCE node declared PFC-only, DCQCN's counters too.
 
 Each check keeps what it read on the control machine, one file per cluster; the first check of a
 node records the baseline. A node that booted since (its kernel boot id changed) starts over:
@@ -10,12 +11,14 @@ link_downed that is no fault. A counter lower than before means the port was res
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rdmaprov.health.findings import Finding, finding
 from rdmaprov.health.state import load_section, save_section
+from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.paths import cluster_file
 
 
@@ -45,6 +48,38 @@ LIMITS = {
 }
 
 
+@dataclass(frozen=True)
+class CounterCheck:
+    """Counters judged together, one finding per port: their limits and what to do past them."""
+
+    check_id: str
+    limits: Mapping[str, Limit]
+    hint: str
+
+
+PORT_ERRORS = CounterCheck(
+    "rdma.port_errors",
+    LIMITS,
+    "a link that flaps or corrupts: check the cable and transceiver (`mlxlink`), the switch port, then swap",
+)
+# Under roce_qos pfc_only no RoCE packet is ECN-capable (its ToS has no ECT bit) and no NIC runs
+# DCQCN: a CE-marked packet or a CNP means a node sends in another class or runs DCQCN, against
+# the fabric's declared chain.
+NO_DCQCN = CounterCheck(
+    "roce.ecn_activity",
+    {name: Limit(0) for name in ("np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled")},
+    "the fabric is declared PFC-only, yet ECN marks or CNPs arrive: a node with another roce_qos (or set by "
+    "hand) sends ECN-capable traffic or runs DCQCN; `rdmaprov verify` names the node whose chain differs",
+)
+
+
+def counter_checks(node: NodeConfig) -> tuple[CounterCheck, ...]:
+    """What a node's counters are judged on: the error counters, and DCQCN's where it must be off."""
+    qos = node.qos
+    quiet = qos is not None and not qos.ecn and qos.dcb_scope(node.fabric) is None
+    return (PORT_ERRORS, NO_DCQCN) if quiet else (PORT_ERRORS,)
+
+
 def state_file(cluster: str) -> Path:
     """Where a cluster's last counter reads are kept on the control machine (XDG state)."""
     return cluster_file(cluster, "counters.json")
@@ -71,39 +106,41 @@ def counter_findings(
     ports: dict[str, dict[str, int]],
     previous: dict[str, Any] | None,
     boot: str = "",
+    checks: Sequence[CounterCheck] = (PORT_ERRORS,),
 ) -> list[Finding]:
-    """One finding per port: which error counters grew past their limit since `previous`, the
-    read kept from the last check (taken on the boot `previous["boot"]`; `boot` is this one)."""
-
-    def port_finding(port: str, ok: bool, expected: str, found: str) -> Finding:
-        hint = "a link that flaps or corrupts: check the cable and transceiver (`mlxlink`), the switch port, then swap"
-        return finding(host, fabric, "rdma.port_errors", port, ok, expected, found, hint)
-
-    findings = []
+    """One finding per port and check: which of its counters grew past their limit since
+    `previous`, the read kept from the last check (taken on the boot `previous["boot"]`; `boot` is
+    this one)."""
     rebooted = bool(previous and boot and previous.get("boot") and previous["boot"] != boot)
     window = now - previous["at"] if previous else 0.0
-    for port, counters in sorted(ports.items()):
-        limited = {name: LIMITS[name] for name in counters if name in LIMITS}
-        if not limited:
-            continue
-        expected = ", ".join(f"{name} {limit}" for name, limit in limited.items())
-        before = (previous or {}).get("ports", {}).get(port)
-        if before is None:
-            findings.append(port_finding(port, True, expected, "baseline recorded: judged from the next check on"))
-            continue
-        if rebooted:
-            findings.append(port_finding(port, True, expected, "the node rebooted since the last check: new baseline"))
-            continue
-        if any(counters[name] < before.get(name, 0) for name in limited):
-            findings.append(port_finding(port, True, expected, "counters reset since the last check: new baseline"))
-            continue
-        grew = [
-            f"{name} +{counters[name] - before[name]}"
-            for name, limit in limited.items()
-            if name in before and counters[name] - before[name] > limit.allowed(window)
-        ]
-        found = (
-            "; ".join(grew) + f" in {_duration(window)}" if grew else f"none grew past its limit in {_duration(window)}"
-        )
-        findings.append(port_finding(port, not grew, expected, found))
+    findings = []
+    for check in checks:
+        for port, counters in sorted(ports.items()):
+            limited = {name: check.limits[name] for name in counters if name in check.limits}
+            if not limited:
+                continue
+            before = (previous or {}).get("ports", {}).get(port)
+            ok, found = _judged(limited, counters, before, rebooted, window)
+            expected = ", ".join(f"{name} {limit}" for name, limit in limited.items())
+            findings.append(finding(host, fabric, check.check_id, port, ok, expected, found, check.hint))
     return findings
+
+
+def _judged(
+    limited: dict[str, Limit], counters: dict[str, int], before: dict[str, int] | None, rebooted: bool, window: float
+) -> tuple[bool, str]:
+    """Whether a port's limited counters stayed within their limits, and what was found."""
+    if before is None:
+        return True, "baseline recorded: judged from the next check on"
+    if rebooted:
+        return True, "the node rebooted since the last check: new baseline"
+    if any(counters[name] < before.get(name, 0) for name in limited):
+        return True, "counters reset since the last check: new baseline"
+    grew = [
+        f"{name} +{counters[name] - before[name]}"
+        for name, limit in limited.items()
+        if name in before and counters[name] - before[name] > limit.allowed(window)
+    ]
+    if grew:
+        return False, "; ".join(grew) + f" in {_duration(window)}"
+    return True, f"none grew past its limit in {_duration(window)}"

@@ -66,6 +66,7 @@ CHECKS = {
         Check("roce.dscp_map", "DSCP to priority", "roce_qos"),
         Check("roce.ecn", "ECN (DCQCN)", "roce_qos"),
         Check("roce.cnp", "CNP class", "roce_qos"),
+        Check("roce.ecn_activity", "no ECN marks or CNPs"),
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
         Check("exporter.answers", "exporter answers", "exporter"),

@@ -26,7 +26,7 @@ from typing import Any
 from rdmaprov.errors import Problem, UsageParser, UserError
 from rdmaprov.facts.node_report import node_report_command
 from rdmaprov.health.checks import report_arguments, verify_node
-from rdmaprov.health.counters import counter_findings, load_reads, save_reads
+from rdmaprov.health.counters import counter_checks, counter_findings, load_reads, save_reads
 from rdmaprov.health.findings import Finding
 from rdmaprov.inventory.model import HostSpec
 from rdmaprov.nodecheck import expectations
@@ -86,7 +86,13 @@ def judge(expected: Expectations, report: NodeReport, state_dir: str | None, now
     path = Path(state_dir) / "counters.json" if state_dir else None
     reads = load_reads(path) if path else {}
     findings += counter_findings(
-        host.name, host.node.fabric, now, report.counters, reads.get(host.name), report.boot_id
+        host.name,
+        host.node.fabric,
+        now,
+        report.counters,
+        reads.get(host.name),
+        report.boot_id,
+        counter_checks(host.node),
     )
     if path:
         try:

@@ -16,8 +16,13 @@ ERROR_COUNTERS = (
     "port_rcv_errors",
     "port_xmit_discards",
 )
+# DCQCN's own counters (mlx5 hw_counters): CE-marked RoCE packets received, CNPs sent by the
+# notification point, CNPs the reaction point acted on.
+CONGESTION_COUNTERS = ("np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled")
 COUNTER_FILES = " ".join(
-    f"/sys/class/infiniband/*/ports/*/{d}/{n}" for d in ("counters", "hw_counters") for n in ERROR_COUNTERS
+    f"/sys/class/infiniband/*/ports/*/{d}/{n}"
+    for d in ("counters", "hw_counters")
+    for n in ERROR_COUNTERS + (CONGESTION_COUNTERS if d == "hw_counters" else ())
 )
 
 _LINE = re.compile(r"^/sys/class/infiniband/([^/]+)/ports/(\d+)/(?:hw_)?counters/([^:/]+):(\d+)\s*$")
