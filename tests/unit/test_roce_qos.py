@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from rdmaprov.deploys.boot import render_unit
 from rdmaprov.deploys.roce_qos import render_script
-from rdmaprov.facts.node_report import node_report_command
+from rdmaprov.facts.node_report import ROCE_QOS, node_report_command
 from rdmaprov.facts.rdma import RoceQosState
 from rdmaprov.health.checks import report_arguments, verify_node
 from rdmaprov.health.counters import counter_checks, counter_findings
@@ -422,3 +426,45 @@ def test_ecn_marks_or_cnps_on_a_pfc_only_fabric_name_the_node():
     [found] = counter_findings("gpu1", "roce", 600.0, {"mlx5_2/1": after}, previous, "b", counter_checks(pfc_only))
     assert (found.id, found.ok, found.found) == ("roce.ecn_activity", False, "rp_cnp_handled +42 in 10 min")
     assert found.deploy is None and "declared PFC-only" in found.hint  # the cause may be another node
+
+
+def _fake_sys(root: Path) -> None:
+    """A ConnectX node's sysfs as the reading sees it: mlx5_0 a RoCE port (ToS, tc/1, netdev eth4
+    with mlx5's ECN files), mlx5_1 an InfiniBand port with an IPoIB netdev (no QoS to read)."""
+    files = {
+        "class/infiniband/mlx5_0/ports/1/link_layer": "Ethernet",
+        "class/infiniband/mlx5_0/tc/1/traffic_class": "Global tclass=106",
+        "class/infiniband/mlx5_1/ports/1/link_layer": "InfiniBand",
+        "class/net/eth4/ecn/roce_np/enable/3": "1",
+        "class/net/eth4/ecn/roce_rp/enable/3": "1",
+        "class/net/eth4/ecn/roce_np/cnp_802p_prio": "6",
+        "class/net/eth4/ecn/roce_np/cnp_dscp": "48",
+        "kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos": "106",
+    }
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text + "\n")
+    for device, netdev in (("mlx5_0", "eth4"), ("mlx5_1", "ib0")):
+        (root / f"class/infiniband/{device}/device/net/{netdev}").mkdir(parents=True)
+    (root / "class/net/ib0").mkdir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root for a mount namespace")
+def test_the_reading_itself_on_a_connectx_shaped_sysfs(tmp_path):
+    """The ROCE_QOS shell command run for real over a ConnectX-shaped /sys (bind-mounted in a
+    private mount namespace) with an mlnx_qos that answers with a real capture."""
+    _fake_sys(tmp_path / "sys")
+    tool = tmp_path / "bin" / "mlnx_qos"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\ncat {QOS / 'mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt'}\n")
+    tool.chmod(0o755)
+    script = f"mount --bind {tmp_path / 'sys'} /sys && PATH={tool.parent}:$PATH && {ROCE_QOS}"
+    out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    state = parse_qos_state(out.stdout)
+    assert state.tos == {("mlx5_0", 1): 106} and state.tclass == {"mlx5_0": 106}
+    assert state.netdevs == {"mlx5_0": ("eth4",)}  # the IPoIB netdev of the InfiniBand port is not read
+    nic = state.nics["eth4"]
+    assert (nic.tool, nic.trust, nic.pfc, nic.dscp_priorities[26]) == ("mlnx_qos", "dscp", RoceQos().pfc, 3)
+    assert nic.ecn == {"roce_np/enable/3": 1, "roce_rp/enable/3": 1, "roce_np/cnp_802p_prio": 6, "roce_np/cnp_dscp": 48}
+    assert all(link.ok for link in chain_links(RoceQos("dcqcn"), "roce", state, [], ()))
