@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ from rdmaprov.facts.node_report import ROCE_QOS, node_report_command
 from rdmaprov.facts.rdma import RoceQosState
 from rdmaprov.health.checks import report_arguments, verify_node
 from rdmaprov.health.counters import counter_checks, counter_findings
+from rdmaprov.health.facts_report import FactsReport
 from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool
 from rdmaprov.health.gates.perftest import endpoint, perftest_words
 from rdmaprov.inventory import load_inventory
@@ -174,7 +176,7 @@ def _connectx(trust_fixture: str, tos: str = "106", tclass: str = "Global tclass
 
 def test_a_converged_connectx_node_needs_nothing_and_passes_verify():
     state = _connectx("mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt")
-    assert state.tos == {("mlx5_0", 1): 106} and state.tclass == {"mlx5_0": 106}
+    assert state.tos == {"mlx5_0": {1: 106}} and state.tclass == {"mlx5_0": 106}
     assert state.nics["eth4"].ecn["roce_np/cnp_dscp"] == 48
     facts = {RoceQosState: state}
     assert commands(chain_now, facts, qos=RoceQos("dcqcn", tool="mlnx_qos"), fabric="roce", named=[], storage=[]) == []
@@ -353,7 +355,7 @@ def test_the_roce_example_inventory_derives_nccls_class_from_its_chain():
 def test_a_lab_vms_real_reading_rxe_over_virtio():
     """The ROCE_QOS command's own output on a lab VM (rxe0 on virtio eth0, ToS 106 set)."""
     state = parse_qos_state((FIXTURES / "lab" / "roce_qos_rxe_virtio.txt").read_text())
-    assert state.tos == {("rxe0", 1): 106} and state.netdevs == {"rxe0": ("eth0",)} and state.configfs
+    assert state.tos == {"rxe0": {1: 106}} and state.netdevs == {"rxe0": ("eth0",)} and state.configfs
     assert state.nics["eth0"].unsupported == "Attribute read: Operation not supported"
     qos = RoceQos("dcqcn")
     assert [(link.check, link.ok) for link in chain_links(qos, "softroce", state, ["rxe0"], ())] == [("roce.tos", True)]
@@ -462,9 +464,16 @@ def test_the_reading_itself_on_a_connectx_shaped_sysfs(tmp_path):
     out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     state = parse_qos_state(out.stdout)
-    assert state.tos == {("mlx5_0", 1): 106} and state.tclass == {"mlx5_0": 106}
+    assert state.tos == {"mlx5_0": {1: 106}} and state.tclass == {"mlx5_0": 106}
     assert state.netdevs == {"mlx5_0": ("eth4",)}  # the IPoIB netdev of the InfiniBand port is not read
     nic = state.nics["eth4"]
     assert (nic.tool, nic.trust, nic.pfc, nic.dscp_priorities[26]) == ("mlnx_qos", "dscp", RoceQos().pfc, 3)
     assert nic.ecn == {"roce_np/enable/3": 1, "roce_rp/enable/3": 1, "roce_np/cnp_802p_prio": 6, "roce_np/cnp_dscp": 48}
     assert all(link.ok for link in chain_links(RoceQos("dcqcn"), "roce", state, [], ()))
+
+
+def test_the_chain_as_read_goes_into_facts_json():
+    state = parse_qos_state((FIXTURES / "lab" / "roce_qos_rxe_virtio.txt").read_text())
+    doc = json.loads(json.dumps(FactsReport({"node1": NodeReport(roce_qos=state)}, {}).to_json()))
+    assert doc["node1"]["roce_qos"]["tos"] == {"rxe0": {"1": 106}}
+    assert doc["node1"]["roce_qos"]["nics"]["eth0"]["unsupported"] == "Attribute read: Operation not supported"

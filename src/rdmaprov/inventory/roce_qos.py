@@ -136,7 +136,7 @@ def qos_devices(state: QosState, named: list[str], storage: tuple[str, ...]) -> 
     else every device with a RoCE port but the storage HCAs."""
     if named:
         return named
-    return sorted({d for d, _ in state.tos} - set(storage))
+    return sorted(set(state.tos) - set(storage))
 
 
 def chain_links(
@@ -155,9 +155,9 @@ def host_links(qos: RoceQos, state: QosState, devices: list[str]) -> list[QosLin
     traffic class where the driver has one (mlx5's tc/1, one per device, which overrides every QP's)."""
     links = []
     for device in devices:
-        ports = sorted(p for d, p in state.tos if d == device) or [1]
-        for port in ports:
-            found = state.tos.get((device, port))
+        ports = state.tos.get(device, {})
+        for port in sorted(ports) or [1]:
+            found = ports.get(port)
             seen = "unset (0)" if found is None else str(found)
             if not state.configfs:
                 seen = "no RDMA-CM configfs (rdma_cm not loaded or configfs not mounted)"

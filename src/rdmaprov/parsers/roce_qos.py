@@ -32,7 +32,7 @@ class NicQos:
 class QosState:
     """A node's chain as read: what verify compares with roce_qos and apply sets where it differs."""
 
-    tos: dict[tuple[str, int], int | None] = field(default_factory=dict)  # (device, port) → ToS; None: unset
+    tos: dict[str, dict[int, int | None]] = field(default_factory=dict)  # device → port → ToS; None: unset
     tclass: dict[str, int | None] = field(default_factory=dict)  # device → verbs traffic class (mlx5)
     netdevs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # device → its NIC netdevs
     nics: dict[str, NicQos] = field(default_factory=dict)
@@ -94,7 +94,7 @@ def parse_qos_state(text: str) -> QosState:
     """The ROCE_QOS section's lines: `tos DEV PORT VALUE|-`, `tclass DEV TEXT`, `netdev DEV NETDEV`,
     `mlnx_qos NETDEV LINE`, `dcb_pfc NETDEV LINE`, `dcb_app NETDEV LINE`, `ecn NETDEV FILE:VALUE`,
     and `configfs missing`."""
-    tos: dict[tuple[str, int], int | None] = {}
+    tos: dict[str, dict[int, int | None]] = {}
     tclass: dict[str, int | None] = {}
     netdevs: dict[str, tuple[str, ...]] = {}
     lines: dict[tuple[str, str], list[str]] = {}
@@ -103,7 +103,7 @@ def parse_qos_state(text: str) -> QosState:
         kind, _, rest = line.partition(" ")
         name, _, value = rest.partition(" ")
         if kind == "tos" and (m := re.fullmatch(r"(\d+) (\S+)", value)) is not None:
-            tos[(name, int(m.group(1)))] = _number(m.group(2))
+            tos.setdefault(name, {})[int(m.group(1))] = _number(m.group(2))
         elif kind == "tclass":
             tclass[name] = _number(value)
         elif kind == "netdev":
