@@ -477,3 +477,9 @@ def test_the_chain_as_read_goes_into_facts_json():
     doc = json.loads(json.dumps(FactsReport({"node1": NodeReport(roce_qos=state)}, {}).to_json()))
     assert doc["node1"]["roce_qos"]["tos"] == {"rxe0": {"1": 106}}
     assert doc["node1"]["roce_qos"]["nics"]["eth0"]["unsupported"] == "Attribute read: Operation not supported"
+
+
+def test_the_section_read_back_from_its_own_settings_is_the_same():
+    qos = RoceQos("pfc_only", priority=5, dscp=34, cnp_priority=7, cnp_dscp=56, tool="mlnx_qos")
+    assert RoceQos.from_settings(qos.settings()) == qos
+    assert node_config({"fabric": "roce", "roce_qos": qos.settings()}).roce_qos == qos

@@ -270,7 +270,6 @@ class NodeConfig:
         packages, mirror, rdma = node["packages"], node.get("mirror", {}), node["rdma"]
         apt, yum = mirror.get("apt"), mirror.get("yum")
         gpu, nccl, erdma, mpi = node["gpu"], node["nccl"], node["erdma"], node["mpi"]
-        qos = node["roce_qos"]
         return cls(
             fabric=node.get("fabric"),
             packages=PackagesConfig(
@@ -334,9 +333,7 @@ class NodeConfig:
             exporter=ExporterConfig(node["exporter"]["enabled"], node["exporter"]["listen"]),
             tags=strings(node.get("tags")),
             builds=tuple(_frozen(build) for build in node.get("builds") or ()),
-            roce_qos=RoceQos(
-                qos["profile"], qos["priority"], qos["dscp"], qos["cnp"]["priority"], qos["cnp"]["dscp"], qos["tool"]
-            ),
+            roce_qos=RoceQos.from_settings(node["roce_qos"]),
         )
 
     @property

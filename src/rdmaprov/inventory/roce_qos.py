@@ -11,7 +11,9 @@ alone, without DCQCN (SIGCOMM 2024).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rdmaprov.parsers.roce_qos import NicQos, QosState
 from rdmaprov.quoting import sh, sh_join
@@ -32,6 +34,17 @@ class RoceQos:
     cnp_priority: int = 6
     cnp_dscp: int = 48
     tool: str = "dcb"
+
+    @classmethod
+    def from_settings(cls, qos: Mapping[str, Any]) -> RoceQos:
+        """The roce_qos section after fill_defaults."""
+        cnp = qos["cnp"]
+        return cls(qos["profile"], qos["priority"], qos["dscp"], cnp["priority"], cnp["dscp"], qos["tool"])
+
+    def settings(self) -> dict[str, Any]:
+        """The section back in the inventory's shape (what node-check's expectations carry)."""
+        cnp = {"priority": self.cnp_priority, "dscp": self.cnp_dscp}
+        return {"profile": self.profile, "priority": self.priority, "dscp": self.dscp, "cnp": cnp, "tool": self.tool}
 
     @property
     def enabled(self) -> bool:

@@ -65,11 +65,8 @@ def node_settings(node: NodeConfig) -> dict[str, Any]:
     gid = node.nccl.env.get("NCCL_IB_GID_INDEX")
     if gid is not None:
         settings["nccl"]["env"] = {"NCCL_IB_GID_INDEX": gid}
-    qos = node.roce_qos
-    if qos.enabled:
-        cnp = {"priority": qos.cnp_priority, "dscp": qos.cnp_dscp}
-        settings["roce_qos"] = {"profile": qos.profile, "priority": qos.priority, "dscp": qos.dscp, "cnp": cnp}
-        settings["roce_qos"]["tool"] = qos.tool
+    if node.roce_qos.enabled:
+        settings["roce_qos"] = node.roce_qos.settings()
     return settings
 
 
