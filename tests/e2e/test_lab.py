@@ -146,6 +146,21 @@ def _gates_until(inventory: str, settled, start_over=lambda: None, tries: int = 
     return code, result
 
 
+def _stalled_lanes_rerun(inventory: str, gates: list[dict]) -> dict[tuple[str, str], dict]:
+    """Gates by (gate, subject), the perftest lanes that failed measured again (_gates_until says
+    why a lab lane can stall): a test asserting what else fails is not decided by the emulation."""
+    found = {(g["gate"], g["subject"]): g for g in gates}
+    stalled = {key for key, g in found.items() if not g["passed"] and key[0] in ("ib_write_bw", "rail", "latency")}
+    if stalled:
+
+        def measured(result: dict) -> list[dict]:
+            return [g for g in result["gates"] if (g["gate"], g["subject"]) in stalled]
+
+        _, again = _gates_until(inventory, lambda result: all(g["passed"] for g in measured(result)))
+        found.update({(g["gate"], g["subject"]): g for g in measured(again)})
+    return found
+
+
 def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_own_past(vm_lab, tmp_path, monkeypatch):
     """Two rails per VM (rxe0 on eth0, rxe1 on a macvlan), both tested at once: a verdict per HCA
     for bandwidth and for p99 latency. Then rxe1's traffic into node1 is policed: first to well
@@ -394,57 +409,65 @@ def test_roce_qos_puts_the_declared_class_on_the_wire_and_check_names_a_node_off
     inventory = _qos_inventory(vm_lab, tmp_path, "qos.yaml")
     # the deploys that read roce_qos: the chain, NCCL's class, and node-check's expectations
     tags = "roce_qos,nccl_env,node_check"
-    code, applied = rdmaprov_json("apply", inventory, "--tags", tags, "--skip-gates", timeout=600)
-    assert code == 2, [(h["name"], h["error"]) for h in applied["hosts"]]
-    for node in ("node1", "node2"):
-        assert vm_lab.ssh(node, f"cat {TOS_FILE}").stdout.strip() == "106"
-        conf = vm_lab.ssh(node, "cat /etc/nccl.conf").stdout
-        assert "NCCL_IB_TC=106" in conf and "NCCL_IB_SL=3" in conf, conf
-    dcb = "not applicable: SoftRoCE runs on NICs without DCB (no PFC, no DSCP trust, no DCQCN)"
-    assert _qos_findings(applied) == {
-        node: [("roce.dcb", "NICs", True, dcb), ("roce.tos", "rxe0 port 1", True, "106")] for node in ("node1", "node2")
-    }
+    restored = False
+    try:
+        code, applied = rdmaprov_json("apply", inventory, "--tags", tags, "--skip-gates", timeout=600)
+        assert code == 2, [(h["name"], h["error"]) for h in applied["hosts"]]
+        for node in ("node1", "node2"):
+            assert vm_lab.ssh(node, f"cat {TOS_FILE}").stdout.strip() == "106"
+            conf = vm_lab.ssh(node, "cat /etc/nccl.conf").stdout
+            assert "NCCL_IB_TC=106" in conf and "NCCL_IB_SL=3" in conf, conf
+        dcb = "not applicable: SoftRoCE runs on NICs without DCB (no PFC, no DSCP trust, no DCQCN)"
+        expected = [("roce.dcb", "NICs", True, dcb), ("roce.tos", "rxe0 port 1", True, "106")]
+        assert _qos_findings(applied) == {node: expected for node in ("node1", "node2")}
 
-    # On the lab bridge, every RoCE v2 packet of the gate carries DSCP 26 with ECN-capable (ToS 106).
-    with roce_classes(vm_lab.bridge) as seen:
-        code, gated = rdmaprov_json("verify", inventory, "--gates", timeout=900)
-    assert code == 0, gated["gates"]
-    assert sum(seen.values()) > 100 and set(seen) == {106}, seen
-    classes = [g["details"]["traffic_class"] for g in gated["gates"] if g["gate"] == "ib_write_bw"]
-    assert classes and set(classes) == {106}, gated["gates"]
+        # On the lab bridge, every RoCE v2 packet of the gate carries DSCP 26 with ECN-capable (ToS 106).
+        with roce_classes(vm_lab.bridge) as seen:
+            code, gated = _gates_until(inventory, lambda result: all(g["passed"] for g in result["gates"]))
+        assert code == 0, gated["gates"]
+        assert sum(seen.values()) > 100 and set(seen) == {106}, seen
+        classes = [g["details"]["traffic_class"] for g in gated["gates"] if g["gate"] == "ib_write_bw"]
+        assert classes and set(classes) == {106}, gated["gates"]
 
-    # A node whose ToS was changed by hand: check names it as corrective drift; apply sets it back.
-    assert vm_lab.ssh("node2", f"echo 0 > {TOS_FILE}").returncode == 0
-    code, drift = rdmaprov_json("check", inventory, timeout=600)
-    assert code == 6, drift
-    hosts = {h["name"]: h for h in drift["hosts"]}
-    assert (_would_change(hosts["node1"]), _would_change(hosts["node2"])) == (
-        {},
-        {"roce_qos | RoCE QoS now": "corrective"},
-    )
-    facts = {
-        v["name"]: [(f["id"], f["found"], f["drift"]) for f in v["findings"] if not f["ok"]] for v in drift["verify"]
-    }
-    assert facts == {"node1": [], "node2": [("roce.tos", "0", "corrective")]}
-    code, _ = rdmaprov_json("apply", inventory, "--tags", "roce_qos", "--skip-gates", timeout=600)
-    assert code == 2 and vm_lab.ssh("node2", f"cat {TOS_FILE}").stdout.strip() == "106"
+        # A node whose ToS was changed by hand: check names it as corrective drift; apply sets it back.
+        assert vm_lab.ssh("node2", f"echo 0 > {TOS_FILE}").returncode == 0
+        code, drift = rdmaprov_json("check", inventory, timeout=600)
+        assert code == 6, drift
+        hosts = {h["name"]: h for h in drift["hosts"]}
+        assert (_would_change(hosts["node1"]), _would_change(hosts["node2"])) == (
+            {},
+            {"roce_qos | RoCE QoS now": "corrective"},
+        )
+        facts = {
+            v["name"]: [(f["id"], f["found"], f["drift"]) for f in v["findings"] if not f["ok"]]
+            for v in drift["verify"]
+        }
+        assert facts == {"node1": [], "node2": [("roce.tos", "0", "corrective")]}
+        code, _ = rdmaprov_json("apply", inventory, "--tags", "roce_qos", "--skip-gates", timeout=600)
+        assert code == 2 and vm_lab.ssh("node2", f"cat {TOS_FILE}").stdout.strip() == "106"
 
-    # Declared as RoCE over the VMs' virtio NICs: DCB is read and found missing, never a pass.
-    roce = _qos_inventory(vm_lab, tmp_path, "roce.yaml", fabric="roce")
-    code, result = rdmaprov_json("verify", roce, timeout=600)
-    assert code == 4
-    nic = [f for f in _qos_findings(result)["node1"] if f[0] in ("roce.trust", "roce.pfc", "roce.dscp_map")]
-    assert len(nic) == 3 and all(
-        not ok and found.endswith("has no DCB (dcb: Attribute read: Operation not supported)")
-        for _, _, ok, found in nic
-    ), nic
+        # Declared as RoCE over the VMs' virtio NICs: DCB is read and found missing, never a pass.
+        roce = _qos_inventory(vm_lab, tmp_path, "roce.yaml", fabric="roce")
+        code, result = rdmaprov_json("verify", roce, timeout=600)
+        assert code == 4
+        nic = [f for f in _qos_findings(result)["node1"] if f[0] in ("roce.trust", "roce.pfc", "roce.dscp_map")]
+        assert len(nic) == 3 and all(
+            not ok and found.endswith("has no DCB (dcb: Attribute read: Operation not supported)")
+            for _, _, ok, found in nic
+        ), nic
 
-    # Off again: the boot unit goes, and the ToS is put back by hand (off leaves QoS as it is).
-    code, _ = rdmaprov_json("apply", vm_lab.inventory, "--tags", tags, "--skip-gates", timeout=600)
-    assert code == 2
-    for node in ("node1", "node2"):
-        assert vm_lab.ssh(node, "rmdir /sys/kernel/config/rdma_cm/rxe0").returncode == 0
-        assert vm_lab.ssh(node, "test -e /etc/systemd/system/rdmaprov-roce-qos.service").returncode == 1
+        # Off again: the boot unit goes, and the ToS is put back by hand (off leaves QoS as it is).
+        code, _ = rdmaprov_json("apply", vm_lab.inventory, "--tags", tags, "--skip-gates", timeout=600)
+        assert code == 2
+        for node in ("node1", "node2"):
+            assert vm_lab.ssh(node, "rmdir /sys/kernel/config/rdma_cm/rxe0").returncode == 0
+            assert vm_lab.ssh(node, "test -e /etc/systemd/system/rdmaprov-roce-qos.service").returncode == 1
+        restored = True
+    finally:
+        if not restored:  # later tests share the lab: a failure here must not leave QoS behind
+            rdmaprov_json("apply", vm_lab.inventory, "--tags", tags, "--skip-gates", timeout=600)
+            for node in ("node1", "node2"):
+                vm_lab.ssh(node, "rmdir /sys/kernel/config/rdma_cm/rxe0 2>/dev/null || true")
 
 
 def test_gate_with_a_failing_or_unreachable_peer_fails_clearly_and_leaves_no_server(vm_lab, tmp_path):
@@ -610,7 +633,7 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
 
     code, result = rdmaprov_json("bootstrap", full, "--limit", "node3", timeout=1800)
     hosts = {h["name"]: h for h in result["hosts"]}
-    gates = {(g["gate"], g["subject"]): g for g in result["gates"]}
+    gates = _stalled_lanes_rerun(full, result["gates"])
     assert result["command"] == "bootstrap"
     # changes made (2), and a gate failed (4): the all_reduce across the releases, and only it
     assert code == 6, (
@@ -628,7 +651,7 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
     assert [v["name"] for v in result["verify"]] == ["node3"] and result["verify"][0]["status"] == "ok"
     assert gates[("ib_write_bw", "node1 -> node3")]["passed"], gates  # Debian 12 <-> Debian 13 over rxe
     mixed = gates[("all_reduce", "node1,node2,node3")]
-    assert [g["subject"] for g in result["gates"] if not g["passed"]] == ["node1,node2,node3"], gates
+    assert [subject for (_, subject), g in gates.items() if not g["passed"]] == ["node1,node2,node3"], gates
     assert re.match(
         r"one MPI job cannot span these nodes: Open MPI 4\.1\.\d+ on node1, node2; Open MPI 5\.0\.\d+ on node3\. ",
         mixed["reason"],
