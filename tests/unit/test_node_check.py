@@ -66,7 +66,7 @@ def test_the_expectations_file_is_stable_and_carries_no_more_than_the_checks_rea
     assert set(document["node"]) <= keys
     assert "mirror" not in text and "builds" not in text and "source" not in json.dumps(document["node"]["gpu"])
     assert document["node"]["gpu"] == {"count": 8, "driver_version": "535.129.03"}
-    assert document["slurm"] == {"node_name": "gpu001", "drain": True, "max_drain_fraction": 0.1}
+    assert document["slurm"] == {"node_name": "gpu001", "drain": True, "max_drain_fraction": 0.1, "budget_s": 55}
 
 
 def _write_expectations(tmp_path: Path, inventory_path: Path = REPO / "inventories" / "lab.yaml") -> Path:

@@ -14,6 +14,7 @@ from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.services import unit_running
 from rdmaprov.operations.slurm import SlurmMember, munge_key_created, munge_key_shared, slurm_conf
 from rdmaprov.parsers.slurm import NodeHardware, conf_node_lines, conf_value, parse_hardware
+from rdmaprov.parsers.slurm_release import SlurmVersion
 from rdmaprov.quoting import slurm_word
 from rdmaprov.slurm.conf import SlurmNodeLine, render_gres_conf, render_slurm_conf, render_slurmd_defaults
 from tests.conftest import FIXTURES
@@ -55,7 +56,8 @@ def test_node_hardware_from_real_lscpu_and_meminfo():
 def test_slurm_conf_declares_nodes_gpus_partitions_and_the_health_check(tmp_path):
     slurm = _slurm(tmp_path)
     nodes = [SlurmNodeLine("node1", "10.79.41.11", ONE, 0), SlurmNodeLine("node2", "10.79.41.12", ONE, 8)]
-    text = render_slurm_conf(slurm, ("vm1", "10.79.41.11"), nodes, [("main", ["node1", "node2"], True, "INFINITE")])
+    partitions = [("main", ["node1", "node2"], True, "INFINITE")]
+    text = render_slurm_conf(slurm, ("vm1", "10.79.41.11"), nodes, partitions, version=SlurmVersion(22, 5, 8))
     lines = text.splitlines()
     assert lines[0].startswith("# Managed by rdmaprov")
     assert "ClusterName=lab" in lines and "SlurmctldHost=vm1(10.79.41.11)" in lines

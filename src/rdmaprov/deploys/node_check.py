@@ -11,11 +11,16 @@ from __future__ import annotations
 from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.factcache import fact
+from rdmaprov.engine.notes import warn
+from rdmaprov.facts.slurm import RunningSlurmConfig
+from rdmaprov.inventory.slurm import HealthCheckTiming, SlurmConfig
 from rdmaprov.nodecheck import expectations, zipapp
 from rdmaprov.nodecheck.expectations import SlurmSide
 from rdmaprov.nodecheck.options import EXPECTATIONS
 from rdmaprov.operations.files import managed_file, shipped_file
 from rdmaprov.operations.packages import packages
+from rdmaprov.operations.slurm import cluster_release
 from rdmaprov.packages import NODE_CHECK
 from rdmaprov.slurm.conf import HEALTH_CHECK_PROGRAM
 
@@ -38,8 +43,25 @@ def wanted_here(ctx: NodeContext) -> SlurmSide | None:
     slurm = ctx.inventory.slurm
     if slurm is None or ctx.host.name not in slurm.compute_hosts(ctx.inventory.host_names()):
         return None
-    check = slurm.health_check
-    return SlurmSide(slurm.node_name(ctx.host.name), check.drain, check.max_drain_fraction)
+    check, budget = slurm.health_check, _timing(ctx, slurm).budget_s
+    return SlurmSide(slurm.node_name(ctx.host.name), check.drain, check.max_drain_fraction, budget)
+
+
+def _timing(ctx: NodeContext, slurm: SlurmConfig) -> HealthCheckTiming:
+    """slurmd's limit on the check here: from the release rdmaprov renders slurm.conf for (mode
+    full), or from the site's running configuration (mode health_check)."""
+    if slurm.manages:
+        version, unknown = cluster_release(slurm.daemon_hosts(ctx.inventory.host_names()))
+        return slurm.health_check.timing(None if unknown else version)
+    running = fact(RunningSlurmConfig)
+    if running is None:
+        timing = HealthCheckTiming.running(None)
+        warn(
+            f"node check: Slurm's configuration could not be read here (scontrol show config); the check keeps "
+            f"to {timing.budget_s} s, within Slurm's default {timing.kill_s} s limit: apply again once Slurm answers"
+        )
+        return timing
+    return HealthCheckTiming.running(running.health_check_timeout_s)
 
 
 @deploy("node_check")

@@ -1,5 +1,6 @@
-"""Facts for the Slurm deploy: a node's hardware as slurm.conf declares it, and the munge key's
-digest (never its content: the key does not pass through any command's output)."""
+"""Facts for the Slurm deploy: a node's hardware as slurm.conf declares it, the munge key's
+digest (never its content: the key does not pass through any command's output), and which Slurm
+a host has or would install, and runs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ from pyinfra.api import FactBase
 
 from rdmaprov.facts.files import FileDigest, digest_command, parse_file_digest
 from rdmaprov.parsers.slurm import HARDWARE_COMMAND, NodeHardware, parse_hardware
+from rdmaprov.parsers.slurm_release import (
+    PACKAGE_COMMAND,
+    RunningSlurm,
+    SlurmPackages,
+    parse_packages,
+    parse_show_config,
+)
 
 MUNGE_KEY = "/etc/munge/munge.key"
 
@@ -38,3 +46,32 @@ class MungeKey(FactBase[FileDigest]):
     @staticmethod
     def default() -> FileDigest:
         return FileDigest()
+
+
+class SlurmRelease(FactBase[SlurmPackages]):
+    """The Slurm packages installed, and what an install would bring (slurm.conf's keys depend on it)."""
+
+    def command(self) -> str:
+        return PACKAGE_COMMAND
+
+    def process(self, output: list[str]) -> SlurmPackages:
+        return parse_packages(output)
+
+    @staticmethod
+    def default() -> SlurmPackages:
+        return SlurmPackages()
+
+
+class RunningSlurmConfig(FactBase[RunningSlurm | None]):
+    """`scontrol show config` as the controller answers it; None where there is no scontrol or no
+    answer within 10 s (a site whose controller is down is read again at the next apply)."""
+
+    def command(self) -> str:
+        return "command -v scontrol >/dev/null 2>&1 && timeout 10 scontrol show config 2>/dev/null; true"
+
+    def process(self, output: list[str]) -> RunningSlurm | None:
+        return parse_show_config("\n".join(output))
+
+    @staticmethod
+    def default() -> RunningSlurm | None:
+        return None

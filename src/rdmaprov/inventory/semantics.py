@@ -14,6 +14,7 @@ from typing import Any
 from rdmaprov.errors import Problem
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.inventory.model import fill_defaults
+from rdmaprov.inventory.slurm import MARGIN_S
 from rdmaprov.inventory.source import DocPath, SourceMap, format_path
 from rdmaprov.nvidia import ARCHS, arch_problem, driver_problem, module_flavor, parse_version
 from rdmaprov.parsers.units import parse_size
@@ -403,6 +404,38 @@ def _health_check_problems(check: dict[str, Any], smap: SourceMap) -> list[Probl
                 "NONDRAINED_IDLE leaves drained nodes unchecked: a node rdmaprov drained would never be "
                 "checked again, so never resumed",
                 "use IDLE (idle nodes, drained or not) or ANY, or set health_check.drain: false",
+            )
+        ]
+    return _timeout_problems(check, smap)
+
+
+def _timeout_problems(check: dict[str, Any], smap: SourceMap) -> list[Problem]:
+    """A declared HealthCheckTimeout below the interval (26.05's daemons insist on it) and with
+    room for the node report plus node-check's own start and exit."""
+    timeout = check.get("timeout_s")
+    if timeout is None:
+        return []
+    root = load_schema("inventory")
+    schema = root["$defs"]["slurm"]["properties"]["health_check"]
+    filled = fill_defaults(check, schema, root)
+    interval, report = filled["interval_s"], filled["report_timeout_s"]
+    where = _SLURM + ("health_check", "timeout_s")
+    if timeout >= interval:
+        return [
+            smap.problem(
+                where,
+                f"health_check.timeout_s {timeout} is not below interval_s {interval}: Slurm 26.05 wants "
+                "HealthCheckTimeout less than HealthCheckInterval and logs an error at every start",
+                f"set timeout_s to at most {interval - 1}, or raise interval_s",
+            )
+        ]
+    if report + MARGIN_S > timeout:
+        return [
+            smap.problem(
+                where,
+                f"health_check.timeout_s {timeout} leaves no room for report_timeout_s {report}: slurmd would "
+                f"kill the check before its report gives up ({MARGIN_S} s go to node-check's start and exit)",
+                f"set report_timeout_s to at most {timeout - MARGIN_S}, or raise timeout_s",
             )
         ]
     return []

@@ -18,11 +18,12 @@ from typing import Any
 from rdmaprov.errors import Problem, UserError
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.inventory.model import HostSpec, SSHSettings, fill_defaults, node_schema
+from rdmaprov.inventory.slurm import FIXED_KILL_S, MARGIN_S
 from rdmaprov.nodecheck.options import EXPECTATIONS as PATH
 
 FORMAT = 1
 # How long the node report may take before node-check gives up on it (a hung nvidia-smi, a stuck
-# sysfs read): well inside Slurm's own limit on a HealthCheckProgram (60 s in slurmd 22.05).
+# sysfs read): well inside Slurm's own limit on a HealthCheckProgram (60 s by default).
 REPORT_TIMEOUT_S = 30
 
 
@@ -77,9 +78,22 @@ class SlurmSide:
     node_name: str
     drain: bool
     max_drain_fraction: float
+    # The check's own time: slurmd's limit on this cluster's release less node-check's start and exit
+    budget_s: int = FIXED_KILL_S - MARGIN_S
 
     def to_json(self) -> dict[str, Any]:
-        return {"node_name": self.node_name, "drain": self.drain, "max_drain_fraction": self.max_drain_fraction}
+        return {
+            "node_name": self.node_name,
+            "drain": self.drain,
+            "max_drain_fraction": self.max_drain_fraction,
+            "budget_s": self.budget_s,
+        }
+
+    @classmethod
+    def from_json(cls, slurm: dict[str, Any]) -> SlurmSide:
+        """The section as render wrote it; files from before budget_s keep the 60 s limit's budget."""
+        budget = int(slurm.get("budget_s", cls.budget_s))
+        return cls(str(slurm["node_name"]), bool(slurm["drain"]), float(slurm["max_drain_fraction"]), budget)
 
 
 @dataclass(frozen=True)
@@ -127,9 +141,7 @@ def parse(text: str, path: str = PATH) -> Expectations:
             cluster=str(document["cluster"]),
             host=HostSpec(str(document["host"]), str(document.get("address", "")), SSHSettings(), (), node),
             report_timeout_s=int(document.get("report_timeout_s", REPORT_TIMEOUT_S)),
-            slurm=SlurmSide(str(slurm["node_name"]), bool(slurm["drain"]), float(slurm["max_drain_fraction"]))
-            if slurm
-            else None,
+            slurm=SlurmSide.from_json(slurm) if slurm else None,
             path=path,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

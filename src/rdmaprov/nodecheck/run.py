@@ -35,7 +35,7 @@ from rdmaprov.nodecheck.options import DESCRIPTION, add_arguments
 from rdmaprov.parsers.node import NodeReport, parse_node_report
 from rdmaprov.paths import SYSTEM_PATH
 from rdmaprov.slurm.drain import DrainLimits
-from rdmaprov.slurm.scontrol import Clock, etiquette, outcome_of
+from rdmaprov.slurm.scontrol import BUDGET_S, Clock, etiquette, outcome_of
 
 EXIT_HEALTHY, EXIT_FAILING = 0, 4
 
@@ -181,8 +181,9 @@ def slurm_etiquette(expected: Expectations, outcome: Outcome, clock: Clock) -> l
 
 def node_check(args: argparse.Namespace) -> int:
     """Check this node; print one line per failure (or a one-line all-clear); 0 healthy, 4 failing."""
-    clock = Clock(time.monotonic())
+    started = time.monotonic()
     expected = expectations.load(args.expectations)
+    clock = Clock(started, expected.slurm.budget_s if expected.slurm else BUDGET_S)
     outcome = check_node(expected, args.state_dir, args.report_file)
     if args.slurm:
         outcome.slurm = slurm_etiquette(expected, outcome, clock)

@@ -36,10 +36,11 @@ from rdmaprov.engine.notes import warn
 from rdmaprov.engine.pyinfra_state import privileges
 from rdmaprov.engine.run_context import context_of
 from rdmaprov.facts.files import ManagedFile
-from rdmaprov.facts.slurm import MUNGE_KEY, MungeKey, SlurmHardware
+from rdmaprov.facts.slurm import MUNGE_KEY, MungeKey, SlurmHardware, SlurmRelease
 from rdmaprov.inventory.slurm import SlurmConfig
 from rdmaprov.operations.files import file_commands
 from rdmaprov.parsers.slurm import conf_node_lines, conf_value
+from rdmaprov.parsers.slurm_release import SlurmVersion
 from rdmaprov.slurm.conf import SLURM_CONF, SlurmNodeLine, render_slurm_conf
 
 KEY = shlex.quote(MUNGE_KEY)
@@ -166,6 +167,16 @@ class SlurmMember:
     gpus: int
 
 
+def cluster_release(hosts: list[str]) -> tuple[SlurmVersion | None, list[str]]:
+    """The oldest Slurm among `hosts` (installed, else what their install brings: slurm.conf is
+    one file for all, so it holds no key the oldest daemon would refuse), and the hosts whose
+    release is not known this run (not reached, or no Slurm package to be had)."""
+    found = cluster_fact(SlurmRelease)
+    versions = {h: found[h].version for h in hosts if h in found}
+    unknown = [h for h in hosts if versions.get(h) is None]
+    return min((v for v in versions.values() if v is not None), default=None), unknown
+
+
 def _controller_from_file(text: str) -> tuple[str, str] | None:
     """SlurmctldHost=HOST(ADDRESS) of the current file, for a run that did not reach the controller."""
     value = conf_value(text, "SlurmctldHost")
@@ -210,5 +221,11 @@ def slurm_conf(
     assert where is not None
     by_host = {n.host: n.name for n in nodes}
     partitions = [(p.name, [by_host[h] for h in p.hosts], p.default, p.max_time) for p in slurm.partitions]
-    content = render_slurm_conf(slurm, where, lines, partitions)
+    version, unreleased = cluster_release(slurm.daemon_hosts([n.host for n in nodes]))
+    if unreleased and slurm.health_check.timing(version).timeout_s is not None:
+        warn(
+            f"slurm.conf: the Slurm release of {', '.join(unreleased)} is not known this run; written with no "
+            "key an older release would refuse (HealthCheckTimeout waits until every Slurm host is known)"
+        )
+    content = render_slurm_conf(slurm, where, lines, partitions, version=None if unreleased else version)
     yield from file_commands(SLURM_CONF, current, content, "644", "root", "root", after_change)

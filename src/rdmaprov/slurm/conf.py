@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from rdmaprov.inventory.slurm import SlurmConfig
 from rdmaprov.parsers.slurm import NodeHardware
+from rdmaprov.parsers.slurm_release import SlurmVersion
 from rdmaprov.quoting import slurm_word
 
 HEADER = "# Managed by rdmaprov (slurm deploy) from the inventory: local edits are overwritten.\n"
@@ -50,8 +51,16 @@ def render_slurm_conf(
     controller: tuple[str, str],  # (its hostname, as slurmctld checks it; its address)
     nodes: Sequence[SlurmNodeLine],
     partitions: Sequence[tuple[str, list[str], bool, str]],  # (name, Slurm node names, default, max_time)
+    *,
+    version: SlurmVersion | None,  # the cluster's oldest Slurm: no key it would refuse
 ) -> str:
+    """The file for a cluster running `version`; ValueError when the inventory asks for what that
+    release does not have (the daemons would stop at the parse)."""
     check = slurm.health_check
+    problem = check.release_problem(version)
+    if problem:
+        raise ValueError(problem)
+    timeout = check.timing(version).timeout_s
     hostname, address = controller
     lines = [
         HEADER.rstrip("\n"),
@@ -78,6 +87,8 @@ def render_slurm_conf(
         f"HealthCheckInterval={int(check.interval_s)}",
         f"HealthCheckNodeState={','.join(slurm_word(s, 'node state') for s in check.node_state_value.split(','))}",
     ]
+    if timeout is not None:
+        lines.append(f"HealthCheckTimeout={int(timeout)}")
     if any(n.gpus for n in nodes) or any("Gres=gpu" in (n.kept or "") for n in nodes):
         lines.append("GresTypes=gpu")
     lines += [n.line() for n in nodes]

@@ -4,8 +4,9 @@ act through `scontrol update`, and after a drain read again and undo it when oth
 at the same moment past the limit (slurm/drain.py says why that bounds the race).
 
 Every scontrol call has its own deadline, within the health check's (slurmd kills the program at
-60 s). A call that fails or does not answer ends the etiquette with a line saying so and nothing
-more done: Slurm's own trouble must never drain a node. A drain is only started with time left
+60 s, or at HealthCheckTimeout from Slurm 26.05: the expectations file carries the budget). A
+call that fails or does not answer ends the etiquette with a line saying so and nothing more
+done: Slurm's own trouble must never drain a node. A drain is only started with time left
 to read the share again and undo it.
 """
 
@@ -16,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 
+from rdmaprov.inventory.slurm import FIXED_KILL_S, MARGIN_S
 from rdmaprov.parsers.slurm import parse_scontrol_nodes
 from rdmaprov.paths import SYSTEM_PATH
 from rdmaprov.slurm.drain import CheckOutcome, DrainLimits, SlurmNode, decide, excess_drains
@@ -25,8 +27,8 @@ TIMEOUT_S = 10
 SETTLE_S = 1.0
 # A drain is three calls (drain, re-read, undo) and the settle: what must be left of the check's time.
 DRAIN_NEEDS_S = 3 * TIMEOUT_S + SETTLE_S
-# slurmd kills a HealthCheckProgram after 60 s; the check's own time ends before (interpreter start).
-BUDGET_S = 55.0
+# The check's own time where its expectations do not say (slurmd's fixed 60 s before 26.05)
+BUDGET_S = float(FIXED_KILL_S - MARGIN_S)
 
 
 class SlurmUnavailable(Exception):
