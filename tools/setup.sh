@@ -5,7 +5,8 @@
 #   `rdmaprov lab mpi` builds Open MPI with gcc and make from an xz tarball; Vagrant on libvirt, and
 #   GRUB's BIOS files for the box `rdmaprov lab box` makes; promtool in /usr/local/bin, taken out of
 #   Debian's prometheus package without installing its server, that the unit tests lint the
-#   exporter's and the textfile's metrics with), then the virtualenv below
+#   exporter's and the textfile's metrics with; chromium, that the unit tests render the readiness
+#   report with, headless, as a person would see it), then the virtualenv below
 #   --python  only the virtualenv in .venv: rdmaprov installed from this checkout (editable) with
 #             its test extra, at the versions CI tested (constraints/tested.txt); no root needed
 # Nothing is started here: the Vagrant test starts libvirtd itself when none runs (CI machines
@@ -19,6 +20,7 @@ APT_PACKAGES=(
   dpkg-dev apt-utils gnupg python3-venv ca-certificates
   gcc libc6-dev curl make xz-utils
   vagrant vagrant-libvirt libvirt-daemon-system dnsmasq-base grub-pc-bin debian-archive-keyring
+  chromium
 )
 if [[ "${1:-}" != --python ]]; then
   missing=()

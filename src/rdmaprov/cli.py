@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # imported by the commands that use it, after main() patched 
     from rdmaprov.lab.lab import Lab
 
 # Commands that never open a connection: no gevent patching (it costs a fifth of a second).
-_OFFLINE = {"validate", "import", "baseline", "node-check"}
+_OFFLINE = {"validate", "import", "baseline", "node-check", "report"}
 __all__ = ["EXIT_INVALID", "EXIT_USAGE", "build_parser", "main"]
 
 
@@ -168,7 +168,7 @@ def _cmd_bootstrap(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _finish(result, args: argparse.Namespace, out: Console) -> int:
-    """Print a run (table or JSON), write JUnit if asked, and return its exit code."""
+    """Print a run (table or JSON), write JUnit and the HTML report if asked, and return its exit code."""
     from rdmaprov.health.report import print_diagnosis, print_gates, print_gates_not_run, print_verify
     from rdmaprov.report.junit import junit_xml
     from rdmaprov.report.tables import print_run
@@ -191,6 +191,10 @@ def _finish(result, args: argparse.Namespace, out: Console) -> int:
     if getattr(args, "junit", None):
         with open(args.junit, "w", encoding="utf-8") as handle:
             handle.write(junit_xml(result.cluster, result.verify or [], result.gates or []))
+    if args.report:
+        from rdmaprov.report.html import write_report
+
+        write_report(args.report, result.to_json())
     return result.exit_code
 
 
@@ -236,7 +240,19 @@ def _cmd_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(json.dumps(diagnosis.to_json(), indent=2))
     else:
         print_diagnosis(diagnosis, out)
+    if args.report:
+        from rdmaprov.report.html import write_report
+
+        write_report(args.report, diagnosis.to_json())
     return diagnosis.exit_code
+
+
+def _cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.report.html import read_run, write_report
+
+    write_report(args.output, read_run(args.run))
+    out.print(f"{args.output}: the readiness report of {args.run}", markup=False, highlight=False)
+    return 0
 
 
 def _cmd_baseline(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -404,6 +420,14 @@ def _junit_option(help_text: str) -> _Parser:
     return parent
 
 
+def _report_option() -> _Parser:
+    parent = _parent()
+    parent.add_argument(
+        "--report", metavar="PATH", help="write the readiness report, one self-contained HTML page (docs/report.md)"
+    )
+    return parent
+
+
 def _gates_via_option() -> _Parser:
     parent = _parent()
     parent.add_argument(
@@ -438,6 +462,7 @@ def _run_output_options() -> _Parser:
         _flag("--diff", help_text="show file diffs (always shown by check)"),
         _verbose_option("show every operation and pyinfra's log"),
         _junit_option("write verification and gate results as JUnit XML"),
+        _report_option(),
     )
 
 
@@ -544,6 +569,19 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
     ssh.set_defaults(handler=_cmd_lab_ssh)
 
 
+def _add_report_parser(sub: argparse._SubParsersAction) -> None:
+    report = sub.add_parser(
+        "report",
+        help="the readiness report of a run saved as JSON: one self-contained HTML page, as --report writes it",
+        description="Make the page --report writes from a run's saved JSON (`rdmaprov verify INVENTORY --gates "
+        "--json > RUN.json`; apply, check, bootstrap and diagnose take --json too). Exit codes: 0 written, 1 RUN.json "
+        "is not a run's JSON or the page cannot be written.",
+    )
+    report.add_argument("run", metavar="RUN.json", help="a run's JSON, as --json printed it")
+    report.add_argument("--output", "-o", metavar="PATH", required=True, help="the HTML page to write")
+    report.set_defaults(handler=_cmd_report)
+
+
 def _add_import_parser(sub: argparse._SubParsersAction) -> None:
     imports = sub.add_parser("import", help="make an rdmaprov inventory from another tool's inventory")
     formats = imports.add_subparsers(dest="import_format", required=True, metavar="FORMAT", parser_class=_Parser)
@@ -582,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_parsers(sub, via)
     _add_health_parsers(sub, via)
     _add_node_parsers(sub)
+    _add_report_parser(sub)
     _add_import_parser(sub)
     _add_lab_parser(sub)
     return parser
@@ -642,6 +681,7 @@ def _add_health_parsers(sub, via: _Parser) -> None:
             _no_diagnose_option(),
             _json_option(),
             _junit_option("write the results as JUnit XML"),
+            _report_option(),
             _verbose_option("show passing checks too"),
             via,
         ],
@@ -655,11 +695,18 @@ def _add_health_parsers(sub, via: _Parser) -> None:
     )
     facts.set_defaults(handler=_cmd_facts)
 
+
     diagnose = sub.add_parser(
         "diagnose",
         help="find the nodes that make the cluster slow: pair tests in two rounds, then the node gate",
         description="Exit codes: 0 every node cleared, 4 suspects, or nodes no test could clear.",
-        parents=[_selection_options(), _json_option("print the diagnosis as JSON"), _verbose_option(), via],
+        parents=[
+            _selection_options(),
+            _json_option("print the diagnosis as JSON"),
+            _report_option(),
+            _verbose_option(),
+            via,
+        ],
     )
     diagnose.set_defaults(handler=_cmd_diagnose)
 

@@ -24,12 +24,14 @@ from rdmaprov.workflows.verify import verify
 from tests.conftest import FIXTURES
 
 LIMIT = "hosts, groups or globs (repeat or comma-separate)"
+REPORT = (("--report",), "write the readiness report, one self-contained HTML page (docs/report.md)", None, "PATH")
 TAGS = (("--tags", "-t"), "run only these deploys (repeat or comma-separate)", None, "DEPLOY")
 RUN_OUTPUT = [
     (("--json",), "print the result as JSON (schemas/result.schema.json)", False, None),
     (("--diff",), "show file diffs (always shown by check)", False, None),
     (("--verbose", "-v"), "show every operation and pyinfra's log", False, None),
     (("--junit",), "write verification and gate results as JUnit XML", None, "PATH"),
+    REPORT,
 ]
 NO_DIAGNOSE = (
     ("--no-diagnose",),
@@ -112,6 +114,7 @@ OPTIONS = {
         NO_DIAGNOSE,
         (("--json",), None, False, None),
         (("--junit",), "write the results as JUnit XML", None, "PATH"),
+        REPORT,
         (("--verbose", "-v"), "show passing checks too", False, None),
         GATES_VIA,
     ],
@@ -125,8 +128,13 @@ OPTIONS = {
         INVENTORY,
         (("--limit", "-l"), None, None, "PATTERN"),
         (("--json",), "print the diagnosis as JSON", False, None),
+        REPORT,
         (("--verbose", "-v"), None, False, None),
         GATES_VIA,
+    ],
+    "report": [
+        ("run", "a run's JSON, as --json printed it", None, "RUN.json"),
+        (("--output", "-o"), "the HTML page to write", None, "PATH"),
     ],
     "node-check": [
         (
@@ -217,6 +225,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "diff": False,
                 "verbose": False,
                 "junit": None,
+                "report": None,
                 "no_diagnose": False,
                 "skip_gates": False,
                 "skip_verify": False,
@@ -239,6 +248,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "diff": True,
                 "verbose": True,
                 "junit": "j.xml",
+                "report": None,
                 "no_diagnose": True,
                 "skip_gates": True,
                 "skip_verify": True,
@@ -259,6 +269,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "diff": False,
                 "verbose": False,
                 "junit": None,
+                "report": None,
                 "no_diagnose": False,
                 "gates": True,
                 "skip_verify": True,
@@ -276,6 +287,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "diff": False,
                 "verbose": False,
                 "junit": None,
+                "report": None,
                 "no_diagnose": False,
                 "skip_gates": False,
                 "skip_verify": False,
@@ -288,7 +300,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
             cli._cmd_bootstrap,
         ),
         (
-            "verify inv.yaml --gates --deep --no-diagnose --json --junit p -v -l a --gates-via slurm",
+            "verify inv.yaml --gates --deep --no-diagnose --json --junit p --report r.html -v -l a --gates-via slurm",
             {
                 "inventory": "inv.yaml",
                 "limit": ["a"],
@@ -297,11 +309,25 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "no_diagnose": True,
                 "json": True,
                 "junit": "p",
+                "report": "r.html",
                 "verbose": True,
                 "gates_via": "slurm",
             },
             cli._cmd_verify,
         ),
+        (
+            "diagnose inv.yaml --report d.html",
+            {
+                "inventory": "inv.yaml",
+                "limit": None,
+                "json": False,
+                "report": "d.html",
+                "verbose": False,
+                "gates_via": None,
+            },
+            cli._cmd_diagnose,
+        ),
+        ("report run.json -o page.html", {"run": "run.json", "output": "page.html"}, cli._cmd_report),
         (
             "facts inv.yaml --json -v",
             {"inventory": "inv.yaml", "limit": None, "json": True, "verbose": True},
@@ -361,6 +387,7 @@ def test_command_lines_parse_as_before(line, expected, handler):
         ("lab", "the following arguments are required: ACTION"),
         ("lab up --kind x", "argument --kind: invalid choice: 'x'"),
         ("lab up --nodes x", "argument --nodes: invalid int value: 'x'"),
+        ("report run.json", "the following arguments are required: --output/-o"),
     ],
 )
 def test_usage_errors_exit_64_at_every_level(line, message, capsys):

@@ -32,6 +32,17 @@ from rdmaprov.parsers.node import NodeReport
 
 PairTest = Callable[[list[tuple[str, str]]], list[GateResult]]
 
+# The steps of a diagnosis, in the order they run, each test tagged with its own (details["step"]):
+# the JSON's tests are in order, but which round a test belongs to could not otherwise be told.
+STEPS = {
+    "round 1": "every node with a neighbour, all pairs at once",
+    "round 2": "each node of a failing pair against a node round 1 cleared",
+    "alone": "each undecided node against itself, through its own HCA",
+    "again": "round 1's failing pairs again, every counter read before and after",
+    "suspect rails": "each suspect's rails against a cleared node",
+    "node gate": "the node gate on the suspects",
+}
+
 
 def neighbour_pairs(names: list[str]) -> list[tuple[str, str]]:
     """⌈N/2⌉ pairs covering every node once; an odd node out pairs with the first node."""
@@ -69,6 +80,13 @@ class Diagnosis:
         }
 
 
+def in_step(step: str, results: list[GateResult]) -> list[GateResult]:
+    """`results`, each tagged with the step of the diagnosis that ran it (one of STEPS)."""
+    for result in results:
+        result.details["step"] = step
+    return results
+
+
 def _evidence(result: GateResult) -> str:
     return f"{result.subject}: {result.reason}"
 
@@ -86,7 +104,7 @@ def localize(names: list[str], test: PairTest) -> Diagnosis:
     """Run the two rounds with `test` (which runs a list of pairs, at once where it can) and
     name the suspects."""
     diagnosis = Diagnosis()
-    first = test(neighbour_pairs(names))
+    first = in_step("round 1", test(neighbour_pairs(names)))
     diagnosis.tests += first
     diagnosis.rounds = 1
     _note_lost(diagnosis, first)
@@ -102,7 +120,7 @@ def localize(names: list[str], test: PairTest) -> Diagnosis:
         return diagnosis
     # Round 2: each doubtful node against a different known-good node where there are enough.
     retest = [(good[i % len(good)], name) for i, name in enumerate(doubtful)]
-    second = test(retest)
+    second = in_step("round 2", test(retest))
     diagnosis.tests += second
     diagnosis.rounds = 2
     _note_lost(diagnosis, second)
@@ -199,9 +217,9 @@ def _decide_alone(session: Session, diagnosis: Diagnosis, readable: dict[str, No
         return
     failed = [_pair(r) for r in diagnosis.tests if not r.passed and not r.details.get("lost")]
     pairs = list(dict.fromkeys(p for p in failed if set(p) <= set(names)))
-    alone = {_pair(r)[0]: r for r in run_pairs(session, [(n, n) for n in names], readable)}
+    alone = {_pair(r)[0]: r for r in in_step("alone", run_pairs(session, [(n, n) for n in names], readable))}
     before = _read_counters(session, names)
-    again = run_pairs(session, pairs, readable)
+    again = in_step("again", run_pairs(session, pairs, readable))
     after = _read_counters(session, names)
     diagnosis.tests += list(alone.values()) + again
     slow_alone = [n for n in names if n in alone and not alone[n].passed]
@@ -251,12 +269,13 @@ def _diagnose(session: Session, hosts: list[str], reports: dict[str, NodeReport 
     suspects = [name for name in hosts if name in diagnosis.suspects and name in readable]
     cleared = diagnosis.cleared
     if suspects and cleared and session.inventory.gates.rail.enabled:
-        rails = run_rails(session, [(cleared[i % len(cleared)], s) for i, s in enumerate(suspects)], readable)
+        pairs = [(cleared[i % len(cleared)], s) for i, s in enumerate(suspects)]
+        rails = in_step("suspect rails", run_rails(session, pairs, readable))
         diagnosis.tests += rails
         for suspect in suspects:
             diagnosis.suspects[suspect] += rail_evidence(suspect, rails)
     if suspects:
-        diagnosis.tests += run_node_gate(session, suspects, readable)
+        diagnosis.tests += in_step("node gate", run_node_gate(session, suspects, readable))
     for name, lost in session.lost.items():  # before the diagnosis, or during its last steps
         if name in hosts:
             diagnosis.lost.setdefault(name, str(lost))

@@ -200,11 +200,13 @@ def all_reduce_over(
     launched = f"{'srun' if launch.via == 'slurm' else 'mpirun'} from {first}"
     verdict, attempt = failed("not run", "GB/s"), 0
     for attempt in range(1, settings.retries + 2):
+        rows: list[dict[str, float | None]] = []  # the sweep of this attempt, kept with its verdict
         result, command = launch.job(job, settings, deadline.seconds)
         if result.timed_out:
             verdict = failed(f"{launched} did not finish within its deadline of {deadline}", "GB/s")
             break
         run = parse_nccl_tests(result.stdout) if use_gpus else parse_probe_output(result.stdout, high)
+        rows = sweep_rows(run)
         tail = [line for line in (result.stderr + "\n" + result.stdout).splitlines() if line.strip()][-3:]
         if not run.rows:
             verdict = failed(f"{launched} gave no results: {' | '.join(tail) or 'no output'}", "GB/s")
@@ -227,11 +229,11 @@ def all_reduce_over(
             "command": command,
             "mpi": mpi,
             "transport": {host: sorted(nets) for host, nets in transport.networks.items()} if transport else None,
-            "rows": [_row(r) for r in run.rows],
+            "rows": rows,
         }
         if verdict.passed:
             return skewed(GateResult.of("all_reduce", subject, verdict, attempt, details), versions)
-    details = {"command": command, "deadline_s": deadline.seconds, "via": launch.via, "mpi": mpi}
+    details = {"command": command, "deadline_s": deadline.seconds, "via": launch.via, "mpi": mpi, "rows": rows}
     return skewed(GateResult.of("all_reduce", subject, verdict, attempt, details), versions)
 
 
@@ -260,6 +262,11 @@ def _transport_checked(session: Session, hosts: list[str], transport: NcclTransp
     storage = {d for node in nodes for d in node.rdma.storage_hcas}
     plugin = "AIACC" if any(n.fabric == "erdma" and n.erdma.aiacc_plugin for n in nodes) else None
     return transport_verdict(transport, storage, verdict, plugin)
+
+
+def sweep_rows(run: CollectiveRun) -> list[dict[str, float | None]]:
+    """Each size of the sweep as the JSON details give it (the report draws busbw against size)."""
+    return [_row(row) for row in run.rows]
 
 
 def _row(row: CollectiveRow) -> dict[str, float | None]:

@@ -30,6 +30,11 @@ def bandwidth_tool(settings: IbWriteBwGate | RailGate) -> Tool:
     return Tool("ib_write_bw", args, settings.timeout_s)
 
 
+def pair_bounds(settings: IbWriteBwGate) -> Bounds:
+    """A pair's floor: the inventory's absolute min_gbps, else the fraction of the port rate."""
+    return Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)
+
+
 def judge_bandwidth(gate: str, subject: str, output: LaneOutput, bounds: Bounds) -> GateResult:
     """The verdict on one lane's ib_write_bw: the client's figure against the link's rate."""
     lane = output.lane
@@ -80,8 +85,7 @@ def run_pair(session: Session, server: str, client: str, reports: dict[str, Node
     outputs = run_lanes(session, bandwidth_tool(settings), [lane])
     if isinstance(outputs, str):
         return [GateResult("ib_write_bw", subject, False, outputs)]
-    bounds = Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)
-    return [judge_bandwidth("ib_write_bw", subject, outputs[0], bounds)]
+    return [judge_bandwidth("ib_write_bw", subject, outputs[0], pair_bounds(settings))]
 
 
 def run_ib_write_bw(
