@@ -230,6 +230,19 @@ def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
     return facts.exit_code
 
 
+def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.report.status import print_status
+    from rdmaprov.workflows.status import fleet_status
+
+    inventory, hosts = _selection(args)
+    result = fleet_status(inventory, hosts)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print_status(result, out, every=args.all)
+    return result.exit_code
+
+
 def _cmd_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
     from rdmaprov.health.report import print_diagnosis
     from rdmaprov.workflows.diagnose import diagnose
@@ -695,6 +708,18 @@ def _add_health_parsers(sub, via: _Parser) -> None:
     )
     facts.set_defaults(handler=_cmd_facts)
 
+    status = sub.add_parser(
+        "status",
+        help="the fleet as the nodes' own checks left it in Slurm: one SSH session, however many nodes",
+        description="Exit codes: 0 every node in service or drained by an admin, 4 a node drained by its check, "
+        "not reporting or unknown to Slurm, or Slurm could not be read.",
+        parents=[
+            _selection_options(),
+            _json_option("print every node's status as JSON"),
+            _flag("--all", help_text="list healthy nodes too (by default they are counted)"),
+        ],
+    )
+    status.set_defaults(handler=_cmd_status)
 
     diagnose = sub.add_parser(
         "diagnose",
