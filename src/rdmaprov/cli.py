@@ -171,6 +171,7 @@ def _finish(result, args: argparse.Namespace, out: Console) -> int:
     """Print a run (table or JSON), write JUnit and the HTML report if asked, and return its exit code."""
     from rdmaprov.health.report import print_diagnosis, print_gates, print_gates_not_run, print_verify
     from rdmaprov.report.junit import junit_xml
+    from rdmaprov.report.output import write_output
     from rdmaprov.report.tables import print_run
 
     if args.json:
@@ -189,8 +190,7 @@ def _finish(result, args: argparse.Namespace, out: Console) -> int:
         if result.verify is not None or result.gates or result.gates_not_run:
             out.print(f"exit {result.exit_code}", highlight=False)
     if getattr(args, "junit", None):
-        with open(args.junit, "w", encoding="utf-8") as handle:
-            handle.write(junit_xml(result.cluster, result.verify or [], result.gates or []))
+        write_output(args.junit, junit_xml(result.cluster, result.verify or [], result.gates or []), "JUnit XML")
     if args.report:
         from rdmaprov.report.html import write_report
 

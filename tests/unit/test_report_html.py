@@ -302,6 +302,15 @@ def test_the_report_flag_on_a_real_command_writes_the_page(command, word, unreac
     assert read.verdict.startswith(word) and "gpu-a" in read.verdict and "Could not connect" in read.verdict
 
 
+def test_a_junit_file_that_cannot_be_written_is_one_line_after_the_run(unreachable, tmp_path, capsys):
+    target = tmp_path / "no-such-dir" / "verify.xml"
+    assert cli.main(["verify", str(unreachable.path), "--junit", str(target), "--json"]) == 1
+    fix = "(fix: name a file in a directory that exists and that you can write)"
+    err = capsys.readouterr().err
+    assert err.endswith(f"error: {target}: cannot write the JUnit XML: No such file or directory {fix}\n"), err
+    assert "Traceback" not in err
+
+
 # A bad RUN.json: one line naming the file and the fix
 
 

@@ -28,6 +28,7 @@ from rdmaprov.errors import Problem, UserError
 from rdmaprov.health.diagnose import STEPS as DIAGNOSIS_STEPS
 from rdmaprov.health.diagnose import Diagnosis
 from rdmaprov.health.gates.result import subject_hosts
+from rdmaprov.report.output import write_output
 from rdmaprov.report.svg import Axis, Bar, Rule, Series, bar_chart, line_chart
 from rdmaprov.schemas import load_schema
 
@@ -215,12 +216,7 @@ def read_run(path: str) -> Doc:
 def write_report(path: str, doc: Doc) -> None:
     """The page for `doc`, written to `path`. Made from the JSON text of the run read back (as
     `rdmaprov report` reads a saved one), so that both give the same bytes."""
-    page = render(json.loads(json.dumps(doc)))
-    try:
-        Path(path).write_text(page, encoding="utf-8")
-    except OSError as exc:
-        fix = "name a file in a directory that exists and that you can write"
-        raise UserError(Problem(path, f"cannot write the report: {exc.strerror or exc}", fix=fix)) from None
+    write_output(path, render(json.loads(json.dumps(doc))), "report")
 
 
 # The run as the page reads it
