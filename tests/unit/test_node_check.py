@@ -296,7 +296,12 @@ def test_the_etiquette_ends_within_the_health_checks_time():
     from rdmaprov.slurm.scontrol import BUDGET_S, TIMEOUT_S, Clock, SlurmUnavailable, etiquette
 
     assert Clock(time.monotonic()).call_timeout() == TIMEOUT_S and BUDGET_S < 60
-    assert 2 < Clock(time.monotonic(), budget_s=3).call_timeout() <= 3
+    assert 1 < Clock(time.monotonic() - 1.5, budget_s=3).call_timeout() <= 1.5  # never past what is left
+    # a shorter budget (26.05's HealthCheckTimeout below a 30 s interval: 29 s less 5) gives each call
+    # a fifth of it, so that a drain's three calls and the settle still fit after a quick report
+    short = Clock(time.monotonic(), budget_s=24)
+    assert short.call_timeout() == pytest.approx(4.8, abs=0.01) and short.drain_needs_s == pytest.approx(15.4)
+    assert Clock(time.monotonic(), budget_s=5).call_s == 2  # never under 2 s
     spent = Clock(time.monotonic() - BUDGET_S)
     with pytest.raises(SlurmUnavailable, match="no time left of the health check's 55 s"):
         spent.call_timeout()

@@ -62,7 +62,11 @@ def test_the_release_from_debians_packages_and_from_slurms_own_words():
     packages = parse_packages((SLURM / "release_debian12_not_installed.txt").read_text().splitlines())
     assert packages == SlurmPackages(None, V22) and packages.version == V22
     # installed wins over what an install would bring: rdmaprov installs, it does not upgrade
-    assert parse_packages(["installed 22.05.8-4+deb12u3", "candidate 24.11.5-4"]).version == V22
+    assert parse_packages(["dpkg ii  22.05.8-4+deb12u3", "candidate 24.11.5-4"]).version == V22
+    # dpkg's status as it prints it (a held package on this machine: "hi  590-2.1~deb12u2"): held
+    # is installed, removed with its configuration left is not
+    assert parse_packages(["dpkg hi  22.05.8-4+deb12u3", "candidate 24.11.5-4"]).version == V22
+    assert parse_packages(["dpkg rc  22.05.8-4+deb12u3", "candidate 24.11.5-4"]).version == V24
     assert parse_packages([]).version is None
 
 
@@ -113,9 +117,12 @@ def test_slurm_conf_is_written_for_the_oldest_daemon_and_not_guessed_for_an_unkn
     nodes = [SlurmMember(h, h, f"10.79.41.1{i + 1}", 0) for i, h in enumerate(("node1", "node2"))]
     hardware = {SlurmHardware: {"node1": ONE, "node2": ONE}}
 
-    def conf(releases: dict) -> tuple[list[str], dict]:
-        out, notes = _conf(slurm, {ManagedFile: FileState(False)}, {**hardware, SlurmRelease: releases}, nodes)
-        return [line for line in out[1].splitlines() if line.startswith("HealthCheckTimeout")], notes.warnings
+    def conf(releases: dict, current: bytes | None = None) -> tuple[list[str], dict]:
+        file = FileState(True, current, "644", "root", "root") if current else FileState(False)
+        out, notes = _conf(slurm, {ManagedFile: file}, {**hardware, SlurmRelease: releases}, nodes)
+        return [line for line in (out[1] if out else current.decode()).splitlines() if "Timeout=" in line], (
+            notes.warnings
+        )
 
     assert conf({"node1": SlurmPackages(V26), "node2": SlurmPackages(None, V26)}) == (["HealthCheckTimeout=29"], {})
     # one daemon older than 26.05 would stop at the key: none for anyone
@@ -125,6 +132,28 @@ def test_slurm_conf_is_written_for_the_oldest_daemon_and_not_guessed_for_an_unkn
     assert lines == [] and warnings["node1"] == [
         "slurm.conf: the Slurm release of node1 is not known this run; written with no key an older release "
         "would refuse (HealthCheckTimeout waits until every Slurm host is known)"
+    ]
+    # once written, the key stays while a host is not reached (a --limit run, a node down): the
+    # same file, so no daemon restarts; a host seen older than 26.05 still takes it out
+    both = {"node1": SlurmPackages(V26), "node2": SlurmPackages(V26)}
+    written, _ = _conf(slurm, {ManagedFile: FileState(False)}, {**hardware, SlurmRelease: both}, nodes)
+    text = written[1].split("\n", 1)[1].encode()
+    assert conf({"node2": SlurmPackages(V26)}, text) == (["HealthCheckTimeout=29"], {})
+    assert conf({"node2": SlurmPackages(V24)}, text)[0] == []
+
+
+def test_a_declared_timeout_an_older_release_cannot_take_is_said_not_written(tmp_path):
+    slurm = _slurm(tmp_path, "timeout_s: 20, report_timeout_s: 10")
+    nodes = [SlurmMember(h, h, f"10.79.41.1{i + 1}", 0) for i, h in enumerate(("node1", "node2"))]
+    facts = {
+        SlurmHardware: {"node1": ONE, "node2": ONE},
+        SlurmRelease: dict.fromkeys(("node1", "node2"), SlurmPackages(V22)),
+    }
+    out, notes = _conf(slurm, {ManagedFile: FileState(False)}, facts, nodes)
+    assert not any(line.startswith("HealthCheckTimeout") for line in out[1].splitlines())
+    assert notes.warnings["node1"] == [
+        "slurm.conf: health_check.timeout_s 20 is not written: Slurm 22.05.8 has no HealthCheckTimeout (26.05 and "
+        "later) and kills the check at 60 s"
     ]
 
 

@@ -20,7 +20,7 @@ from rdmaprov.nodecheck.expectations import SlurmSide
 from rdmaprov.nodecheck.options import EXPECTATIONS
 from rdmaprov.operations.files import managed_file, shipped_file
 from rdmaprov.operations.packages import packages
-from rdmaprov.operations.slurm import cluster_release
+from rdmaprov.operations.slurm import conf_release
 from rdmaprov.packages import NODE_CHECK
 from rdmaprov.slurm.conf import HEALTH_CHECK_PROGRAM
 
@@ -51,8 +51,7 @@ def _timing(ctx: NodeContext, slurm: SlurmConfig) -> HealthCheckTiming:
     """slurmd's limit on the check here: from the release rdmaprov renders slurm.conf for (mode
     full), or from the site's running configuration (mode health_check)."""
     if slurm.manages:
-        version, unknown = cluster_release(slurm.daemon_hosts(ctx.inventory.host_names()))
-        return slurm.health_check.timing(None if unknown else version)
+        return slurm.health_check.timing(conf_release(slurm, ctx.inventory.host_names()).written_for)
     running = fact(RunningSlurmConfig)
     if running is None:
         timing = HealthCheckTiming.running(None)

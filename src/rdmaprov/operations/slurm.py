@@ -167,14 +167,45 @@ class SlurmMember:
     gpus: int
 
 
-def cluster_release(hosts: list[str]) -> tuple[SlurmVersion | None, list[str]]:
-    """The oldest Slurm among `hosts` (installed, else what their install brings: slurm.conf is
-    one file for all, so it holds no key the oldest daemon would refuse), and the hosts whose
-    release is not known this run (not reached, or no Slurm package to be had)."""
+@dataclass(frozen=True)
+class ConfRelease:
+    """The Slurm release slurm.conf is written for, and what it was decided from."""
+
+    written_for: SlurmVersion | None  # None: no key a release might refuse
+    oldest_known: SlurmVersion | None  # the oldest release among the hosts whose release is known
+    unknown: tuple[str, ...]  # Slurm hosts whose release this run does not know
+
+
+def conf_release(slurm: SlurmConfig, hosts: list[str]) -> ConfRelease:
+    """The release of the oldest Slurm daemon (installed, else what its install brings: slurm.conf
+    is one file for all, so it holds no key the oldest daemon would refuse). Where some host's
+    release is not known this run (a --limit run, a node down, no Slurm package to be had), the
+    file's own choice stands: written for the oldest known release where the file already holds
+    HealthCheckTimeout, else for none. One absent node must not take the key out of every host's
+    file, nor restart every daemon for it; a known older release still does."""
     found = cluster_fact(SlurmRelease)
-    versions = {h: found[h].version for h in hosts if h in found}
-    unknown = [h for h in hosts if versions.get(h) is None]
-    return min((v for v in versions.values() if v is not None), default=None), unknown
+    daemons = slurm.daemon_hosts(hosts)
+    versions = [found[h].version for h in daemons if h in found]
+    oldest = min((v for v in versions if v is not None), default=None)
+    unknown = tuple(h for h in daemons if h not in found or found[h].version is None)
+    has_key = conf_value(fact(ManagedFile, path=SLURM_CONF).text, "HealthCheckTimeout") is not None
+    return ConfRelease(oldest if not unknown or has_key else None, oldest, unknown)
+
+
+def _release_notes(slurm: SlurmConfig, release: ConfRelease) -> None:
+    """Warnings for what the release kept out of slurm.conf."""
+    check = slurm.health_check
+    if release.unknown and release.written_for is None and check.timing(release.oldest_known).timeout_s is not None:
+        warn(
+            f"slurm.conf: the Slurm release of {', '.join(release.unknown)} is not known this run; written with no "
+            "key an older release would refuse (HealthCheckTimeout waits until every Slurm host is known)"
+        )
+    version = release.written_for
+    if check.timeout_s is not None and version is not None and check.timing(version).timeout_s is None:
+        warn(
+            f"slurm.conf: health_check.timeout_s {check.timeout_s} is not written: Slurm {version} has no "
+            f"HealthCheckTimeout (26.05 and later) and kills the check at {check.timing(version).kill_s} s"
+        )
 
 
 def _controller_from_file(text: str) -> tuple[str, str] | None:
@@ -221,11 +252,7 @@ def slurm_conf(
     assert where is not None
     by_host = {n.host: n.name for n in nodes}
     partitions = [(p.name, [by_host[h] for h in p.hosts], p.default, p.max_time) for p in slurm.partitions]
-    version, unreleased = cluster_release(slurm.daemon_hosts([n.host for n in nodes]))
-    if unreleased and slurm.health_check.timing(version).timeout_s is not None:
-        warn(
-            f"slurm.conf: the Slurm release of {', '.join(unreleased)} is not known this run; written with no "
-            "key an older release would refuse (HealthCheckTimeout waits until every Slurm host is known)"
-        )
-    content = render_slurm_conf(slurm, where, lines, partitions, version=None if unreleased else version)
+    release = conf_release(slurm, [n.host for n in nodes])
+    _release_notes(slurm, release)
+    content = render_slurm_conf(slurm, where, lines, partitions, version=release.written_for)
     yield from file_commands(SLURM_CONF, current, content, "644", "root", "root", after_change)

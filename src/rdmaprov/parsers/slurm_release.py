@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# The fact's command: "installed V" / "candidate V" lines from dpkg and apt, or rpm and dnf (dnf
-# from its cache only: a fact never waits on a repository).
+# The fact's command: dpkg's status and version of slurmd and slurmctld ("dpkg hi  22.05.8-4+deb12u3")
+# and apt's candidates, or rpm's installed version and dnf's newest (from its cache only: a fact
+# never waits on a repository). Which dpkg states count as installed is the parser's to say.
 PACKAGE_COMMAND = (
     "if command -v dpkg-query >/dev/null 2>&1; then "
-    "dpkg-query -W -f='${db:Status-Abbrev} ${Version}\\n' slurmd slurmctld 2>/dev/null"
-    ' | awk \'$1 == "ii" {print "installed", $2}\'; '
+    "dpkg-query -W -f='dpkg ${db:Status-Abbrev} ${Version}\\n' slurmd slurmctld 2>/dev/null; "
     "apt-cache policy slurmd slurmctld 2>/dev/null"
     ' | awk \'$1 == "Candidate:" && $2 != "(none)" {print "candidate", $2}\'; '
     "elif command -v rpm >/dev/null 2>&1; then "
@@ -74,11 +74,19 @@ class SlurmPackages:
 
 def parse_packages(lines: list[str]) -> SlurmPackages:
     """PACKAGE_COMMAND's lines → the lowest installed and lowest candidate version (slurmd and
-    slurmctld come from one source package; were they apart, the older one decides)."""
+    slurmctld come from one source package; were they apart, the older one decides). A dpkg
+    package is installed when its status' second letter says so: `ii`, and `hi` for one held
+    with apt-mark (sites hold Slurm to keep upgrades for a maintenance window), not `rc` or `un`."""
     found: dict[str, list[SlurmVersion]] = {"installed": [], "candidate": []}
     for line in lines:
-        kind, _, rest = line.strip().partition(" ")
-        version = parse_version(rest)
+        words = line.split()
+        if len(words) == 3 and words[0] == "dpkg":
+            kind, text = ("installed" if words[1][1:2] == "i" else "removed"), words[2]
+        elif len(words) == 2:
+            kind, text = words
+        else:
+            continue
+        version = parse_version(text)
         if kind in found and version is not None:
             found[kind].append(version)
     return SlurmPackages(min(found["installed"], default=None), min(found["candidate"], default=None))

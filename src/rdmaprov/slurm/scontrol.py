@@ -22,11 +22,14 @@ from rdmaprov.parsers.slurm import parse_scontrol_nodes
 from rdmaprov.paths import SYSTEM_PATH
 from rdmaprov.slurm.drain import CheckOutcome, DrainLimits, SlurmNode, decide, excess_drains
 
+# How long one scontrol call may take: 10 s within slurmd's 60 s of old; a fifth of a shorter
+# budget (Slurm 26.05's HealthCheckTimeout kept below a short interval), never under 2 s, so that a
+# drain's calls still fit where the check has less time (a healthy controller answers in well under
+# a second; the limit is for one that hangs).
 TIMEOUT_S = 10
+MIN_CALL_S = 2.0
 # Before reading the state again after a drain: racing drains within this window get committed first.
 SETTLE_S = 1.0
-# A drain is three calls (drain, re-read, undo) and the settle: what must be left of the check's time.
-DRAIN_NEEDS_S = 3 * TIMEOUT_S + SETTLE_S
 # The check's own time where its expectations do not say (slurmd's fixed 60 s before 26.05)
 BUDGET_S = float(FIXED_KILL_S - MARGIN_S)
 
@@ -41,6 +44,12 @@ class Clock:
     def __init__(self, started: float, budget_s: float = BUDGET_S) -> None:
         self.deadline = started + budget_s
         self.budget_s = budget_s
+        self.call_s = max(MIN_CALL_S, min(float(TIMEOUT_S), budget_s / 5))
+
+    @property
+    def drain_needs_s(self) -> float:
+        """A drain is three calls (drain, re-read, undo) and the settle: what must be left of the time."""
+        return 3 * self.call_s + SETTLE_S
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -49,7 +58,7 @@ class Clock:
         left = self.left()
         if left <= 0:
             raise SlurmUnavailable(f"no time left of the health check's {self.budget_s:g} s")
-        return min(TIMEOUT_S, left)
+        return min(self.call_s, left)
 
 
 def scontrol(clock: Clock, *args: str) -> str:
@@ -89,10 +98,11 @@ def etiquette(outcome: CheckOutcome, limits: DrainLimits, clock: Clock) -> list[
         drainable = not outcome.healthy and outcome.conclusive and mine and not mine[0].drained
         nodes = _nodes(clock) if drainable else mine
         for action in decide(nodes, [outcome], limits):
-            if action.kind == "drain" and clock.left() < DRAIN_NEEDS_S:
+            if action.kind == "drain" and clock.left() < clock.drain_needs_s:
                 lines.append(
                     f"slurm: {action.node} fails, not drained: {max(0.0, clock.left()):.0f} s left of the health "
-                    f"check's {clock.budget_s:g} s, a drain needs {DRAIN_NEEDS_S:g} s to be checked against the share"
+                    f"check's {clock.budget_s:g} s, a drain needs {clock.drain_needs_s:g} s to be checked against "
+                    "the share"
                 )
                 continue
             command = action.command()
