@@ -11,7 +11,7 @@ from rich.console import Console
 
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import load_inventory
-from rdmaprov.parsers.slurm import parse_scontrol_nodes
+from rdmaprov.parsers.slurm import SlurmNode, parse_scontrol_nodes
 from rdmaprov.report.status import print_status
 from rdmaprov.slurm.status import FleetStatus, NodeStatus, classify, counts, fleet
 from rdmaprov.workflows.status import fleet_status, read, sources
@@ -53,6 +53,7 @@ def test_the_lab_fleet_with_one_node_drained_by_its_own_check_and_one_slurm_neve
         "healthy": 1,
         "drained by rdmaprov": 1,
         "not reporting": 0,
+        "down": 0,
         "not in Slurm": 1,
         "drained by an admin": 0,
         "powered down": 0,
@@ -93,6 +94,7 @@ def test_a_ten_thousand_node_state_in_slurms_own_format(tmp_path):
         "healthy": 9_700,
         "drained by rdmaprov": 100,
         "not reporting": 100,
+        "down": 0,
         "not in Slurm": 0,
         "drained by an admin": 100,
         "powered down": 0,
@@ -135,3 +137,25 @@ def test_an_inventory_without_slurm_is_told_what_to_run_instead(tmp_path):
         "(fix: enable cluster.slurm (mode health_check on a site's own Slurm), or run `rdmaprov verify` to check "
         "the nodes over SSH)"
     ]
+
+
+def test_slurms_other_states_each_read_as_what_they_mean():
+    def status(states: str, reason: str = "") -> str:
+        return classify(SlurmNode("n", frozenset(states.split("+")), ("main",), reason))
+
+    assert status("FUTURE") == "not reporting"  # defined, not started: no check runs there
+    assert status("DOWN", "Node unexpectedly rebooted") == "down"  # slurmd answers; Slurm took it out
+    assert status("IDLE+FAIL", "bad PSU") == status("ALLOCATED+FAILING", "bad PSU") == "drained by an admin"
+    assert status("IDLE+POWERED_DOWN") == "powered down" and status("IDLE+REBOOT_REQUESTED") == "rebooting"
+    assert status("MIXED") == "healthy"
+
+
+def test_a_site_controller_that_is_no_node_is_not_judged_and_a_clock_line_is_checked(tmp_path):
+    text = "cluster:\n  name: site\n  slurm: {enabled: true, mode: health_check, controller: node3}\n"
+    text += "hosts:\n" + "".join(f"  node{i}: {{address: 10.0.0.{i}}}\n" for i in (1, 2, 3))
+    site = load_inventory(write(tmp_path, text))
+    result = FleetStatus(site.name, "node3", "")
+    read(result, "not a clock\n" + LAB, site, list(site.hosts))
+    assert [n.host for n in result.nodes] == ["node1", "node2"] and result.read_at == ""
+    # a reason stamped a little ahead of the source's clock is 0 min old, not negative
+    assert NodeStatus("n", "n", "down", "", "", "2026-11-25T12:00:30").age(datetime(2026, 11, 25, 12)) == "0 min"

@@ -21,13 +21,15 @@ from rdmaprov.parsers.slurm import SlurmNode
 STATUSES: dict[str, bool] = {
     "healthy": False,
     "drained by rdmaprov": True,  # its own check failed
-    "not reporting": True,  # slurmd does not answer, or never registered: no check runs
+    "not reporting": True,  # slurmd does not answer, never registered, or is not started yet: no check runs
+    "down": True,  # Slurm took it out of service (an unexpected reboot, a failed launch): reason says why
     "not in Slurm": True,  # an inventory host Slurm does not know
-    "drained by an admin": False,  # someone's decision, shown but not rdmaprov's verdict
+    "drained by an admin": False,  # someone's decision (a drain, or FAIL), shown but not rdmaprov's verdict
     "powered down": False,  # Slurm's power saving: powered off by design
     "rebooting": False,  # a reboot Slurm asked for
 }
-_SILENT = frozenset({"NOT_RESPONDING", "DOWN", "FAIL", "FAILING", "UNKNOWN", "INVALID_REG", "INVAL"})
+_SILENT = frozenset({"NOT_RESPONDING", "UNKNOWN", "FUTURE", "INVALID_REG", "INVAL"})
+_ADMIN = frozenset({"FAIL", "FAILING"})
 _POWER = frozenset({"POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP"})
 _REBOOT = frozenset({"REBOOT_ISSUED", "REBOOT_REQUESTED"})
 # Slurm prints the base state first (IDLE+DRAIN, not DRAIN+IDLE); the flags follow.
@@ -54,13 +56,14 @@ class NodeStatus:
         if not self.since:
             return ""
         try:
-            seconds = int((now - datetime.fromisoformat(self.since)).total_seconds())
+            # clocks apart by a little (Slurm stamps with the controller's) read as "0 min", never negative
+            seconds = max(0, int((now - datetime.fromisoformat(self.since)).total_seconds()))
         except ValueError:
             return ""
         minutes, hours, days = seconds // 60 % 60, seconds // 3600 % 24, seconds // 86400
         if days:
             return f"{days} d {hours} h"
-        return f"{hours} h {minutes} min" if hours else f"{max(minutes, 0)} min"
+        return f"{hours} h {minutes} min" if hours else f"{minutes} min"
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "failing": self.failing}
@@ -75,9 +78,11 @@ def classify(node: SlurmNode) -> str:
         return "rebooting"
     if node.states & _POWER:
         return "powered down"
-    if node.drained:
-        return "drained by rdmaprov" if node.by_rdmaprov else "drained by an admin"
-    return "healthy"
+    if node.drained and node.by_rdmaprov:
+        return "drained by rdmaprov"
+    if node.drained or node.states & _ADMIN:
+        return "drained by an admin"
+    return "down" if "DOWN" in node.states else "healthy"
 
 
 def fleet(hosts: list[str], slurm_names: Mapping[str, str], nodes: list[SlurmNode]) -> list[NodeStatus]:
@@ -110,7 +115,7 @@ class FleetStatus:
 
     cluster: str
     source: str  # the host whose scontrol answered, "" when none did
-    read_at: str  # the controller's clock when it answered
+    read_at: str  # the source's clock when it answered (ISO; "" when its answer had none)
     nodes: list[NodeStatus] = field(default_factory=list)
     # why the fleet could not be read: the hosts tried, with what each said
     unread: dict[str, str] = field(default_factory=dict)

@@ -8,6 +8,7 @@ scontrol asks the controller: the first that answers is the source, and the resu
 
 from __future__ import annotations
 
+import re
 import time
 
 from rdmaprov.engine.session import HostLost, Session
@@ -16,8 +17,9 @@ from rdmaprov.inventory.model import Inventory
 from rdmaprov.parsers.slurm import parse_scontrol_nodes
 from rdmaprov.slurm.status import FleetStatus, fleet
 
-# The controller's clock first (reasons carry its local time), then every node in one line each,
-# their reasons' stamps in ISO form whatever the login's SLURM_TIME_FORMAT.
+# The source's clock first (reasons carry the controller's local time: the source is the controller,
+# or a node of the same site, whose clock NTP keeps close), then every node in one line each, their
+# reasons' stamps in ISO form whatever the login's SLURM_TIME_FORMAT.
 COMMAND = "date +%Y-%m-%dT%H:%M:%S && SLURM_TIME_FORMAT=standard scontrol -o show node"
 TIMEOUT_S = 60
 # On a site's Slurm without a named controller: how many hosts are tried before giving up.
@@ -34,13 +36,19 @@ def sources(inventory: Inventory, hosts: list[str]) -> list[str]:
 
 
 def read(result: FleetStatus, text: str, inventory: Inventory, hosts: list[str]) -> None:
-    """Fill `result` from COMMAND's output."""
+    """Fill `result` from COMMAND's output. The controller is judged only where Slurm has a node
+    of its name: in mode health_check every host is a Slurm host, but the one that runs slurmctld
+    need not be a node."""
     slurm = inventory.slurm
     assert slurm is not None
-    clock, _, nodes = text.partition("\n")
-    result.read_at = clock.strip()
-    members = slurm.compute_hosts(hosts)
-    result.nodes = fleet(members, {h: slurm.node_name(h) for h in members}, parse_scontrol_nodes(nodes))
+    clock, _, text = text.partition("\n")
+    result.read_at = clock.strip() if re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", clock.strip()) else ""
+    nodes = parse_scontrol_nodes(text)
+    known = {n.name for n in nodes}
+    members = [
+        h for h in slurm.compute_hosts(hosts) if h != slurm.controller or slurm.node_name(h) in known or slurm.manages
+    ]
+    result.nodes = fleet(members, {h: slurm.node_name(h) for h in members}, nodes)
 
 
 def fleet_status(inventory: Inventory, hosts: list[str]) -> FleetStatus:
