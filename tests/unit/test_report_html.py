@@ -131,7 +131,7 @@ def _node_section(page: str, name: str) -> str:
 
 
 def test_findings_are_sorted_into_checks_health_findings_and_fleet_outliers():
-    assert HEALTH_CHECKS <= set(CHECKS)
+    assert len(HEALTH_CHECKS) == 7 and HEALTH_CHECKS <= set(CHECKS)
     # node03's two K80s fell off the bus (a real journal): it reports no GPU, and the Xids say why
     xid = (FIXTURES / "public" / "journal_xid_79_fallen_off_bus_2xK80_same_board_kernel_ts.txt").read_text()
     report = parse_node_report(NODE_REPORT.replace("@@ xid\n", "@@ xid\n" + xid))
@@ -358,3 +358,9 @@ def test_a_page_that_cannot_be_written_is_one_line_too(tmp_path, capsys):
     assert cli.main(["report", str(run), "-o", str(target)]) == 1
     fix = "(fix: name a file in a directory that exists and that you can write)"
     assert capsys.readouterr().err == f"error: {target}: cannot write the report: No such file or directory {fix}\n"
+
+
+def test_a_baseline_the_schema_allows_without_its_change_still_renders():
+    doc = verify_run(2, cluster="lean").to_json()
+    doc["gates"][0]["baseline"] = {"value": 23.1, "drift": True}  # `change` is not required
+    assert "23.1" in render(doc)

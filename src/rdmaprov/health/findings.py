@@ -8,12 +8,15 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class Check:
-    """One kind of check: a stable id (JSON, JUnit, drift), the label tables show, and the deploy
-    that establishes what it looks at (None: the hardware's own state, which no deploy changes)."""
+    """One kind of check: a stable id (JSON, JUnit, drift), the label tables show, the deploy that
+    establishes what it looks at (None: the hardware's own state, which no deploy changes), and
+    whether it reads the node's wear and errors (counters, ECC, Xids, DCGM) rather than a setting:
+    the readiness report shows those apart, as health findings."""
 
     id: str
     label: str
     deploy: str | None = None
+    health: bool = False
 
 
 # Every check verify makes, by id. SoftRoCE links are rdmaprov's own (softroce deploy), so the
@@ -29,7 +32,7 @@ CHECKS = {
         Check("rdma.link_layer", "link layer"),
         Check("rdma.rate", "rate"),
         Check("rdma.gid", "GID index"),
-        Check("rdma.port_errors", "error counters"),
+        Check("rdma.port_errors", "error counters", health=True),
         Check("rdma.pcie_link", "PCIe link"),
         Check("rdma.active_mtu", "active MTU", "mtu"),
         Check("mtu.netdev", "MTU", "mtu"),
@@ -43,20 +46,20 @@ CHECKS = {
         Check("gpu.count", "count"),
         Check("gpu.driver_version", "driver version", "gpu_driver"),
         Check("gpu.ecc_mode", "ECC mode"),
-        Check("gpu.ecc_uncorrectable", "uncorrectable ECC errors"),
-        Check("gpu.row_remap", "memory row remapping"),
-        Check("gpu.hw_slowdown", "hardware or thermal slowdown"),
+        Check("gpu.ecc_uncorrectable", "uncorrectable ECC errors", health=True),
+        Check("gpu.row_remap", "memory row remapping", health=True),
+        Check("gpu.hw_slowdown", "hardware or thermal slowdown", health=True),
         Check("gpu.pcie_width", "PCIe link width"),
         Check("gpu.persistence", "persistence mode"),
         Check("gpu.mig_mode", "MIG mode"),
         Check("gpu.nvlink", "NVLinks active"),
-        Check("gpu.xid", "Xid errors since boot"),
+        Check("gpu.xid", "Xid errors since boot", health=True),
         Check("gpu.fabric_manager", "fabric manager", "gpu_driver"),
         Check("gpu.fabric", "NVSwitch fabric"),
         Check("gpu.acs", "PCIe ACS redirect"),
         Check("gpu.iommu", "IOMMU"),
         Check("gpu.hca_affinity", "nearest HCA"),
-        Check("gpu.dcgm_diag", "DCGM diagnostic"),
+        Check("gpu.dcgm_diag", "DCGM diagnostic", health=True),
         Check("roce.qos", "RoCE QoS", "roce_qos"),
         Check("roce.dcb", "DCB", "roce_qos"),
         Check("roce.tos", "RDMA-CM ToS", "roce_qos"),
@@ -66,7 +69,7 @@ CHECKS = {
         Check("roce.dscp_map", "DSCP to priority", "roce_qos"),
         Check("roce.ecn", "ECN (DCQCN)", "roce_qos"),
         Check("roce.cnp", "CNP class", "roce_qos"),
-        Check("roce.ecn_activity", "no ECN marks or CNPs"),
+        Check("roce.ecn_activity", "no ECN marks or CNPs", health=True),
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
         Check("exporter.answers", "exporter answers", "exporter"),

@@ -27,6 +27,7 @@ from rdmaprov.engine.results import SCHEMA_VERSION
 from rdmaprov.errors import Problem, UserError
 from rdmaprov.health.diagnose import STEPS as DIAGNOSIS_STEPS
 from rdmaprov.health.diagnose import Diagnosis
+from rdmaprov.health.findings import CHECKS
 from rdmaprov.health.gates.result import subject_hosts
 from rdmaprov.report.output import write_output
 from rdmaprov.report.svg import Axis, Bar, Rule, Series, bar_chart, line_chart
@@ -53,19 +54,9 @@ EXIT_MEANINGS: dict[str, dict[int, str]] = {
 EXIT_MEANINGS["bootstrap"] = EXIT_MEANINGS["apply"]
 INTERRUPTED = "interrupted (Ctrl-C): no verify or gates ran after it"
 
-# Findings about a node's wear and errors (counters, ECC, Xids, DCGM), which no deploy sets; the
-# other ids are the node's settings, and fleet.* the versions where a node differs from the rest.
-HEALTH_CHECKS = frozenset(
-    {
-        "rdma.port_errors",
-        "roce.ecn_activity",
-        "gpu.ecc_uncorrectable",
-        "gpu.row_remap",
-        "gpu.hw_slowdown",
-        "gpu.xid",
-        "gpu.dcgm_diag",
-    }
-)
+# Findings about a node's wear and errors, which no deploy sets; the other ids are the node's
+# settings, and fleet.* the versions where a node differs from the rest.
+HEALTH_CHECKS = frozenset(check.id for check in CHECKS.values() if check.health)
 VERDICT_CLASS = {"pass": "pass", "warn": "warn", "fail": "fail", "skipped": "skip"}
 MOST_LISTED = 25  # failures listed in the verdict; the rest are in the sections below
 
@@ -646,7 +637,9 @@ def _baselines(results: list[Doc]) -> str:
     if not kept and not recording:
         return ""
     headers = ("gate", "part", "baseline", "runs", "since", "this run", "change", "")
-    drift = sorted((r for r in kept if r["baseline"].get("drift")), key=lambda r: -abs(r["baseline"]["change"] or 0))
+    drift = sorted(
+        (r for r in kept if r["baseline"].get("drift")), key=lambda r: -abs(r["baseline"].get("change") or 0)
+    )
     steady = [r for r in kept if not r["baseline"].get("drift")]
     parts = ["<h3>baselines: each part against its own past</h3>"]
     if drift:
