@@ -717,6 +717,7 @@ def _add_health_parsers(sub, via: _Parser) -> None:
             _selection_options(),
             _json_option("print every node's status as JSON"),
             _flag("--all", help_text="list healthy nodes too (by default they are counted)"),
+            _verbose_option(),
         ],
     )
     status.set_defaults(handler=_cmd_status)

@@ -4,6 +4,7 @@ host classified, the exit code, JSON and the table that lists only what is not i
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import pytest
@@ -159,3 +160,15 @@ def test_a_site_controller_that_is_no_node_is_not_judged_and_a_clock_line_is_che
     assert [n.host for n in result.nodes] == ["node1", "node2"] and result.read_at == ""
     # a reason stamped a little ahead of the source's clock is 0 min old, not negative
     assert NodeStatus("n", "n", "down", "", "", "2026-11-25T12:00:30").age(datetime(2026, 11, 25, 12)) == "0 min"
+
+
+def test_the_command_on_a_controller_that_does_not_answer_says_so_as_json(tmp_path, capsys):
+    """The real command, its SSH to a loopback port nothing listens on failing at once."""
+    from rdmaprov import cli
+
+    text = "cluster:\n  name: c\n  ssh: {port: 1, connect_timeout: 5}\n  slurm: {enabled: true, controller: gpu-a}\n"
+    path = write(tmp_path, text + "hosts:\n  gpu-a: {address: 127.0.0.1}\n")
+    assert cli.main(["status", str(path), "--json"]) == 4
+    document = json.loads(capsys.readouterr().out)
+    assert (document["source"], list(document["unread"]), document["nodes"]) == ("", ["gpu-a"], [])
+    assert document["unread"]["gpu-a"].startswith("Could not connect (")
