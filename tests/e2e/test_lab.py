@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -18,7 +19,9 @@ import yaml
 from rdmaprov.health.baselines import baseline_file
 from rdmaprov.schemas import load_schema
 from tests.conftest import REPO, rdmaprov, rdmaprov_json
+from tests.support.browser import CHROMIUM, MISSING, chromium, console
 from tests.support.capture import roce_classes
+from tests.support.pages import Page
 from tests.support.promtool import promtool_check
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
@@ -133,14 +136,14 @@ def _by_subject(result: dict, gate: str) -> dict[str, dict]:
     return {g["subject"]: g for g in result["gates"] if g["gate"] == gate}
 
 
-def _gates_until(inventory: str, settled, start_over=lambda: None, tries: int = 3) -> tuple[int, dict]:
+def _gates_until(inventory: str, settled, start_over=lambda: None, tries: int = 3, *args: str) -> tuple[int, dict]:
     """verify --gates until `settled(result)`, at most `tries` runs. Two rails share each lab VM's
     one emulated CPU, and now and then one of them completes nothing in its window under CI's
     load (seen: rxe1 0 Gb/s while rxe0 passed, once in three runs): a step that needs a healthy
     rail runs again, as many as three times, instead of failing on the emulation."""
     for _ in range(tries):
         start_over()
-        code, result = rdmaprov_json("verify", inventory, "--gates", timeout=900)
+        code, result = rdmaprov_json("verify", inventory, "--gates", *args, timeout=900)
         if settled(result):
             break
     return code, result
@@ -152,11 +155,17 @@ def _stalled_lanes_rerun(inventory: str, gates: list[dict]) -> dict[tuple[str, s
     found = {(g["gate"], g["subject"]): g for g in gates}
     stalled = {key for key, g in found.items() if not g["passed"] and key[0] in ("ib_write_bw", "rail", "latency")}
     if stalled:
+        # the stalled pairs' nodes alone: a ring of two gives those pairs again
+        hosts = sorted({h.split(":")[0] for _, subject in stalled for h in subject.split(" -> ")})
 
         def measured(result: dict) -> list[dict]:
             return [g for g in result["gates"] if (g["gate"], g["subject"]) in stalled]
 
-        _, again = _gates_until(inventory, lambda result: all(g["passed"] for g in measured(result)))
+        def settled(result: dict) -> bool:
+            return len(measured(result)) == len(stalled) and all(g["passed"] for g in measured(result))
+
+        _, again = _gates_until(inventory, settled, lambda: None, 3, "--limit", ",".join(hosts))
+        assert len(measured(again)) == len(stalled), (stalled, again["gates"])
         found.update({(g["gate"], g["subject"]): g for g in measured(again)})
     return found
 
@@ -465,7 +474,7 @@ def test_roce_qos_puts_the_declared_class_on_the_wire_and_check_names_a_node_off
         restored = True
     finally:
         if not restored:  # later tests share the lab: a failure here must not leave QoS behind
-            rdmaprov_json("apply", vm_lab.inventory, "--tags", tags, "--skip-gates", timeout=600)
+            rdmaprov("apply", vm_lab.inventory, "--tags", tags, "--skip-gates", timeout=600)
             for node in ("node1", "node2"):
                 vm_lab.ssh(node, "rmdir /sys/kernel/config/rdma_cm/rxe0 2>/dev/null || true")
 
@@ -691,11 +700,20 @@ _POLICE_ROCE = (
 )
 
 
-def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab):
+def _rendered(page: Path, tmp_path: Path) -> Page:
+    """A readiness report as headless chromium built it (its console silent), read back."""
+    shown = chromium(page, tmp_path / "chromium", "--dump-dom")
+    assert console(shown.stderr) == [], shown.stderr
+    return Page(shown.stdout)
+
+
+def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab, tmp_path):
     """Three converged VMs (after the bootstrap test): healthy, every node is cleared in one round;
-    with node3's RoCE traffic policed for real, node3 alone is named, in two rounds."""
+    with node3's RoCE traffic policed for real, node3 alone is named, in two rounds. Each run's
+    readiness report, as chromium shows it, says so too."""
+    assert CHROMIUM is not None, MISSING
     full = vm_lab.full_inventory
-    code, healthy = rdmaprov_json("diagnose", full, timeout=900)
+    code, healthy = rdmaprov_json("diagnose", full, "--report", str(tmp_path / "healthy.html"), timeout=900)
     assert (code, healthy["suspects"], healthy["cleared"], healthy["rounds"]) == (
         0,
         {},
@@ -712,7 +730,7 @@ def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab):
     throttle = vm_lab.ssh("node3", _POLICE_ROCE)
     assert throttle.returncode == 0, throttle.stderr
     try:
-        code, slow = rdmaprov_json("diagnose", full, timeout=900)
+        code, slow = rdmaprov_json("diagnose", full, "--report", str(tmp_path / "slow.html"), timeout=900)
     finally:
         unthrottled = vm_lab.ssh("node3", "tc qdisc del dev eth0 clsact", timeout=120)
         assert unthrottled.returncode == 0, unthrottled.stderr
@@ -721,6 +739,15 @@ def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab):
     assert all("node3" in line for line in slow["suspects"]["node3"])
     [node_gate] = [t for t in slow["tests"] if t["gate"] == "node"]
     assert (node_gate["subject"], node_gate["status"]) == ("node3", "skipped")
+
+    assert _rendered(tmp_path / "healthy.html", tmp_path).verdict.startswith("READY")
+    page = _rendered(tmp_path / "slow.html", tmp_path)
+    assert page.verdict.startswith("NOT READY") and "node3" in page.verdict, page.verdict
+    suspects = [row for table in page.tables for row in table.rows if [c[1] for c in row[:2]] == ["node3", "SUSPECT"]]
+    assert suspects, [t.rows for t in page.tables]  # the suspects table names node3
+    # the diagnosis' rails: node3's rail, tested against a cleared node, fails
+    [rails] = page.matrices("node")
+    assert "fail" in [cell[0] for cell in rails.row("node3")[1:]], rails.rows
 
 
 def test_diagnose_on_two_nodes_tests_each_alone_reads_counters_and_says_what_would_settle_it(vm_lab):
@@ -1098,10 +1125,41 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
         # the check starts within one interval (20 s) and runs within node-check's budget (10 s);
         # polled every 2 s
         assert drained_after <= 32, drained_after
+        # the fleet as the checks left it in Slurm, read on the controller alone
+        code, fleet = rdmaprov_json("status", inventory, timeout=120)
+        assert (code, fleet["source"], fleet["counts"]["healthy"]) == (4, "node1", 1), fleet
+        assert [(n["host"], n["status"], n["reason"]) for n in fleet["nodes"] if n["failing"]] == [
+            ("node2", "drained by rdmaprov", reason)
+        ], fleet
         # `rdmaprov apply` repairs it; the next check passes and resumes it
         code, _ = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
         assert code == 2
         assert _wait_for(lambda: _sinfo(vm_lab)["node2"] == ("idle", "none"), 60), _sinfo(vm_lab)
+        assert rdmaprov_json("status", inventory, timeout=120)[0] == 0
+
+        # slurmd restarts while node2's device is gone (a reboot with a dead HCA): the check it runs
+        # before registering drains the node (UNKNOWN or NOT_RESPONDING then), so a job sent to
+        # node2 at once waits until the repair resumes it, and only then runs
+        assert vm_lab.ssh("node2", "rdma link del rxe0 && systemctl restart slurmd").returncode == 0
+
+        def out_of_service() -> bool:  # not responding since the stop, or drained already
+            state = vm_lab.ssh("node1", "scontrol -o show node node2").stdout
+            return bool(re.search(r"State=\S*(NOT_RESPONDING|DRAIN)", state))
+
+        assert _wait_for(out_of_service, 30), vm_lab.ssh("node1", "scontrol -o show node node2").stdout
+        job = vm_lab.ssh("node1", "sbatch --parsable -w node2 -o /dev/null --wrap true").stdout.strip()
+        assert job.isdigit(), job
+        assert _wait_for(lambda: _sinfo(vm_lab)["node2"][0] == "drained", 60), _sinfo(vm_lab)
+        assert _sinfo(vm_lab)["node2"][1].startswith("rdmaprov: rdma."), _sinfo(vm_lab)
+
+        def job_state() -> str:
+            return re.search(r"JobState=(\S+)", vm_lab.ssh("node1", f"scontrol show job {job}").stdout).group(1)
+
+        assert job_state() == "PENDING"
+        code, _ = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
+        assert code == 2
+        assert _wait_for(lambda: job_state() == "COMPLETED", 90), (job_state(), _sinfo(vm_lab))
+        assert _sinfo(vm_lab)["node2"] == ("idle", "none")
 
         # an admin drains node2 for another reason: it passes its checks, and stays drained
         admin = vm_lab.ssh("node1", "scontrol update nodename=node2 state=drain reason='DIMM swap, ticket 4711'")

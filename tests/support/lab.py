@@ -89,11 +89,14 @@ class TestLab:
     def inventory(self) -> str:
         """The cluster the tests converge: the first `members` nodes (the rest wait to be bootstrapped)."""
         path = self.dir / f"inventory-{self.members}.yaml"
-        if not path.exists():
-            text = Path(self.full_inventory).read_text()
-            head, _, hosts = text.partition("    hosts:\n")
-            entries = hosts.split("      node")[1:]
-            path.write_text(head + "    hosts:\n" + "".join("      node" + e for e in entries[: self.members]))
+        # made from the full inventory each time: a lab booted again in the same folder (a kept
+        # lab) has another subnet, and a copy from before would point at the old one
+        text = Path(self.full_inventory).read_text()
+        head, _, hosts = text.partition("    hosts:\n")
+        entries = hosts.split("      node")[1:]
+        members = head + "    hosts:\n" + "".join("      node" + e for e in entries[: self.members])
+        if not path.exists() or path.read_text() != members:
+            path.write_text(members)
         return str(path)
 
     def ssh(self, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess:
