@@ -63,8 +63,10 @@ def test_the_release_from_debians_packages_and_from_slurms_own_words():
     assert packages == SlurmPackages(None, V22) and packages.version == V22
     # installed wins over what an install would bring: rdmaprov installs, it does not upgrade
     assert parse_packages(["dpkg ii  22.05.8-4+deb12u3", "candidate 24.11.5-4"]).version == V22
-    # dpkg's status as it prints it (a held package on this machine: "hi  590-2.1~deb12u2"): held
-    # is installed, removed with its configuration left is not
+    # a lab node with Slurm installed, then with slurmd and slurmctld held (apt-mark hold): held is
+    # installed; removed with its configuration left (rc) is not
+    for name in ("release_lab_node_installed.txt", "release_lab_node_held.txt"):
+        assert parse_packages((SLURM / name).read_text().splitlines()) == SlurmPackages(V22, V22)
     assert parse_packages(["dpkg hi  22.05.8-4+deb12u3", "candidate 24.11.5-4"]).version == V22
     assert parse_packages(["dpkg rc  22.05.8-4+deb12u3", "candidate 24.11.5-4"]).version == V24
     assert parse_packages([]).version is None
