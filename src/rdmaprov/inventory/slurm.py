@@ -44,7 +44,11 @@ class HealthCheckTiming:
     def running(cls, timeout_s: int | None) -> HealthCheckTiming:
         """The limit of a running Slurm from its `scontrol show config` (HealthCheckTimeout,
         absent before 26.05): what node-check keeps to on a site's own Slurm."""
-        return cls(timeout_s, timeout_s if timeout_s is not None else FIXED_KILL_S)
+        return cls(timeout_s, timeout_s) if timeout_s is not None else BEFORE_TIMEOUT
+
+
+# Before 26.05 (and wherever the key is not set or not known): no key, slurmd's fixed 60 s.
+BEFORE_TIMEOUT = HealthCheckTiming(None, FIXED_KILL_S)
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class SlurmHealthCheck:
         key a release might refuse). From 26.05 the declared timeout is rendered, or, undeclared,
         Slurm's default kept below the interval (validate refuses a declared one that is not)."""
         if version is None or version < TIMEOUT_SINCE:
-            return HealthCheckTiming(None, FIXED_KILL_S)
+            return BEFORE_TIMEOUT
         timeout = self.timeout_s
         if timeout is None:
             timeout = max(1, min(FIXED_KILL_S, self.interval_s - 1))

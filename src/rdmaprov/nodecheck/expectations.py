@@ -18,7 +18,7 @@ from typing import Any
 from rdmaprov.errors import Problem, UserError
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.inventory.model import HostSpec, SSHSettings, fill_defaults, node_schema
-from rdmaprov.inventory.slurm import FIXED_KILL_S, MARGIN_S
+from rdmaprov.inventory.slurm import BEFORE_TIMEOUT
 from rdmaprov.nodecheck.options import EXPECTATIONS as PATH
 
 FORMAT = 1
@@ -79,7 +79,7 @@ class SlurmSide:
     drain: bool
     max_drain_fraction: float
     # The check's own time: slurmd's limit on this cluster's release less node-check's start and exit
-    budget_s: int = FIXED_KILL_S - MARGIN_S
+    budget_s: int = BEFORE_TIMEOUT.budget_s
 
     def to_json(self) -> dict[str, Any]:
         return {

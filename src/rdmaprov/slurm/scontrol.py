@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from rdmaprov.inventory.slurm import FIXED_KILL_S, MARGIN_S
+from rdmaprov.inventory.slurm import BEFORE_TIMEOUT
 from rdmaprov.parsers.slurm import parse_scontrol_nodes
 from rdmaprov.paths import SYSTEM_PATH
 from rdmaprov.slurm.drain import CheckOutcome, DrainLimits, SlurmNode, decide, excess_drains
@@ -31,7 +31,7 @@ MIN_CALL_S = 2.0
 # Before reading the state again after a drain: racing drains within this window get committed first.
 SETTLE_S = 1.0
 # The check's own time where its expectations do not say (slurmd's fixed 60 s before 26.05)
-BUDGET_S = float(FIXED_KILL_S - MARGIN_S)
+BUDGET_S = float(BEFORE_TIMEOUT.budget_s)
 
 
 class SlurmUnavailable(Exception):
