@@ -332,7 +332,7 @@ def test_a_fast_enough_run_over_tcp_sockets_or_a_storage_hca_fails():
     assert ok.passed
     assert (lambda v: (v.status, v.reason))(transport_verdict(socket, set(), ok)) == (
         "fail",
-        f"NCCL used TCP sockets, not RDMA, on vm (NET/IB: no device found): {ok.reason}",
+        f"NCCL used TCP sockets, not RDMA, on vm [rank 0] (NET/IB: no device found): {ok.reason}",
     )
     rdma = parse_nccl_transport((SEED / "nccl_tests_all_reduce_perf_2node_10GB.txt").read_text())
     assert transport_verdict(rdma, set(), ok) == ok

@@ -292,10 +292,11 @@ def test_ssh_arguments_without_a_jump_host_still_import(tmp_path, args):
 
 def _patterns(node: object, path: str = "") -> list[tuple[str, dict]]:
     """Every schema node that has a `pattern`, with where it is; property names are left out (their
-    refusal says how a name may be written, whatever the pattern)."""
+    refusal says how a name may be written, whatever the pattern). A property named pattern (the
+    workload figure's) is a schema, not a regex."""
     found: list[tuple[str, dict]] = []
     if isinstance(node, dict):
-        if "pattern" in node:
+        if isinstance(node.get("pattern"), str):
             found.append((path, node))
         for key, value in node.items():
             if key != "propertyNames":

@@ -27,7 +27,7 @@ from rdmaprov.inventory.gates import BaselineConfig
 from rdmaprov.paths import cluster_file
 
 FILE = "baselines.json"
-# Gates whose figure is better when lower.
+# Gates whose figure is better when lower (a workload's figure says its own way in its details).
 LOWER_IS_BETTER = frozenset({"latency"})
 
 
@@ -127,9 +127,8 @@ def _judge(results: list[GateResult], kept: dict[str, Any], settings: BaselineCo
         if record.get("unit") not in (None, result.unit):
             record = {}  # the figure changed meaning (a gate's unit): start over
         record = {**record, "gate": result.gate, "subject": result.subject, "hosts": result.hosts, "unit": result.unit}
-        comparison, parts[key] = compare(
-            result.measured, result.unit, record, settings, result.gate in LOWER_IS_BETTER, now
-        )
+        lower = result.gate in LOWER_IS_BETTER or result.details.get("better") == "lower"
+        comparison, parts[key] = compare(result.measured, result.unit, record, settings, lower, now)
         result.baseline = {
             "value": parts[key].get("baseline"),
             "runs": len(parts[key].get("samples", [])),

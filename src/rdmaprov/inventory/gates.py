@@ -93,6 +93,55 @@ class AllReduceGate:
 
 
 @dataclass(frozen=True)
+class Figure:
+    """How a workload's figure is read from its log (parsers/figure.py) and the bounds it must keep."""
+
+    pattern: str
+    unit: str
+    better: str  # higher or lower
+    take: str  # median, min, max, first or last (parsers/figure.TAKE)
+    minimum: float | None
+    maximum: float | None
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.better == "lower"
+
+
+@dataclass(frozen=True)
+class WorkloadGate:
+    """The site's own command across the nodes, as its jobs run it; off unless written."""
+
+    enabled: bool
+    command: str
+    per_node: int
+    figure: Figure | None
+    require_rdma: bool
+    timeout_s: int
+    master_port: int
+    hosts: tuple[str, ...]  # empty: the hosts selected
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any] | None) -> WorkloadGate:
+        if not settings:
+            return cls(False, "", 1, None, True, 1800, 29500, ())
+        fg = settings.get("figure")
+        figure = (
+            Figure(fg["pattern"], fg["unit"], fg["better"], fg["take"], fg.get("min"), fg.get("max")) if fg else None
+        )
+        return cls(
+            settings["enabled"],
+            settings["command"],
+            settings["per_node"],
+            figure,
+            settings["require_rdma"],
+            settings["timeout_s"],
+            settings["master_port"],
+            strings(settings.get("hosts")),
+        )
+
+
+@dataclass(frozen=True)
 class GatesConfig:
     node: NodeGate
     ib_write_bw: IbWriteBwGate
@@ -100,6 +149,7 @@ class GatesConfig:
     rail: RailGate
     latency: LatencyGate
     baseline: BaselineConfig
+    workload: WorkloadGate = WorkloadGate.from_settings(None)
     via: str = "ssh"  # how workloads are launched: ssh (mpirun, commands over SSH) or slurm (srun)
 
     @classmethod
@@ -149,5 +199,6 @@ class GatesConfig:
                 lt["enabled"], lt.get("max_p99_us"), lt["warn_fraction"], lt["size"], lt["iterations"], lt["timeout_s"]
             ),
             BaselineConfig(bl["enabled"], bl["max_drop"], bl["runs"], bl["action"], bl["max_latency_rise"]),
+            WorkloadGate.from_settings(gates.get("workload")),
             gates.get("via") or ("slurm" if slurm else "ssh"),
         )

@@ -17,6 +17,7 @@ from rdmaprov.inventory.model import fill_defaults
 from rdmaprov.inventory.slurm import MARGIN_S
 from rdmaprov.inventory.source import DocPath, SourceMap, format_path
 from rdmaprov.nvidia import ARCHS, arch_problem, driver_problem, module_flavor, parse_version
+from rdmaprov.parsers.figure import pattern_problem
 from rdmaprov.parsers.units import parse_size
 from rdmaprov.schemas import load_schema
 
@@ -269,8 +270,6 @@ def _disordered(gates: dict[str, Any], smap: SourceMap) -> list[Problem]:
 
 def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap, slurm: bool = False) -> list[Problem]:
     """The cluster's gate settings against each other, the hosts that exist and Slurm."""
-    settings = gates.get("all_reduce") or {}
-    where = ("cluster", "gates", "all_reduce")
     problems = _disordered(gates, smap)
     if gates.get("via") == "slurm" and not slurm:
         problems.append(
@@ -280,14 +279,40 @@ def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap, slurm
                 "enable cluster.slurm (mode full or health_check), or use via: ssh",
             )
         )
-    problems += host_list_problems(
-        settings.get("hosts") or [],
-        where + ("hosts",),
-        "all_reduce.hosts",
-        hosts,
-        f"use host names defined under hosts: or groups ({_known(sorted(hosts))})",
-        smap,
-    )
+    for gate in ("all_reduce", "workload"):
+        problems += host_list_problems(
+            (gates.get(gate) or {}).get("hosts") or [],
+            ("cluster", "gates", gate, "hosts"),
+            f"{gate}.hosts",
+            hosts,
+            f"use host names defined under hosts: or groups ({_known(sorted(hosts))})",
+            smap,
+        )
+    return problems + _figure_problems((gates.get("workload") or {}).get("figure") or {}, smap)
+
+
+def _figure_problems(figure: dict[str, Any], smap: SourceMap) -> list[Problem]:
+    """The workload's figure: a pattern that can read a number, bounds that leave room for one."""
+    where = ("cluster", "gates", "workload", "figure")
+    problems = []
+    why = pattern_problem(figure["pattern"]) if isinstance(figure.get("pattern"), str) else None
+    if why:
+        problems.append(
+            smap.problem(
+                where + ("pattern",),
+                f"the figure's pattern cannot read a number: {why}",
+                "write a Python regular expression with the number in a group, e.g. 'p50: \\S+ (?P<value>[0-9.]+)/s'",
+            )
+        )
+    low, high = figure.get("min"), figure.get("max")
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
+        problems.append(
+            smap.problem(
+                where + ("max",),
+                f"max {high:g} is below min {low:g}: no figure could pass",
+                "swap them, or keep the one bound the figure needs (min for a throughput, max for a time)",
+            )
+        )
     return problems
 
 

@@ -25,6 +25,9 @@ _NETWORK = re.compile(_PREFIX + r"Using network (?P<network>\S+)")
 _IB_USING = re.compile(_PREFIX + r"NET/IB\s*:\s*Using\s+(?P<devices>.*)")
 _IB_NONE = re.compile(_PREFIX + r"NET/IB\s*:\s*No device found")
 _DEVICE = re.compile(r"\[\d+\]([\w.-]+):\d+/\w+")
+# "comm 0x55f6bc9e0030 rank 0 nranks 2 cudaDev 0 … - Init START" (2.18; 2.2x put
+# "ncclCommInitRankConfig " before it, and "nRanks" in a later line): the ranks a host's process holds
+_RANK = re.compile(_PREFIX + r"(?:\w+ )?comm \S+ rank (?P<rank>\d+) n[Rr]anks \d+")
 _PLUGIN_LOADED = re.compile(_PREFIX + r"NET/Plugin\s*:\s*Loaded net plugin (?P<name>.*?)\s*$")
 _PLUGIN_NONE = re.compile(
     _PREFIX
@@ -42,10 +45,25 @@ class NcclTransport:
     no_ib_device: set[str] = field(default_factory=set)
     plugin_loaded: dict[str, str] = field(default_factory=dict)  # host → the net plugin NCCL loaded
     plugin_missing: dict[str, str] = field(default_factory=dict)  # host → NCCL's words for why not
+    ranks: dict[str, set[int]] = field(default_factory=dict)  # host → the ranks its processes hold
+
+    @property
+    def reported(self) -> bool:
+        """Whether NCCL said which network it used at all (it prints nothing below NCCL_DEBUG=INFO,
+        and nothing when the program never created a communicator)."""
+        return bool(self.networks) or bool(self.no_ib_device)
 
     def socket_hosts(self) -> list[str]:
         """Hosts where NCCL carried traffic over TCP sockets."""
         return sorted(host for host, networks in self.networks.items() if "Socket" in networks)
+
+    def named(self, hosts: list[str]) -> str:
+        """`hosts` with the ranks each held, as a failure names them: "gpu-pod1 [ranks 2, 3]"."""
+        return ", ".join(f"{host}{self._ranks_of(host)}" for host in hosts)
+
+    def _ranks_of(self, host: str) -> str:
+        ranks = sorted(self.ranks.get(host, ()))
+        return f" [rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}]" if ranks else ""
 
 
 def parse_nccl_transport(text: str) -> NcclTransport:
@@ -57,6 +75,8 @@ def parse_nccl_transport(text: str) -> NcclTransport:
             found.devices.setdefault(match["host"], set()).update(devices)  # "Using [RO]; OOB…": none
         elif match := _IB_NONE.match(line):
             found.no_ib_device.add(match["host"])
+        elif match := _RANK.match(line):
+            found.ranks.setdefault(match["host"], set()).add(int(match["rank"]))
         elif match := _PLUGIN_LOADED.match(line):
             found.plugin_loaded[match["host"]] = match["name"]
         elif match := _PLUGIN_NONE.match(line):

@@ -28,7 +28,7 @@ from rdmaprov.errors import Problem, UserError
 from rdmaprov.health.diagnose import STEPS as DIAGNOSIS_STEPS
 from rdmaprov.health.diagnose import Diagnosis
 from rdmaprov.health.findings import CHECKS
-from rdmaprov.health.gates.result import subject_hosts
+from rdmaprov.health.gates.result import JOB_GATES, subject_hosts
 from rdmaprov.report.output import write_output
 from rdmaprov.report.svg import Axis, Bar, Rule, Series, bar_chart, line_chart
 from rdmaprov.schemas import load_schema
@@ -244,7 +244,7 @@ class Run:
         """Every node the run names, in the order it names them."""
         names = [v["name"] for v in self.verify or []] + [h["name"] for h in self.hosts]
         for result in self.gates + list((self.diagnosis or {}).get("tests", [])):
-            if result["gate"] != "all_reduce":
+            if result["gate"] not in JOB_GATES:
                 names += subject_hosts(result["subject"])
         names += list((self.diagnosis or {}).get("suspects", {}))
         return list(dict.fromkeys(names))
@@ -285,7 +285,7 @@ def _failures(run: Run) -> list[Failure]:
     found = _node_failures(run)
     for result in run.gates:
         if _status(result) == "fail":
-            hosts = () if result["gate"] == "all_reduce" else tuple(subject_hosts(result["subject"]))
+            hosts = () if result["gate"] in JOB_GATES else tuple(subject_hosts(result["subject"]))
             found.append(Failure(hosts, f"{result['gate']} {_short(result['subject'])}: {result['reason']}"))
     diagnosis = run.diagnosis or {}
     for name, evidence in diagnosis.get("suspects", {}).items():
@@ -392,7 +392,9 @@ def _node_cells(host: Doc | None, gates: list[Doc]) -> list[object]:
     failed = [f for f in findings if not f["ok"] and not f.get("unknown")]
     count = {kind: sum(_kind(f) == kind for f in failed) for kind in ("checks", "health findings", "fleet outliers")}
     gate_failures = sum(
-        _status(g) == "fail" and host["name"] in subject_hosts(g["subject"]) for g in gates if g["gate"] != "all_reduce"
+        _status(g) == "fail" and host["name"] in subject_hosts(g["subject"])
+        for g in gates
+        if g["gate"] not in JOB_GATES
     )
     unknown = sum(bool(f.get("unknown")) for f in findings)
     checks = f"{count['checks']} fail, {unknown} unknown of {len(findings)}"
@@ -425,7 +427,7 @@ def _nodes(run: Run) -> str:
 
 # Gates: all_reduce's sweep, pairs, the node × rail matrix, latency per pair, baselines
 
-GATE_ORDER = ("node", "ib_write_bw", "rail", "latency", "all_reduce")
+GATE_ORDER = ("node", "ib_write_bw", "rail", "latency", "all_reduce", "workload")
 SEVERITY = {"fail": 3, "warn": 2, "pass": 1, "skipped": 0}
 RESULT_HEADERS = ("gate", "subject", "verdict", "measured", "threshold", "why")
 
@@ -686,6 +688,8 @@ def _gates(run: Run) -> str:
         parts.append(_latency(lanes))
     if by_gate["node"]:
         parts.append("<h3>node gate: each node alone</h3>" + _results(by_gate["node"], "node gate"))
+    if by_gate["workload"]:
+        parts.append("<h3>workload: the site's own command</h3>" + _results(by_gate["workload"], "workload"))
     parts.append(_baselines(run.gates))
     return "".join(parts)
 

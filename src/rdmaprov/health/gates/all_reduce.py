@@ -133,7 +133,7 @@ def transport_verdict(
         return replace(
             verdict,
             status="fail",
-            reason=f"NCCL used TCP sockets, not RDMA, on {', '.join(sockets)}{why}: {verdict.reason}",
+            reason=f"NCCL used TCP sockets, not RDMA, on {transport.named(sockets)}{why}: {verdict.reason}",
         )
     opened = {(host, d) for host, devices in transport.devices.items() for d in devices if d in storage}
     if opened:
@@ -174,7 +174,7 @@ def all_reduce_over(
     just measured. A run stopped at its deadline is not retried: the fabric, not chance, stopped it."""
     settings = session.inventory.gates.all_reduce
     subject = ",".join(hosts)
-    refused = _refusal(session, hosts, reports, subject)
+    refused = refusal("all_reduce", session, hosts, reports, subject)
     if refused is not None:
         return refused
     versions = read_mpi_versions(session, hosts)
@@ -220,7 +220,7 @@ def all_reduce_over(
             )
         transport = parse_nccl_transport(result.stdout + "\n" + result.stderr) if use_gpus else None
         if verdict.passed and transport is not None:
-            verdict = _transport_checked(session, hosts, transport, verdict)
+            verdict = transport_checked(session, hosts, transport, verdict)
         details = {
             "kind": kind,
             "ranks": ranks,
@@ -237,25 +237,23 @@ def all_reduce_over(
     return skewed(GateResult.of("all_reduce", subject, verdict, attempt, details), versions)
 
 
-def _refusal(session: Session, hosts: list[str], reports: dict[str, NodeReport], subject: str) -> GateResult | None:
-    """Why the gate does not run over these hosts (a node lost or unreadable: a failure; one host:
-    skipped, the node gate judges it), None when it can."""
+def refusal(
+    gate: str, session: Session, hosts: list[str], reports: dict[str, NodeReport], subject: str, alone: bool = False
+) -> GateResult | None:
+    """Why a job across `hosts` does not run (a node lost or unreadable: a failure; one host,
+    unless it may run `alone`: skipped, the node gate judges it), None when it can."""
     lost = [str(session.lost[h]) for h in hosts if h in session.lost]
     if lost:
-        return GateResult("all_reduce", subject, False, f"not run: {'; '.join(lost)}")
+        return GateResult(gate, subject, False, f"not run: {'; '.join(lost)}")
     down = [h for h in hosts if h in session.unreachable or not isinstance(reports.get(h), NodeReport)]
     if down:
-        return GateResult(
-            "all_reduce", subject, False, f"cannot run across {', '.join(down)}: not reachable or not readable"
-        )
-    if len(hosts) < 2:
-        return GateResult(
-            "all_reduce", subject, True, "skipped (one host: the node gate judges it alone)", status="skipped"
-        )
+        return GateResult(gate, subject, False, f"cannot run across {', '.join(down)}: not reachable or not readable")
+    if len(hosts) < 2 and not alone:
+        return GateResult(gate, subject, True, "skipped (one host: the node gate judges it alone)", status="skipped")
     return None
 
 
-def _transport_checked(session: Session, hosts: list[str], transport: NcclTransport, verdict: Verdict) -> Verdict:
+def transport_checked(session: Session, hosts: list[str], transport: NcclTransport, verdict: Verdict) -> Verdict:
     """A passing NCCL run held to what it must have used: RDMA, no storage HCA, and on eRDMA nodes
     that declare it the AIACC net plugin."""
     nodes = [session.inventory.hosts[h].node for h in hosts]

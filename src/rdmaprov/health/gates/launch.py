@@ -36,6 +36,7 @@ class Job:
     env: dict[str, str]
     program: list[str]
     gpus_per_node: int = 0
+    name: str = "all_reduce"  # the gate, as a Slurm job's name says it
 
     @property
     def ranks(self) -> int:
@@ -128,7 +129,7 @@ class SlurmLauncher(Launcher):
             env["OMPI_MCA_btl_tcp_if_include"] = settings.launcher_ifname
         env.update(job.env)
         words = ["env", *(f"{k}={v}" for k, v in env.items())]
-        words += self.srun(job.hosts, timeout_s, "all_reduce", job.per_node, job.gpus_per_node)
+        words += self.srun(job.hosts, timeout_s, job.name, job.per_node, job.gpus_per_node)
         words.insert(words.index("srun") + 1, f"--mpi={slurm.mpi if slurm else 'pmix'}")
         command = sh_join(words + job.program)
         # what mpirun's --prefix does: the ranks find that MPI (srun passes the environment on)

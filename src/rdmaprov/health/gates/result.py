@@ -9,11 +9,15 @@ from typing import Any
 from rdmaprov.engine.session import HostLost
 from rdmaprov.health.gates.bandwidth import Verdict
 
+# Gates that judge one job across the nodes: a failure is the job's, not one named node's.
+JOB_GATES = frozenset({"all_reduce", "workload"})
+
 
 @dataclass
 class GateResult:
-    gate: str  # "node", "ib_write_bw", "rail", "latency" or "all_reduce"
-    subject: str  # the node, "node1 -> node2", "node1:mlx5_0 -> node2:mlx5_0" (a rail), or "node1,node2"
+    gate: str  # "node", "ib_write_bw", "rail", "latency", "all_reduce" or "workload"
+    # the node, "node1 -> node2", "node1:mlx5_0 -> node2:mlx5_0" (a rail), or "node1,node2" (a job)
+    subject: str
     passed: bool
     reason: str
     measured: float | None = None

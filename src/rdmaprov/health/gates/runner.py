@@ -11,6 +11,7 @@ from rdmaprov.health.gates.latency import run_latency_gate
 from rdmaprov.health.gates.node import run_node_gate
 from rdmaprov.health.gates.rail import run_rail_gate
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.workload import run_workload
 from rdmaprov.parsers.node import NodeReport
 
 # The gates that judge the cluster as a whole; when one fails, `diagnose` finds the node.
@@ -40,6 +41,9 @@ def run_gates(
     if gates.all_reduce.enabled:
         with session.during("the all_reduce gate"):
             results.append(run_all_reduce(session, hosts, readable, pairs))
+    if gates.workload.enabled:
+        with session.during("the workload gate"):
+            results.append(run_workload(session, hosts, readable))
     apply_baselines(results, session.inventory.name, gates.baseline)
     return results
 

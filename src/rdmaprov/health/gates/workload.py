@@ -1,0 +1,143 @@
+"""Gate: the site's own workload, launched the way its jobs are, judged on what it did and printed.
+
+Every other gate proves the fabric with a tool rdmaprov chose. A job can still fail where they
+pass: its framework brings its own NCCL, which may not find the HCAs or the net plugin and fall
+back to TCP sockets without an error; its launcher may bind another interface. This gate runs the
+site's command (a torchrun benchmark line, an MPI program) across the selected nodes with the
+gates' launcher and the nodes' NCCL environment, NCCL reporting its transport (INIT, NET), then
+reads from the log which network each host's NCCL used (a Socket fallback fails, naming hosts and
+ranks) and the figure the inventory says how to read, held to its bounds and to its own past.
+
+Each process gets what a multi-node launcher needs, whatever launched it: RDMAPROV_NNODES,
+RDMAPROV_NODE_RANK, RDMAPROV_NPROC_PER_NODE, RDMAPROV_RANK, RDMAPROV_MASTER_ADDR (the first
+node's address) and RDMAPROV_MASTER_PORT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rdmaprov.engine.session import HostLost, Session
+from rdmaprov.health.gates.all_reduce import refusal, skewed, transport_checked
+from rdmaprov.health.gates.bandwidth import Verdict, failed
+from rdmaprov.health.gates.launch import Job, launcher
+from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions
+from rdmaprov.health.gates.result import GateResult
+from rdmaprov.inventory.gates import Figure, WorkloadGate
+from rdmaprov.parsers.figure import TAKE, read_figures
+from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
+from rdmaprov.parsers.node import NodeReport
+
+GATE = "workload"
+# Each process's place in the job, from whichever launcher started it (OpenMPI's mpirun, PMIx,
+# srun), as a multi-node launcher such as torchrun wants it.
+PLACE = (
+    'RDMAPROV_RANK="${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${SLURM_PROCID:-0}}}"; '
+    'RDMAPROV_NODE_RANK="${SLURM_NODEID:-$((RDMAPROV_RANK / RDMAPROV_NPROC_PER_NODE))}"; '
+    "export RDMAPROV_RANK RDMAPROV_NODE_RANK; "
+)
+# How much of the log's end a failure quotes.
+TAIL_LINES = 3
+
+
+def workload_job(session: Session, hosts: list[str], settings: WorkloadGate, gpus: int) -> Job:
+    """The site's command as one job across `hosts`: `per_node` processes on each, each in its
+    own `sh -c` (the command is the site's shell line, passed as one quoted word), with the first
+    node's NCCL environment, NCCL's transport report on, and each process's place in the job."""
+    first = session.inventory.hosts[hosts[0]]
+    env, _ = first.node.nccl_environment()
+    env = {
+        **env,
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": "INIT,NET",
+        "RDMAPROV_NNODES": str(len(hosts)),
+        "RDMAPROV_NPROC_PER_NODE": str(settings.per_node),
+        "RDMAPROV_MASTER_ADDR": first.address,
+        "RDMAPROV_MASTER_PORT": str(settings.master_port),
+    }
+    return Job(hosts, settings.per_node, env, ["sh", "-c", PLACE + settings.command], gpus, GATE)
+
+
+def judge_figure(values: list[float], figure: Figure) -> Verdict:
+    """The figure taken from the log's `values`, held to the inventory's bounds, the sums shown."""
+    if not values:
+        return failed(f"the figure's pattern {figure.pattern!r} matched no number in the output", figure.unit)
+    value = TAKE[figure.take](values)
+    of = f"{figure.take} of {len(values)} matches" if len(values) > 1 else "the one match"
+    low, high = figure.minimum, figure.maximum
+    said = f"{value:g} {figure.unit} ({of})"
+    if low is not None and value < low:
+        return Verdict("fail", value, low, figure.unit, f"{said} < min {low:g} {figure.unit}")
+    if high is not None and value > high:
+        return Verdict("fail", value, high, figure.unit, f"{said} > max {high:g} {figure.unit}")
+    held = " and ".join(f"{name} {bound:g}" for name, bound in (("min", low), ("max", high)) if bound is not None)
+    within = f" within {held} {figure.unit}" if held else " (no bound set: only its baseline judges it)"
+    threshold = low if not figure.lower_is_better and low is not None else high
+    return Verdict("pass", value, threshold, figure.unit, said + within)
+
+
+def transport_required(transport: NcclTransport, verdict: Verdict) -> Verdict:
+    """A passing run whose log never says which network NCCL used proves nothing about RDMA: the
+    program did not use NCCL, or its own settings turned NCCL's report off."""
+    if not verdict.passed or transport.reported:
+        return verdict
+    why = "no NCCL line says which network it used (the program did not use NCCL, or overrode NCCL_DEBUG)"
+    fix = "a workload without NCCL sets require_rdma: false"
+    return replace(verdict, status="fail", reason=f"{verdict.reason}, but {why}; {fix}")
+
+
+def run_workload(session: Session, hosts: list[str], reports: dict[str, NodeReport]) -> GateResult:
+    """The gate over `hosts`, or the subset `workload.hosts` names."""
+    settings = session.inventory.gates.workload
+    over = [h for h in (settings.hosts or hosts) if h in session.inventory.hosts]
+    try:
+        return workload_over(session, over, reports, settings)
+    except HostLost as lost:  # one job across the nodes: a node lost mid-run ends it
+        return GateResult.broken(GATE, ",".join(over), lost)
+
+
+def workload_over(
+    session: Session, hosts: list[str], reports: dict[str, NodeReport], settings: WorkloadGate
+) -> GateResult:
+    """Run the command once across exactly `hosts` and judge its exit, its transport and its figure."""
+    subject = ",".join(hosts)
+    refused = refusal(GATE, session, hosts, reports, subject, alone=True) if hosts else None
+    if not hosts or refused is not None:
+        return refused or GateResult(GATE, subject, False, "no host selected to run it on")
+    versions = read_mpi_versions(session, hosts)
+    mpi = {h: str(v) for h, v in versions.items()}
+    mixed = mixed_mpi_reason(versions)
+    if mixed:
+        return GateResult(GATE, subject, False, mixed, details={"mpi": mpi, "mixed_mpi": True})
+    gpus = len(reports[hosts[0]].gpus)
+    launch = launcher(session)
+    job = workload_job(session, hosts, settings, gpus)
+    result, command = launch.job(job, session.inventory.gates.all_reduce, settings.timeout_s)
+    launched = f"{'srun' if launch.via == 'slurm' else 'mpirun'} from {hosts[0]}"
+    log = result.stdout + "\n" + result.stderr
+    tail = " | ".join([line for line in log.splitlines() if line.strip()][-TAIL_LINES:]) or "no output"
+    transport = parse_nccl_transport(log)
+    unit = settings.figure.unit if settings.figure else ""
+    figures = read_figures(log, settings.figure.pattern) if settings.figure else []
+    if result.timed_out:
+        verdict = failed(f"{launched} did not finish within timeout_s {settings.timeout_s} s: {tail}", unit)
+    elif not result.ok:
+        verdict = failed(f"{launched} exited with an error: {tail}", unit)
+    elif settings.figure is not None:
+        verdict = judge_figure(figures, settings.figure)
+    else:
+        verdict = Verdict("pass", None, None, "", "the workload finished")
+    if settings.require_rdma and not result.timed_out:
+        verdict = transport_required(transport, transport_checked(session, hosts, transport, verdict))
+    details = {
+        "via": launch.via,
+        "command": command,
+        "processes": settings.per_node * len(hosts),
+        "mpi": mpi,
+        "transport": {host: sorted(nets) for host, nets in transport.networks.items()},
+        "hcas": {host: sorted(devices) for host, devices in transport.devices.items()},
+        "ranks": {host: sorted(ranks) for host, ranks in transport.ranks.items()},
+        "better": settings.figure.better if settings.figure else None,
+        "figures": figures,
+    }
+    return skewed(GateResult.of(GATE, subject, verdict, 1, details), versions)

@@ -1,0 +1,213 @@
+"""The workload gate: the site's own command across the nodes, its figure read by the inventory's
+pattern from real benchmark and training logs, its transport from NCCL's own lines, each process
+told its place in the job whatever launched it."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from rdmaprov.health.baselines import apply_baselines
+from rdmaprov.health.gates.all_reduce import transport_checked
+from rdmaprov.health.gates.bandwidth import Verdict
+from rdmaprov.health.gates.launch import Launcher, SlurmLauncher
+from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.workload import PLACE, judge_figure, transport_required, workload_job
+from rdmaprov.inventory import load_inventory
+from rdmaprov.inventory.gates import BaselineConfig, Figure
+from rdmaprov.parsers.figure import TAKE, pattern_problem, read_figures
+from rdmaprov.parsers.nccl_debug import parse_nccl_transport
+from tests.support.inventories import problems, write
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+BENCHMARK = (FIXTURES / "seed" / "erdma_e2e_benchmark_output.txt").read_text()
+TORCHRUN = (FIXTURES / "seed" / "torchrun_cifar10_2node_rank0_epochs_accuracy.txt").read_text()
+SOCKETS = (FIXTURES / "gpu-h100" / "all_reduce_perf_nccl_debug_info.txt").read_text()
+
+INVENTORY = """cluster:
+  name: lab
+  gates:
+    all_reduce: {{launcher_ifname: eth0}}
+    workload:
+{workload}
+{slurm}defaults:
+  fabric: softroce
+  rdma: {{netdevs: [eth0], devices: [rxe0]}}
+  nccl: {{env: {{NCCL_SOCKET_IFNAME: eth0}}}}
+hosts:
+  node1: {{address: 10.79.41.11}}
+  node2: {{address: 10.79.41.12}}
+"""
+COMMAND = "      command: torchrun --nnodes=$RDMAPROV_NNODES --node-rank=$RDMAPROV_NODE_RANK 'bench mark.py' $(id)\n"
+FIGURE = "      figure: {pattern: 'p50: \\S+ (?P<value>[0-9.]+)/s', unit: samples/s, min: 1000}\n"
+
+
+def _inventory(tmp_path, workload: str = COMMAND + FIGURE, slurm: bool = False):
+    text = INVENTORY.format(
+        workload=workload.rstrip("\n"), slurm="  slurm: {enabled: true, controller: node1}\n" if slurm else ""
+    )
+    return write(tmp_path, text)
+
+
+def _figure(**changes) -> Figure:
+    settings = {"pattern": r"p50: \S+ (?P<value>[0-9.]+)/s", "unit": "samples/s", "better": "higher", "take": "median"}
+    settings |= {"minimum": None, "maximum": None} | changes
+    return Figure(**settings)
+
+
+# --- reading the figure ----------------------------------------------------------------------------
+
+
+def test_the_benchmark_figure_is_read_by_the_inventory_pattern_from_the_erdma_guide_output():
+    assert read_figures(BENCHMARK, r"p50: \S+ (?P<value>[0-9.]+)/s") == [1306.0]
+    every = read_figures(BENCHMARK, r"p\d\d: \S+ ([0-9.]+)/s")  # no name: the first group
+    assert every == [1306.0, 1304.0, 1302.0, 1302.0]
+    assert (TAKE["min"](every), TAKE["median"](every), TAKE["first"](every)) == (1302.0, 1303.0, 1306.0)
+
+
+def test_a_training_log_gives_one_figure_per_epoch_and_take_chooses_the_run_s():
+    accuracy = read_figures(TORCHRUN, r"Accuracy: (?P<value>[0-9.]+)")
+    assert accuracy == [0.8046, 0.856] and TAKE["last"](accuracy) == 0.856
+    assert read_figures(TORCHRUN, r"The number of (\w+) dataset") == []  # words are not figures
+    assert read_figures("loss nan\nloss inf\nloss 0.5\n", r"loss (\S+)") == [0.5]
+
+
+def test_a_pattern_that_cannot_read_a_number_says_why():
+    assert "no group" in pattern_problem(r"p50: \S+ [0-9.]+/s")
+    assert pattern_problem(r"p50: (?P<value>[0-9.]+").startswith("not a regular expression")
+    assert pattern_problem(r"(?P<value>\d+)") is None
+
+
+def test_the_figure_is_held_to_its_bounds_with_the_sums_shown():
+    passed = judge_figure([1306.0], _figure(minimum=1000.0))
+    assert (passed.status, passed.measured, passed.threshold) == ("pass", 1306.0, 1000.0)
+    assert passed.reason == "1306 samples/s (the one match) within min 1000 samples/s"
+    low = judge_figure([1306.0, 1302.0, 1304.0], _figure(minimum=1305.0))
+    assert (low.status, low.reason) == ("fail", "1304 samples/s (median of 3 matches) < min 1305 samples/s")
+    step = judge_figure([0.098], _figure(unit="s", better="lower", maximum=0.09))
+    assert (step.status, step.threshold, step.reason) == ("fail", 0.09, "0.098 s (the one match) > max 0.09 s")
+    free = judge_figure([0.098], _figure(unit="s", better="lower"))
+    assert free.passed and "no bound set: only its baseline judges it" in free.reason
+    none = judge_figure([], _figure())
+    assert none.status == "fail" and "matched no number in the output" in none.reason
+
+
+# --- what NCCL used --------------------------------------------------------------------------------
+
+
+def test_the_transport_of_a_real_torchrun_passes_and_a_socket_fallback_names_host_and_rank(tmp_path):
+    session = SimpleNamespace(inventory=load_inventory(_inventory(tmp_path)))
+    ok = Verdict("pass", 1306.0, 1000.0, "samples/s", "1306 samples/s")
+    rdma = parse_nccl_transport(TORCHRUN)
+    assert rdma.networks == {"gpu-pod0": {"IBext"}} and rdma.ranks == {"gpu-pod0": {0}}
+    assert transport_required(rdma, transport_checked(session, ["node1"], rdma, ok)) == ok
+    sockets = parse_nccl_transport(SOCKETS)
+    verdict = transport_required(sockets, transport_checked(session, ["node1"], sockets, ok))
+    assert verdict.status == "fail"
+    assert verdict.reason.startswith("NCCL used TCP sockets, not RDMA, on vm [rank 0] (NET/IB: no device found)")
+
+
+def test_a_log_without_nccl_lines_fails_unless_the_workload_needs_no_nccl():
+    ok = Verdict("pass", 2.0, None, "s", "2 s")
+    silent = parse_nccl_transport('{"probe": "allreduce", "size": 4194304, "time_us": 812.5}\n')
+    failed = transport_required(silent, ok)
+    assert failed.status == "fail" and "no NCCL line says which network it used" in failed.reason
+    assert "require_rdma: false" in failed.reason
+    assert transport_required(silent, Verdict("fail", None, None, "", "it crashed")).reason == "it crashed"
+
+
+# --- the inventory ---------------------------------------------------------------------------------
+
+
+def test_the_workload_section_is_typed_and_off_unless_written(tmp_path):
+    gate = load_inventory(_inventory(tmp_path)).gates.workload
+    assert (gate.enabled, gate.per_node, gate.require_rdma, gate.master_port) == (True, 1, True, 29500)
+    assert gate.figure == _figure(minimum=1000)
+    unwritten = write(tmp_path, INVENTORY.format(workload="", slurm="").replace("    workload:\n\n", ""))
+    assert "workload" not in unwritten.read_text()
+    assert load_inventory(unwritten).gates.workload.enabled is False
+
+
+@pytest.mark.parametrize(
+    ("workload", "message"),
+    [
+        (
+            COMMAND + "      figure: {pattern: 'p50: [0-9.]+/s', unit: samples/s}\n",
+            "cluster.gates.workload.figure.pattern: the figure's pattern cannot read a number: it has no group",
+        ),
+        (
+            COMMAND + "      figure: {pattern: '(?P<value>[0-9.]+', unit: s}\n",
+            "the figure's pattern cannot read a number: not a regular expression",
+        ),
+        (
+            COMMAND + "      figure: {pattern: '([0-9.]+)/s', unit: samples/s, min: 1300, max: 1200}\n",
+            "cluster.gates.workload.figure.max: max 1200 is below min 1300: no figure could pass",
+        ),
+        (
+            COMMAND + "      hosts: [node1, node9]\n",
+            "workload.hosts names 'node9', which is not a host of this inventory",
+        ),
+        ("      per_node: 8\n", "command"),
+        (COMMAND + "      figure: {pattern: '([0-9.]+)', unit: s, max: .nan}\n", "max"),
+    ],
+)
+def test_a_workload_that_could_not_be_judged_is_refused_naming_the_place(tmp_path, workload, message):
+    found = problems(_inventory(tmp_path, workload))
+    assert any(message in problem for problem in found), found
+    assert all("inv.yaml" in problem for problem in found), found
+
+
+# --- the job ---------------------------------------------------------------------------------------
+
+
+def test_the_command_reaches_each_process_as_one_quoted_word_with_its_place_in_the_job(tmp_path):
+    inventory = load_inventory(_inventory(tmp_path, slurm=True))
+    session = SimpleNamespace(inventory=inventory)
+    job = workload_job(session, ["node1", "node2"], inventory.gates.workload, gpus=8)
+    assert job.program == ["sh", "-c", PLACE + inventory.gates.workload.command] and job.ranks == 2
+    assert job.env["NCCL_DEBUG"] == "INFO" and job.env["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert (job.env["RDMAPROV_NNODES"], job.env["RDMAPROV_MASTER_ADDR"]) == ("2", "10.79.41.11")
+    mpirun = Launcher(session).job_command(job, inventory.gates.all_reduce, 600)
+    srun = SlurmLauncher(session).job_command(job, inventory.gates.all_reduce, 600)
+    for line in (mpirun, srun):  # the site's line is one word to the node's shell: $(id) runs only in sh -c
+        assert shlex.split(line)[-1] == PLACE + inventory.gates.workload.command
+    assert "--job-name=rdmaprov-workload-" in srun and "--gres=gpu:8" in srun
+
+
+@pytest.mark.parametrize(
+    ("launcher_env", "place"),
+    [
+        ({"OMPI_COMM_WORLD_RANK": "5"}, "5 2"),  # mpirun, 2 per node: the third node
+        ({"PMIX_RANK": "1"}, "1 0"),
+        ({"SLURM_PROCID": "3", "SLURM_NODEID": "1"}, "3 1"),  # srun says the node itself
+        ({}, "0 0"),
+    ],
+)
+def test_each_process_is_told_its_rank_and_node_rank_whatever_launched_it(launcher_env, place):
+    script = PLACE + 'echo "$RDMAPROV_RANK $RDMAPROV_NODE_RANK"'
+    env = {"PATH": "/usr/bin:/bin", "RDMAPROV_NPROC_PER_NODE": "2", **launcher_env}
+    assert subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True).stdout.strip() == place
+
+
+# --- its own past ----------------------------------------------------------------------------------
+
+
+def test_a_lower_is_better_figure_drifts_when_it_rises(tmp_path, monkeypatch):
+    monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path))
+    settings = BaselineConfig(True, 0.05, 1, "warn", 0.25)
+
+    def run(step_s: float) -> GateResult:
+        result = GateResult.of(
+            "workload", "node1,node2", Verdict("pass", step_s, None, "s", f"{step_s} s"), details={"better": "lower"}
+        )
+        apply_baselines([result], "lab", settings)
+        return result
+
+    assert run(0.098).baseline["value"] == 0.098
+    assert run(0.09).status == "pass"  # faster
+    slower = run(0.2)
+    assert slower.status == "warn" and "above its baseline 0.098 s" in slower.reason
