@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from rdmaprov.health.baselines import baseline_file
+from rdmaprov.paths import PROBE_BINARY
 from rdmaprov.schemas import load_schema
 from tests.conftest import REPO, rdmaprov, rdmaprov_json
 from tests.support.browser import CHROMIUM, MISSING, chromium, console
@@ -254,6 +255,38 @@ def test_a_failed_cluster_gate_in_apply_runs_the_diagnosis(vm_lab, tmp_path):
     assert human.returncode == 4 and "a cluster gate failed: diagnosis" in human.stdout and "cleared" in human.stdout
     code, quiet = rdmaprov_json("verify", inventory, "--gates", "--no-diagnose", timeout=900)
     assert code == 4 and "diagnosis" not in quiet
+
+
+def test_the_site_workload_runs_as_one_job_and_its_figure_transport_and_failure_are_judged(vm_lab, tmp_path):
+    """The gates' MPI probe as the site's own workload: mpirun launches it across both VMs inside
+    the site's shell line, each process told its place; its 4 MiB time is read by the inventory's
+    pattern and held to a max. The probe does not use NCCL: with require_rdma on, the same run
+    fails for want of NCCL's transport lines; a command that fails is named with its log's end."""
+    place = 'echo "place $RDMAPROV_NODE_RANK of $RDMAPROV_NNODES rank $RDMAPROV_RANK via $RDMAPROV_MASTER_ADDR"'
+    command = f"{place}; exec {PROBE_BINARY} 1048576 4194304"
+    time_4m = {"pattern": '"size": 4194304,.*"time_us": (?P<value>[0-9.]+)', "unit": "us", "better": "lower"}
+    workload = {"command": command, "figure": {**time_4m, "max": 60_000_000}, "require_rdma": False}
+    inventory = _gates_only(vm_lab, tmp_path, "workload.yaml", ["rxe0"], {"workload": workload})
+    code, result = rdmaprov_json("verify", inventory, "--gates", timeout=900)
+    [gate] = [g for g in result["gates"] if g["gate"] == "workload"]
+    assert code == 0 and gate["status"] == "pass" and gate["subject"] == "node1,node2", gate
+    assert gate["unit"] == "us" and 0 < gate["measured"] < 60_000_000 and gate["details"]["figures"], gate
+    assert gate["details"]["processes"] == 2 and gate["details"]["via"] == "ssh", gate["details"]
+    assert "sh -c" in gate["details"]["command"] and "the one match" in gate["reason"], gate
+
+    places = {"pattern": r"place (?P<value>[0-9]+) of 2 rank [01] via [0-9.]+$", "unit": "node", "take": "max"}
+    workload = {"command": command, "figure": places}
+    inventory = _gates_only(vm_lab, tmp_path, "nccl.yaml", ["rxe0"], {"workload": workload})
+    code, result = rdmaprov_json("verify", inventory, "--gates", timeout=900)
+    [gate] = [g for g in result["gates"] if g["gate"] == "workload"]
+    assert code == 4 and gate["measured"] == 1 and sorted(gate["details"]["figures"]) == [0, 1], gate
+    assert "no NCCL line says which network it used" in gate["reason"], gate
+
+    broken = {"command": "echo loading the model; echo 'no such file: model.pt' >&2; exit 3", "require_rdma": False}
+    inventory = _gates_only(vm_lab, tmp_path, "broken.yaml", ["rxe0"], {"workload": broken})
+    human = rdmaprov("verify", inventory, "--gates", timeout=900)
+    assert human.returncode == 4, human.stdout + human.stderr
+    assert "mpirun from node1 exited with an error" in human.stdout and "no such file: model.pt" in human.stdout
 
 
 def test_a_softroce_inventory_from_before_the_rail_and_latency_gates_still_passes(vm_lab, tmp_path, monkeypatch):

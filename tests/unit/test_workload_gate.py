@@ -16,10 +16,11 @@ from rdmaprov.health.gates.all_reduce import transport_checked
 from rdmaprov.health.gates.bandwidth import Verdict
 from rdmaprov.health.gates.launch import Launcher, SlurmLauncher
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.health.gates.workload import PLACE, judge_figure, transport_required, workload_job
+from rdmaprov.health.gates.workload import PLACE, judge_figure, last_words, transport_required, workload_job
 from rdmaprov.inventory import load_inventory
 from rdmaprov.inventory.gates import BaselineConfig, Figure
 from rdmaprov.parsers.figure import TAKE, pattern_problem, read_figures
+from rdmaprov.parsers.mpi import mpirun_exit_code
 from rdmaprov.parsers.nccl_debug import parse_nccl_transport
 from tests.support.inventories import problems, write
 
@@ -118,6 +119,16 @@ def test_a_log_without_nccl_lines_fails_unless_the_workload_needs_no_nccl():
     assert failed.status == "fail" and "no NCCL line says which network it used" in failed.reason
     assert "require_rdma: false" in failed.reason
     assert transport_required(silent, Verdict("fail", None, None, "", "it crashed")).reason == "it crashed"
+
+
+def test_a_failed_run_quotes_the_program_s_last_words_not_mpirun_s_box_or_nccl_s_info():
+    log = (FIXTURES / "public" / "nccl_info_ib_no_device_socket_fallback_mpirun_nonzero_exit.txt").read_text()
+    assert last_words(log) == (
+        "The local rank is: 0 | The local rank is: 1 | "
+        "Failed: Cuda error example_allreduce_2comms.cu:107 'invalid device ordinal'"
+    )
+    assert mpirun_exit_code(log) == 1 and mpirun_exit_code(TORCHRUN) is None
+    assert last_words("") == "no output"
 
 
 # --- the inventory ---------------------------------------------------------------------------------

@@ -35,3 +35,26 @@ def parse_mpirun_version(text: str) -> MpiVersion | None:
         return MpiVersion("Open MPI", match.group(1))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return MpiVersion(lines[0], "") if lines else None
+
+
+# Open MPI frames its own reports ("mpirun detected that one or more processes exited with
+# non-zero status…") between lines of dashes; the program's own last words come before them.
+_BOX_RULE = re.compile(r"^-{20,}\s*$")
+_EXIT_CODE = re.compile(r"^\s*Exit code:\s+(\d+)\s*$", re.MULTILINE)
+
+
+def program_lines(text: str) -> list[str]:
+    """The non-empty lines of a job's log outside mpirun's boxed reports, in order."""
+    kept, inside = [], False
+    for line in text.splitlines():
+        if _BOX_RULE.match(line):
+            inside = not inside
+        elif not inside and line.strip():
+            kept.append(line)
+    return kept
+
+
+def mpirun_exit_code(text: str) -> int | None:
+    """The exit code mpirun reports for the first process that failed, None when it reports none."""
+    match = _EXIT_CODE.search(text)
+    return int(match[1]) if match else None

@@ -25,6 +25,7 @@ from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.gates import Figure, WorkloadGate
 from rdmaprov.parsers.figure import TAKE, read_figures
+from rdmaprov.parsers.mpi import mpirun_exit_code, program_lines
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
 from rdmaprov.parsers.node import NodeReport
 
@@ -36,7 +37,7 @@ PLACE = (
     'RDMAPROV_NODE_RANK="${SLURM_NODEID:-$((RDMAPROV_RANK / RDMAPROV_NPROC_PER_NODE))}"; '
     "export RDMAPROV_RANK RDMAPROV_NODE_RANK; "
 )
-# How much of the log's end a failure quotes.
+# How many of the log's last distinct lines (every rank may print the same) a failure quotes.
 TAIL_LINES = 3
 
 
@@ -56,6 +57,13 @@ def workload_job(session: Session, hosts: list[str], settings: WorkloadGate, gpu
         "RDMAPROV_MASTER_PORT": str(settings.master_port),
     }
     return Job(hosts, settings.per_node, env, ["sh", "-c", PLACE + settings.command], gpus, GATE)
+
+
+def last_words(log: str) -> str:
+    """What a failure quotes: the program's last distinct lines, without mpirun's boxed reports
+    or the NCCL INFO lines the gate itself asked for."""
+    lines = [line.strip() for line in program_lines(log) if " NCCL INFO " not in line]
+    return " | ".join(list(dict.fromkeys(reversed(lines)))[:TAIL_LINES][::-1]) or "no output"
 
 
 def judge_figure(values: list[float], figure: Figure) -> Verdict:
@@ -115,14 +123,17 @@ def workload_over(
     result, command = launch.job(job, session.inventory.gates.all_reduce, settings.timeout_s)
     launched = f"{'srun' if launch.via == 'slurm' else 'mpirun'} from {hosts[0]}"
     log = result.stdout + "\n" + result.stderr
-    tail = " | ".join([line for line in log.splitlines() if line.strip()][-TAIL_LINES:]) or "no output"
+    tail = last_words(log)
     transport = parse_nccl_transport(log)
     unit = settings.figure.unit if settings.figure else ""
     figures = read_figures(log, settings.figure.pattern) if settings.figure else []
     if result.timed_out:
         verdict = failed(f"{launched} did not finish within timeout_s {settings.timeout_s} s: {tail}", unit)
     elif not result.ok:
-        verdict = failed(f"{launched} exited with an error: {tail}", unit)
+        code = mpirun_exit_code(log)
+        verdict = failed(
+            f"{launched} exited with an error{f' (a process exited {code})' if code else ''}: {tail}", unit
+        )
     elif settings.figure is not None:
         verdict = judge_figure(figures, settings.figure)
     else:
