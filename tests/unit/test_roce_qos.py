@@ -24,7 +24,7 @@ from rdmaprov.inventory import load_inventory
 from rdmaprov.inventory.roce_qos import RoceQos, chain_links, nic_links, qos_devices
 from rdmaprov.operations.roce_qos import chain_now
 from rdmaprov.parsers.node import NodeReport, parse_node_report
-from rdmaprov.parsers.roce_qos import QosState, dscp_value, parse_dcb, parse_mlnx_qos, parse_qos_state
+from rdmaprov.parsers.roce_qos import QosState, dscp_value, parse_dcb, parse_mlnx_qos, parse_qos_state, pause_counters
 from tests.conftest import FIXTURES, REPO
 from tests.support.inventories import gates_config, lab_host, node_config, problems, write
 from tests.support.ops import commands, run_notes
@@ -413,9 +413,10 @@ def _hw_counters() -> dict[str, int]:
 
 def test_ecn_marks_or_cnps_on_a_pfc_only_fabric_name_the_node():
     pfc_only = node_config({"fabric": "roce", "roce_qos": {"profile": "pfc_only"}})
-    assert [c.check_id for c in counter_checks(pfc_only)] == ["rdma.port_errors", "roce.ecn_activity"]
-    for other in ({"fabric": "roce", "roce_qos": {"profile": "dcqcn"}}, {"fabric": "roce"}):
-        assert [c.check_id for c in counter_checks(node_config(other))] == ["rdma.port_errors"]
+    assert [c.check_id for c in counter_checks(pfc_only)] == ["rdma.port_errors", "roce.pause", "roce.ecn_activity"]
+    dcqcn = node_config({"fabric": "roce", "roce_qos": {"profile": "dcqcn"}})
+    assert [c.check_id for c in counter_checks(dcqcn)] == ["rdma.port_errors", "roce.pause"]
+    assert [c.check_id for c in counter_checks(node_config({"fabric": "roce"}))] == ["rdma.port_errors"]
     softroce = node_config({"fabric": "softroce", "rdma": {"netdevs": ["eth0"]}, "roce_qos": {"profile": "pfc_only"}})
     assert [c.check_id for c in counter_checks(softroce)] == ["rdma.port_errors"]
 
@@ -428,6 +429,34 @@ def test_ecn_marks_or_cnps_on_a_pfc_only_fabric_name_the_node():
     [found] = counter_findings("gpu1", "roce", 600.0, {"mlx5_2/1": after}, previous, "b", counter_checks(pfc_only))
     assert (found.id, found.ok, found.found) == ("roce.ecn_activity", False, "rp_cnp_handled +42 in 10 min")
     assert found.deploy is None and "declared PFC-only" in found.hint  # the cause may be another node
+
+
+def _pause(name: str) -> dict[str, int]:
+    return pause_counters((QOS / f"ethtool_S_{name}.txt").read_text())
+
+
+def test_each_driver_s_pause_counters_are_read_under_one_set_of_names():
+    bnxt, ice = _pause("bnxt_en_pfc_pri_counters_all_zero_ethq"), _pause("ice_priority_xon_xoff_all_zero_ethq")
+    every = {f"{way}_pfc_prio{p}" for way in ("rx", "tx") for p in range(8)} | {"rx_link_pause", "tx_link_pause"}
+    assert set(bnxt) == set(ice) == every and set(bnxt.values()) == set(ice.values()) == {0}
+    # mlx5 with PFC off prints no per-priority pause, and its link-level pause counts
+    assert _pause("mlx5_core_cx6dx_global_pause_no_pfc_zeros_dropped_abridged") == {"tx_link_pause": 5745042}
+    assert _pause("virtio_net_two_queues_no_pause_ethq") == {}
+
+
+def test_pause_outside_the_roce_priority_or_link_level_pause_names_the_nic():
+    node = node_config({"fabric": "roce", "roce_qos": {"profile": "dcqcn", "priority": 3}})
+    checks = counter_checks(node)
+    before = {"eth4": _pause("bnxt_en_pfc_pri_counters_all_zero_ethq")}
+    previous = {"at": 0.0, "boot": "b", "ports": before}
+    working = {"eth4": {**before["eth4"], "rx_pfc_prio3": 9000, "tx_pfc_prio3": 120}}  # lossless doing its job
+    [quiet] = counter_findings("gpu1", "roce", 600.0, working, previous, "b", checks)
+    assert (quiet.id, quiet.ok) == ("roce.pause", True)
+    stray = {"eth4": {**before["eth4"], "rx_pfc_prio0": 77, "tx_link_pause": 5}}
+    [found] = counter_findings("gpu1", "roce", 600.0, stray, previous, "b", checks)
+    assert (found.id, found.subject, found.ok) == ("roce.pause", "eth4", False)
+    assert found.found == "rx_pfc_prio0 +77; tx_link_pause +5 in 10 min", found.found
+    assert "priority 3 alone" in found.hint and "ethtool -A" in found.hint
 
 
 def _fake_sys(root: Path) -> None:
@@ -460,6 +489,11 @@ def test_the_reading_itself_on_a_connectx_shaped_sysfs(tmp_path):
     tool.parent.mkdir()
     tool.write_text(f"#!/bin/sh\ncat {QOS / 'mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt'}\n")
     tool.chmod(0o755)
+    ethtool = tool.parent / "ethtool"  # `ethtool -S eth4` answers with a real bnxt_en capture
+    ethtool.write_text(
+        f"#!/bin/sh\n[ \"$*\" = '-S eth4' ] && cat {QOS / 'ethtool_S_bnxt_en_pfc_pri_counters_all_zero_ethq.txt'}\n"
+    )
+    ethtool.chmod(0o755)
     script = f"mount --bind {tmp_path / 'sys'} /sys && PATH={tool.parent}:$PATH && {ROCE_QOS}"
     out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stderr == "", out.stderr
@@ -470,6 +504,7 @@ def test_the_reading_itself_on_a_connectx_shaped_sysfs(tmp_path):
     assert (nic.tool, nic.trust, nic.pfc, nic.dscp_priorities[26]) == ("mlnx_qos", "dscp", RoceQos().pfc, 3)
     assert nic.ecn == {"roce_np/enable/3": 1, "roce_rp/enable/3": 1, "roce_np/cnp_802p_prio": 6, "roce_np/cnp_dscp": 48}
     assert all(link.ok for link in chain_links(RoceQos("dcqcn"), "roce", state, [], ()))
+    assert state.pause == {"eth4": _pause("bnxt_en_pfc_pri_counters_all_zero_ethq")}
 
 
 def test_the_chain_as_read_goes_into_facts_json():

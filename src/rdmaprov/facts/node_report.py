@@ -13,6 +13,7 @@ from rdmaprov.parsers.counters import COUNTER_FILES
 from rdmaprov.parsers.ldd import HEADER
 from rdmaprov.parsers.node import DCGM_NOTE, SECTION
 from rdmaprov.parsers.pcie import PCI_LINK_FILES
+from rdmaprov.parsers.roce_qos import PAUSE_WORDS
 
 # One grep per attribute directory: a per-GID loop forks 1000+ times on rxe (gid_tbl_len 1024).
 # Unset GIDs read as zeros and their types fail to read (EINVAL), so grep prints only set ones.
@@ -73,9 +74,9 @@ FABRIC_MANAGER = (
 
 # RoCE's QoS chain (parsers/roce_qos.py): each RoCE port's RDMA-CM ToS, the verbs traffic class
 # where the driver has one, and per NIC netdev of a device with a RoCE port (its PCI function's, or
-# rxe's parent) what mlnx_qos (preferred: it shows the trust) or dcb shows, with mlx5's ECN files.
-# Reads only; nothing loads or mounts. Run only where roce_qos is declared (mlnx_qos is a Python
-# program: a second per NIC).
+# rxe's parent) what mlnx_qos (preferred: it shows the trust) or dcb shows, with mlx5's ECN files
+# and the NIC's pause counters (`ethtool -S`). Reads only; nothing loads or mounts. Run only where
+# roce_qos is declared (mlnx_qos is a Python program: a second per NIC).
 _ECN_FILES = "roce_np/enable/* roce_rp/enable/* roce_np/cnp_802p_prio roce_np/cnp_dscp"
 _QOS_NETDEVS = (
     "r=$(cat $d/parent 2>/dev/null); "
@@ -85,6 +86,7 @@ _QOS_NETDEVS = (
     'elif command -v dcb >/dev/null; then dcb pfc show dev $e 2>&1 | sed "s|^|dcb_pfc $e |"; '
     'dcb -N app show dev $e dscp-prio 2>&1 | sed "s|^|dcb_app $e |"; fi; '
     f'(cd /sys/class/net/$e/ecn 2>/dev/null && grep -H . {_ECN_FILES} 2>/dev/null) | sed "s|^|ecn $e |"; '
+    f'command -v ethtool >/dev/null && ethtool -S $e 2>/dev/null | grep -E "{PAUSE_WORDS}" | sed "s|^|ethtool $e |"; '
     "done"
 )
 ROCE_QOS = (

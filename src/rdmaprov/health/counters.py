@@ -1,6 +1,7 @@
 """RDMA port counters, judged by how much they grew since the previous check: a counter's total
 says nothing (a port up for a year has some), its growth over a known window does. The error
-counters on every node; on a RoCE node declared PFC-only, DCQCN's counters too.
+counters on every node; on a RoCE node whose QoS chain is declared, pause frames outside its
+priority, and where it is declared PFC-only, DCQCN's counters too.
 
 Each check keeps what it read on the control machine, one file per cluster; the first check of a
 node records the baseline. A node that booted since (its kernel boot id changed) starts over:
@@ -73,11 +74,29 @@ NO_DCQCN = CounterCheck(
 )
 
 
+def stray_pause(priority: int) -> CounterCheck:
+    """PFC is on for the RoCE `priority` alone, so pausing there is the lossless fabric working;
+    a pause frame on any other priority, or a link-level (802.3x) pause that stops the whole port,
+    means a switch port or a NIC runs another flow-control setting than the declared chain.
+    Counters from `ethtool -S` (parsers/roce_qos.pause_counters: mlx5, bnxt_en, ice)."""
+    others = [p for p in range(8) if p != priority]
+    limits = {f"{way}_pfc_prio{p}": Limit(0) for way in ("rx", "tx") for p in others}
+    limits |= {f"{way}_link_pause": Limit(0) for way in ("rx", "tx")}
+    return CounterCheck(
+        "roce.pause",
+        limits,
+        f"PFC is declared on priority {priority} alone: check the switch port's PFC priorities and that "
+        "link-level flow control is off (`ethtool -A NETDEV rx off tx off`; `ethtool -a` shows it)",
+    )
+
+
 def counter_checks(node: NodeConfig) -> tuple[CounterCheck, ...]:
-    """What a node's counters are judged on: the error counters, and DCQCN's where it must be off."""
+    """What a node's counters are judged on: the error counters; where the hosts set RoCE's PFC,
+    pause outside the RoCE priority; and DCQCN's where it must be off."""
     qos = node.qos
-    quiet = qos is not None and not qos.ecn and qos.dcb_scope(node.fabric) is None
-    return (PORT_ERRORS, NO_DCQCN) if quiet else (PORT_ERRORS,)
+    if qos is None or qos.dcb_scope(node.fabric) is not None:
+        return (PORT_ERRORS,)
+    return (PORT_ERRORS, stray_pause(qos.priority)) + (() if qos.ecn else (NO_DCQCN,))
 
 
 def state_file(cluster: str) -> Path:

@@ -70,6 +70,7 @@ CHECKS = {
         Check("roce.ecn", "ECN (DCQCN)", "roce_qos"),
         Check("roce.cnp", "CNP class", "roce_qos"),
         Check("roce.ecn_activity", "no ECN marks or CNPs", health=True),
+        Check("roce.pause", "no pause outside the RoCE priority", health=True),
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
         Check("exporter.answers", "exporter answers", "exporter"),

@@ -191,6 +191,7 @@ def parse_gpus(lines: list[str]) -> list[Gpu]:
 
 def parse_node_report(text: str) -> NodeReport:
     s = split_sections(text)
+    qos = parse_qos_state("\n".join(s.get("roce_qos", [])))
     nccl_conf = s.get("nccl_conf")
     memlock = [line.strip() for line in s.get("memlock", [])]
     versions = [line.strip() for line in s.get("versions", [])] + ["", "", ""]
@@ -205,7 +206,8 @@ def parse_node_report(text: str) -> NodeReport:
         nccl_conf=parse_key_values(nccl_conf) if nccl_conf is not None and nccl_conf != ["MISSING"] else None,
         gpus=parse_gpus(s.get("gpus", [])),
         gpu_health=parse_nvidia_smi_q("\n".join(s.get("nvidia_smi_q", []))),
-        counters=parse_port_counters(s.get("counters", [])),
+        # RDMA ports by "device/port", the NICs' pause counters by netdev: judged alike, by growth
+        counters=parse_port_counters(s.get("counters", [])) | qos.pause,
         boot_id="".join(s.get("boot_id", [])).strip(),
         xids=parse_xids(s.get("xid", [])),
         kernel=versions[0],
@@ -226,7 +228,7 @@ def parse_node_report(text: str) -> NodeReport:
         pci_places=parse_pci_places(s.get("pci_places", [])),
         acs=parse_lspci("\n".join(s["acs"]) + "\n") if "acs" in s and s.get("pci_places") else None,
         dcgm=_dcgm(s["dcgm_diag"]) if "dcgm_diag" in s else None,
-        roce_qos=parse_qos_state("\n".join(s.get("roce_qos", []))),
+        roce_qos=qos,
     )
 
 

@@ -1,7 +1,8 @@
 """What a node's RoCE QoS chain is now, from the lines facts/node_report.py's ROCE_QOS prints:
 each RoCE port's RDMA-CM ToS (configfs), each device's verbs traffic class (mlx5's tc/1), and per
 NIC netdev what mlnx_qos or iproute2's dcb shows (trust, PFC, DSCP → priority) and mlx5's ECN
-files. Pure functions over text; tested on real outputs (tests/fixtures/roce_qos/README.md).
+files, and the NIC's pause counters (`ethtool -S`). Pure functions over text; tested on real
+outputs (tests/fixtures/roce_qos/README.md).
 """
 
 from __future__ import annotations
@@ -37,6 +38,34 @@ class QosState:
     netdevs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # device → its NIC netdevs
     nics: dict[str, NicQos] = field(default_factory=dict)
     configfs: bool = True  # RDMA-CM's configfs is there (rdma_cm loaded, configfs mounted)
+    pause: dict[str, dict[str, int]] = field(default_factory=dict)  # NIC netdev → pause_counters()
+
+
+# Pause frames by direction and priority in each driver's `ethtool -S` names, and link-level
+# (802.3x) pause beside them: mlx5 `rx_prio3_pause`, `tx_global_pause` (it prints a priority's
+# counters only while PFC is on for it); bnxt_en `rx_pfc_ena_frames_pri3`, `rx_pause_frames`; ice
+# `rx_priority_3_xoff.nic` (xoff: a pause; xon ends one), `link_xoff_rx.nic`.
+_PFC_NAME = re.compile(r"(rx|tx)_(?:prio(\d)_pause|pfc_ena_frames_pri(\d)|priority_(\d)_xoff(?:\.nic)?)")
+_LINK_NAME = re.compile(r"(?:(rx|tx)_(?:global_pause|pause_frames)|link_xoff_(rx|tx)(?:\.nic)?)")
+# What the ROCE_QOS section keeps of `ethtool -S`: the lines these names can be among.
+PAUSE_WORDS = "pause|pfc|xoff"
+
+
+def pause_counters(text: str) -> dict[str, int]:
+    """`ethtool -S NETDEV` (or the lines of it naming pause) → {"rx_pfc_prio3": N, "tx_pfc_prio3": N,
+    "rx_link_pause": N, "tx_link_pause": N}, whatever the driver calls them; a NIC without such
+    counters (virtio) gives {}."""
+    found = {}
+    for line in text.splitlines():
+        name, colon, value = line.strip().partition(":")
+        if not colon or not value.strip().isdigit():
+            continue
+        if (m := _PFC_NAME.fullmatch(name)) is not None:
+            priority = next(group for group in m.groups()[1:] if group is not None)
+            found[f"{m[1]}_pfc_prio{priority}"] = int(value)
+        elif (m := _LINK_NAME.fullmatch(name)) is not None:
+            found[f"{m[1] or m[2]}_link_pause"] = int(value)
+    return found
 
 
 def dscp_value(word: str) -> int | None:
@@ -93,7 +122,7 @@ def _number(text: str) -> int | None:
 def parse_qos_state(text: str) -> QosState:
     """The ROCE_QOS section's lines: `tos DEV PORT VALUE|-`, `tclass DEV TEXT`, `netdev DEV NETDEV`,
     `mlnx_qos NETDEV LINE`, `dcb_pfc NETDEV LINE`, `dcb_app NETDEV LINE`, `ecn NETDEV FILE:VALUE`,
-    and `configfs missing`."""
+    `ethtool NETDEV LINE` and `configfs missing`."""
     tos: dict[str, dict[int, int | None]] = {}
     tclass: dict[str, int | None] = {}
     netdevs: dict[str, tuple[str, ...]] = {}
@@ -108,7 +137,7 @@ def parse_qos_state(text: str) -> QosState:
             tclass[name] = _number(value)
         elif kind == "netdev":
             netdevs[name] = (*netdevs.get(name, ()), value.strip())
-        elif kind in ("mlnx_qos", "dcb_pfc", "dcb_app"):
+        elif kind in ("mlnx_qos", "dcb_pfc", "dcb_app", "ethtool"):
             lines.setdefault((kind, name), []).append(value)
         elif kind == "ecn" and ":" in value:
             path, _, number = value.rpartition(":")
@@ -124,4 +153,8 @@ def parse_qos_state(text: str) -> QosState:
         else:
             nic = NicQos(netdev)
         nics[netdev] = replace(nic, ecn=ecn.get(netdev, {}))
-    return QosState(tos, tclass, netdevs, nics, configfs="configfs missing" not in text.splitlines())
+    pause = {
+        netdev: pause_counters("\n".join(text_of)) for (kind, netdev), text_of in lines.items() if kind == "ethtool"
+    }
+    configfs = "configfs missing" not in text.splitlines()
+    return QosState(tos, tclass, netdevs, nics, configfs, {netdev: found for netdev, found in pause.items() if found})
