@@ -3,23 +3,27 @@ given a converged node, no commands."""
 
 from __future__ import annotations
 
+import subprocess
+from dataclasses import replace
+
 import pytest
 
 from rdmaprov.deploys.openmpi import mpi_package_sets
 from rdmaprov.deploys.package_sources import YUM_REPO, yum_repo
 from rdmaprov.deploys.rdma_userspace import rdma_package_sets
-from rdmaprov.facts.files import FileState, ManagedFile, PathExists
+from rdmaprov.facts.files import BlockFile, BlockFileState, FileState, ManagedFile, PathExists
 from rdmaprov.facts.rdma import RdmaLinks, RdmaSystem
 from rdmaprov.facts.ssh import SshIdentityFact
 from rdmaprov.facts.system import InstalledPackages, NetDevices, NetNamespaceCount, Os
 from rdmaprov.inventory.config import YumMirror
-from rdmaprov.operations.files import managed_file
+from rdmaprov.operations.files import managed_block, managed_file
 from rdmaprov.operations.mpi import mpirun_present
 from rdmaprov.operations.network import mtu_now
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.rdma import netns_mode_live, rxe_links_present
 from rdmaprov.operations.ssh import KNOWN_HOSTS, key_pair, known_hosts, trusted_keys
 from rdmaprov.packages import RDMA_USERSPACE
+from rdmaprov.parsers.blocks import replace_block
 from rdmaprov.parsers.rdma import RdmaLink
 from rdmaprov.parsers.ssh import SshIdentity
 from tests.support.inventories import node_config
@@ -202,6 +206,69 @@ def test_unreached_node_keeps_its_entries_with_a_warning():
     )
     assert out == []
     assert notes.warnings == {"node1": ["SSH trust: node2 was not reached this run; kept its current entries"]}
+
+
+def _block_read(tmp_path, text: str | None, marker: str = MARKER, mode: str = "600") -> BlockFileState:
+    """The BlockFile fact's own command run by sh over a file holding `text` (None: no file)."""
+    path = tmp_path / "file"
+    path.unlink(missing_ok=True)
+    if text is not None:
+        path.write_bytes(text.encode())
+    out = subprocess.run(["sh", "-c", BlockFile().command(str(path), marker)], capture_output=True, text=True)
+    state = BlockFile().process(out.stdout.splitlines())
+    return replace(state, mode=mode) if state.exists else state
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"admin key\n# BEGIN {MARKER} (managed by rdmaprov)\nline 1\nline 2\n# END {MARKER}\nafter\n",
+        f"# BEGIN {MARKER} (managed by rdmaprov)\nline 1\n",  # no END: the block runs to the end
+        f"# BEGIN {MARKER} (managed by rdmaprov)\nline 1\n# END {MARKER}",  # no last newline
+        "no block at all\n",
+        f"# BEGIN {MARKER} (managed by rdmaprov)\na\n# END {MARKER}\n# BEGIN {MARKER} (managed by rdmaprov)\nb\n",
+        "",
+    ],
+)
+def test_a_block_file_read_without_its_block_decides_as_the_whole_file_would(tmp_path, text):
+    """The node sends the file without the block's lines and the whole file's sha256: the block
+    wanted, put into that rest, matches the sha256 exactly when it matches the whole file."""
+    state = _block_read(tmp_path, text)
+    assert len(state.outside) <= len(text.encode()) and b"line 1" not in state.outside
+    for lines in (["line 1", "line 2"], ["line 1"], ["other"], []):
+        wanted = replace_block(text, MARKER, lines)
+        ops = commands(
+            managed_block,
+            {BlockFile: state, ManagedFile: FileState(True, text.encode(), "600", "root", "root")},
+            path="/f",
+            marker=MARKER,
+            lines=lines,
+            mode="600",
+        )
+        assert (ops == []) == (wanted == text), (lines, ops)
+
+
+def test_a_converged_cluster_block_is_judged_by_its_digest_alone(tmp_path):
+    """Every node's block holds every node's lines; a converged node sends only the rest of the
+    file and a sha256, and the whole file is read only where it differs (for the diff)."""
+    admin = "ssh-ed25519 AAAAadmin admin@laptop"
+    cluster = {SshIdentityFact: {"node1": _ident(KEY1, HOSTKEY1, "vm1"), "node2": _ident(KEY2, HOSTKEY2, "vm2")}}
+    block = f"# BEGIN {MARKER} (managed by rdmaprov)\n{KEY1} rdmaprov:node1\n{KEY2} rdmaprov:node2\n# END {MARKER}\n"
+    converged = _block_read(tmp_path, admin + "\n" + block)
+    assert b"AAAAadmin" in converged.outside and KEY1.encode() not in converged.outside
+    # no ManagedFile given: reading it would find no file and upload one
+    assert commands(trusted_keys, {BlockFile: converged}, cluster_facts=cluster, **TRUST) == []
+    drifted = admin + "\n" + block.replace(f"{KEY2} rdmaprov:node2\n", "")
+    out = commands(
+        trusted_keys,
+        {
+            BlockFile: _block_read(tmp_path, drifted),
+            ManagedFile: FileState(True, drifted.encode(), "600", "root", "root"),
+        },
+        cluster_facts=cluster,
+        **TRUST,
+    )
+    assert _uploaded(out) == admin + "\n" + block
 
 
 def test_known_hosts_pins_real_host_keys_by_name_address_and_hostname():

@@ -8,10 +8,14 @@ the next apply, which revokes its access.
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 
 from pyinfra.api import deploy
+from pyinfra.context import ctx_state
 
 from rdmaprov.engine.context import NodeContext
+from rdmaprov.engine.run_context import context_of
+from rdmaprov.inventory.model import Inventory
 from rdmaprov.operations.files import managed_block
 from rdmaprov.operations.ssh import key_pair, known_hosts, trusted_keys
 from rdmaprov.quoting import config_word
@@ -30,18 +34,44 @@ def hosts_file_lines(cluster: list[str], addresses: dict[str, str]) -> list[str]
     return lines
 
 
+@dataclass(frozen=True)
+class _Cluster:
+    """What every node's trust is made of, the same for each: worked out once per run (per node,
+    each is a pass over every host, n² for the cluster)."""
+
+    inventory: Inventory  # the inventory it was worked out from (held, so its id is not reused)
+    names: list[str]
+    addresses: dict[str, str]
+    hosts_lines: list[str]
+
+
+def _cluster(inventory: Inventory) -> _Cluster:
+    memo = context_of(ctx_state.get()).shared
+    seen = memo.get("ssh_trust")
+    if not isinstance(seen, _Cluster) or seen.inventory is not inventory:
+        trust = inventory.ssh_trust
+        names = inventory.host_names() if trust.enabled else []
+        addresses = {name: spec.address for name, spec in inventory.hosts.items()}
+        lines = hosts_file_lines(names, addresses) if trust.hosts_file else []
+        seen = memo["ssh_trust"] = _Cluster(inventory, names, addresses, lines)
+    return seen
+
+
 @deploy("ssh_trust")
 def ssh_trust(ctx: NodeContext) -> None:
     trust = ctx.inventory.ssh_trust
     enabled, user, key_type = trust.enabled, trust.user, trust.key_type
-    cluster = ctx.inventory.host_names() if enabled else []
-    addresses = {name: spec.address for name, spec in ctx.inventory.hosts.items()}
+    cluster = _cluster(ctx.inventory)
     marker = f"rdmaprov cluster {ctx.inventory.name}"
     if enabled:
         key_pair(name="SSH key pair", user=user, key_type=key_type)
-    trusted_keys(name="SSH trust: authorized_keys", user=user, key_type=key_type, cluster=cluster, marker=marker)
+    trusted_keys(name="SSH trust: authorized_keys", user=user, key_type=key_type, cluster=cluster.names, marker=marker)
     known_hosts(
-        name="SSH trust: known hosts", user=user, key_type=key_type, cluster=cluster, addresses=addresses, marker=marker
+        name="SSH trust: known hosts",
+        user=user,
+        key_type=key_type,
+        cluster=cluster.names,
+        addresses=cluster.addresses,
+        marker=marker,
     )
-    names = hosts_file_lines(cluster, addresses) if trust.hosts_file else []
-    managed_block(name="node names in /etc/hosts", path="/etc/hosts", marker=marker, lines=names)
+    managed_block(name="node names in /etc/hosts", path="/etc/hosts", marker=marker, lines=cluster.hosts_lines)

@@ -106,6 +106,8 @@ class _Plan:
     keys: dict[tuple[str, str], str] = field(default_factory=dict)
     deploys: dict[tuple[str, str], str] = field(default_factory=dict)
     records: dict[str, AppliedRecord] = field(default_factory=dict)
+    # the keys already given on each host: looking them up in `keys` cost every host's keys per host
+    taken: dict[str, set[str]] = field(default_factory=dict)
 
 
 class _Callbacks(BaseStateCallback):
@@ -240,7 +242,7 @@ def _discover(state: State, host) -> None:
 
 def _name_ops(state: State, host, deploy: str, op_hashes: list[str], plan: _Plan) -> None:
     """Note each operation's deploy, and key it by its name (numbered when a name repeats)."""
-    taken = {key for (name, _), key in plan.keys.items() if name == host.name}
+    taken = plan.taken.setdefault(host.name, set())
     for op_hash in op_hashes:
         name, number = _op_name(state, op_hash), 1
         while (key := f"{name} #{number}" if number > 1 else name) in taken:

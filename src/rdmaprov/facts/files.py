@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pyinfra.api import FactBase
 
 from rdmaprov.facts.shell import YesNoFact, yes_if
+from rdmaprov.parsers.blocks import markers
 from rdmaprov.quoting import sh, sh_join
 
 
@@ -52,6 +53,48 @@ class ManagedFile(FactBase[FileState]):
     @staticmethod
     def default() -> FileState:
         return FileState(exists=False)
+
+
+@dataclass(frozen=True)
+class BlockFileState:
+    """A file holding rdmaprov's block, read without the block's own lines: its sha256, and the
+    rest of it (the markers kept), from which the file the block wants is worked out."""
+
+    exists: bool
+    sha256: str = ""
+    outside: bytes = b""
+    mode: str | None = None
+    user: str | None = None
+    group: str | None = None
+
+
+class BlockFile(FactBase[BlockFileState]):
+    """A file with a managed block, whose block is not sent back: the block of a cluster-wide
+    file (every node's host keys on every node) grows with the cluster, so reading it whole from
+    every node cost the control machine n² bytes; its sha256 tells whether it is as wanted.
+    The block's lines are those parsers/blocks.py finds: from the first BEGIN line to the END
+    line after it, or to the end of the file."""
+
+    def command(self, path: str, marker: str) -> str:
+        quoted = sh(path)
+        begin, end = markers(marker)
+        keep = 'i==0 && $0==ENVIRON["B"] {print; i=1; next} i==1 && $0==ENVIRON["E"] {i=2} i!=1'
+        return (
+            f"if [ -f {quoted} ]; then stat -c '%a %U %G' {quoted} && sha256sum < {quoted} | cut -d' ' -f1 && "
+            f"B={sh(begin)} E={sh(end)} awk {sh(keep)} {quoted} | base64 -w0 && echo; else echo MISSING; fi"
+        )
+
+    def process(self, output: list[str]) -> BlockFileState:
+        if not output or output[0].strip() == "MISSING":
+            return BlockFileState(exists=False)
+        mode, user, group = output[0].split()
+        digest = output[1].strip() if len(output) > 1 else ""
+        payload = "".join(output[2:]).strip()
+        return BlockFileState(True, digest, base64.b64decode(payload) if payload else b"", mode, user, group)
+
+    @staticmethod
+    def default() -> BlockFileState:
+        return BlockFileState(exists=False)
 
 
 class FilesIn(FactBase[list[str]]):

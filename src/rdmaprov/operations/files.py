@@ -19,7 +19,7 @@ from pyinfra.api import FileUploadCommand, StringCommand
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.engine.notes import record_diff
-from rdmaprov.facts.files import FileSha256, FileState, ManagedFile
+from rdmaprov.facts.files import BlockFile, BlockFileState, FileSha256, FileState, ManagedFile
 from rdmaprov.parsers.blocks import replace_block
 from rdmaprov.quoting import fail_command
 
@@ -132,20 +132,26 @@ def managed_file(
 
 
 def block_commands(
-    path: str, marker: str, lines: list[str], current: FileState, mode: str, user: str, group: str
+    path: str, marker: str, lines: list[str], current: BlockFileState, mode: str, user: str, group: str
 ) -> Iterator:
-    """Commands that make rdmaprov's block in `path` hold `lines`, keeping the rest of the file."""
-    wanted = replace_block(current.text, marker, lines)
+    """Commands that make rdmaprov's block in `path` hold `lines`, keeping the rest of the file.
+    The file is read whole (for the diff and the rest of it) only when its sha256 says it differs."""
     if not current.exists and not lines:
         host.noop(f"{path} is absent and no block is wanted")
         return
-    yield from file_commands(path, current, wanted, mode, user, group, None)
+    wanted = replace_block(current.outside.decode("utf-8", "replace"), marker, lines).encode("utf-8")
+    if current.exists and hashlib.sha256(wanted).hexdigest() == current.sha256:
+        on_node = _OnNode(True, True, current.mode, current.user, current.group)
+        yield from _converge(path, on_node, wanted, mode, user, group, None)
+        return
+    whole = fact(ManagedFile, path=path)
+    yield from file_commands(path, whole, replace_block(whole.text, marker, lines), mode, user, group, None)
 
 
 @operation()
 def managed_block(path: str, marker: str, lines: list[str], mode: str = "644", user: str = "root", group: str = "root"):
     """Keep exactly `lines` between rdmaprov's BEGIN/END markers in `path`; other lines stay."""
-    current = fact(ManagedFile, path=path)
+    current = fact(BlockFile, path=path, marker=marker)
     yield from block_commands(path, marker, lines, current, mode, user, group)
 
 

@@ -7,6 +7,8 @@ facts from each node in the same run.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from pyinfra import host
 from pyinfra.api import StringCommand
@@ -17,7 +19,7 @@ from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.engine.notes import warn
 from rdmaprov.engine.run_context import context_of
-from rdmaprov.facts.files import ManagedFile
+from rdmaprov.facts.files import BlockFile, ManagedFile
 from rdmaprov.facts.ssh import SshIdentityFact
 from rdmaprov.operations.files import block_commands
 from rdmaprov.parsers.blocks import block_lines
@@ -67,19 +69,40 @@ def wanted_lines(cluster: list[str], identities: dict[str, SshIdentity], current
     return lines
 
 
+@dataclass(frozen=True)
+class _ClusterBlock:
+    """A cluster-wide block as one run works it out: the identities it can use, and its lines
+    when every node's identity was read (None: some node's lines come from its current file)."""
+
+    read: dict  # the cluster fact it came from (held, so that its id is not reused)
+    usable: dict[str, SshIdentity]
+    lines: list[str] | None
+
+
 def block_for_every_node(
-    kind: str, cluster: list[str], identities: dict[str, SshIdentity], read: dict, current: list[str], render
+    kind: str,
+    cluster: list[str],
+    identities: dict[str, SshIdentity],
+    current: Callable[[], list[str]],
+    render: Callable[[str, SshIdentity], list[str]],
+    usable: Callable[[SshIdentity], bool] = lambda identity: True,
 ) -> list[str]:
-    """wanted_lines, worked out once per run when every node's identity was read (`read`: the
-    cluster fact they come from): the block is then the same on every node, and working it out
-    on each node again cost n² lines (~60% of the CPU of a 2,000-node check, extrapolated)."""
-    if any(name not in identities for name in cluster):
-        return wanted_lines(cluster, identities, current, render)
+    """wanted_lines, worked out once per run when every node's identity was read: the block is
+    then the same on every node, and working it out on each node again cost n² lines (~60% of
+    the CPU of a 2,000-node check, extrapolated). Otherwise the lines of nodes not read are kept
+    from the node's own block, `current()`, read only then."""
     memo = context_of(ctx_state.get()).shared
     seen = memo.get(kind)
-    if seen is None or seen[0] is not read:  # holding `read` keeps its id from being reused
-        seen = memo[kind] = (read, wanted_lines(cluster, identities, current, render))
-    return seen[1]
+    if not isinstance(seen, _ClusterBlock) or seen.read is not identities:
+        ready = {name: identity for name, identity in identities.items() if usable(identity)}
+        lines = wanted_lines(cluster, ready, [], render) if all(name in ready for name in cluster) else None
+        seen = memo[kind] = _ClusterBlock(identities, ready, lines)
+    return seen.lines if seen.lines is not None else wanted_lines(cluster, seen.usable, current(), render)
+
+
+def _block_now(path: str, marker: str) -> Callable[[], list[str]]:
+    """The lines of rdmaprov's block in `path` as the node has them, read when asked for."""
+    return lambda: block_lines(fact(ManagedFile, path=path).text, marker)
 
 
 @operation()
@@ -93,17 +116,30 @@ def trusted_keys(user: str, key_type: str, cluster: list[str], marker: str):
         host.noop(f"SSH trust is off and {user} does not exist")
         return
     path = f"{mine.home}/.ssh/authorized_keys"
-    current = fact(ManagedFile, path=path)
-    existing = block_lines(current.text, marker)
-    missing = [name for name in cluster if name in identities and not identities[name].user_key]
-    if missing:
-        warn(f"SSH trust: {', '.join(missing)} has no {key_type} key yet (apply generates it)")
-    with_keys = {name: ident for name, ident in identities.items() if ident.user_key}
+    current = fact(BlockFile, path=path, marker=marker)
     lines = block_for_every_node(
-        "authorized_keys", cluster, with_keys, identities, existing, lambda n, i: [authorized_key_line(n, i.user_key)]
+        "authorized_keys",
+        cluster,
+        identities,
+        _block_now(path, marker),
+        lambda name, identity: [authorized_key_line(name, identity.user_key or "")],
+        usable=lambda identity: bool(identity.user_key),
     )
+    keyless = _keyless(cluster, identities)
+    if keyless:
+        warn(f"SSH trust: {', '.join(keyless)} has no {key_type} key yet (apply generates it)")
     group = "root" if user == "root" else user
     yield from block_commands(path, marker, lines, current, "600", user, group)
+
+
+def _keyless(cluster: list[str], identities: dict[str, SshIdentity]) -> list[str]:
+    """The nodes read this run that have no key pair yet, worked out once per run."""
+    memo = context_of(ctx_state.get()).shared
+    seen = memo.get("keyless")
+    if seen is None or seen[0] is not identities:
+        missing = [name for name in cluster if name in identities and not identities[name].user_key]
+        seen = memo["keyless"] = (identities, missing)
+    return seen[1]
 
 
 @operation()
@@ -113,8 +149,7 @@ def known_hosts(user: str, key_type: str, cluster: list[str], addresses: dict[st
     `user`/`key_type` only select the shared cluster fact (the same read as trusted_keys).
     """
     identities = cluster_fact(SshIdentityFact, user=user, key_type=key_type)
-    current = fact(ManagedFile, path=KNOWN_HOSTS)
-    existing = block_lines(current.text, marker)
+    current = fact(BlockFile, path=KNOWN_HOSTS, marker=marker)
 
     def render(name: str, identity: SshIdentity) -> list[str]:
         names = [name]
@@ -123,7 +158,7 @@ def known_hosts(user: str, key_type: str, cluster: list[str], addresses: dict[st
                 names.append(alias)
         return [known_hosts_line(names, key) for key in identity.host_keys]
 
-    lines = block_for_every_node("known_hosts", cluster, identities, identities, existing, render)
+    lines = block_for_every_node("known_hosts", cluster, identities, _block_now(KNOWN_HOSTS, marker), render)
     yield from block_commands(KNOWN_HOSTS, marker, lines, current, "644", "root", "root")
 
 
@@ -135,7 +170,7 @@ def login_key(user: str, public_key: str, marker: str):
     if not identity.home:
         raise ValueError(f"login user {user} does not exist on {host.name}; fix ssh.user in the inventory")
     path = f"{identity.home}/.ssh/authorized_keys"
-    current = fact(ManagedFile, path=path)
+    current = fact(BlockFile, path=path, marker=marker)
     group = "root" if user == "root" else user
     changes = list(block_commands(path, marker, [public_key.strip()], current, "600", user, group))
     if changes:

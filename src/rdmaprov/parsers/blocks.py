@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 
-def _markers(marker: str) -> tuple[str, str]:
+def markers(marker: str) -> tuple[str, str]:
+    """The block's first and last lines."""
     return f"# BEGIN {marker} (managed by rdmaprov)", f"# END {marker}"
 
 
 def block_lines(text: str, marker: str) -> list[str]:
     """The lines inside the block (empty when there is none)."""
-    begin, end = _markers(marker)
+    begin, end = markers(marker)
     lines = text.splitlines()
     if begin not in lines:
         return []
@@ -24,7 +25,7 @@ def replace_block(text: str, marker: str, new_lines: list[str]) -> str:
     Everything outside the markers is kept byte for byte, so keys and hosts that users or other
     tools added are never touched.
     """
-    begin, end = _markers(marker)
+    begin, end = markers(marker)
     lines = text.splitlines()
     if begin in lines:
         start = lines.index(begin)

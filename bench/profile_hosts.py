@@ -1,0 +1,78 @@
+"""Profile: which functions' control-side CPU grows faster than the host count.
+
+Runs one command (default: check) under cProfile, in one process (RDMAPROV_SHARDS=1), on two
+sizes of the same real SSH farm as host_scaling.py, then lists the functions whose own time per
+host grew the most from the small size to the large one: a function whose cost per host is flat
+is linear in the cluster; one whose cost per host grows with the size is where n² lives. Writes
+bench/results/NAME.json with both profiles' top functions. Needs root.
+
+    .venv/bin/python bench/profile_hosts.py [--sizes 64,256] [--command check] [--top 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import pstats
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import REPO, write_result
+from host_scaling import CONNECT_TIMEOUT, DEFAULTS, TAGS, command_line
+
+sys.path.insert(0, str(REPO))
+from tests.support.sshhosts import SSHHostFarm  # noqa: E402
+
+PYTHON = str(REPO / ".venv" / "bin" / "python")
+
+
+def profiled(command: str, inventory: str, out: Path) -> dict[str, float]:
+    """Own CPU time (tottime) per function of one run of `command`, by "file:line(name)"."""
+    words = command_line(command, inventory)
+    args = [PYTHON, "-m", "cProfile", "-o", str(out), "-m", "rdmaprov", *words[words.index(command) :]]
+    subprocess.run(args, env={"PATH": "/usr/bin:/bin", "RDMAPROV_SHARDS": "1"}, capture_output=True, check=False)
+    stats = pstats.Stats(str(out))
+    found: dict[str, float] = {}
+    for (path, line, name), row in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{Path(path).name}:{line}({name})"
+        found[where] = found.get(where, 0.0) + row[2]
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="64,256")
+    parser.add_argument("--command", default="check")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--name", default="profile_hosts")
+    args = parser.parse_args()
+    small, large = sorted(int(n) for n in args.sizes.split(","))
+    work = Path(tempfile.mkdtemp(prefix="rdmaprov-profile-"))
+    farm = SSHHostFarm(large)
+    farm.start()
+    try:
+        times = {}
+        for size in (small, large):
+            inventory = str(farm.inventory(work / f"hosts{size}.yaml", DEFAULTS, farm.hosts[:size], CONNECT_TIMEOUT))
+            converge = [PYTHON, "-m", "rdmaprov", "apply", inventory, "--tags", TAGS, "--skip-verify", "--json"]
+            subprocess.run(converge, capture_output=True, check=False)
+            times[size] = profiled(args.command, inventory, work / f"{size}.prof")
+    finally:
+        farm.stop()
+    per_host = {size: {k: v / size for k, v in found.items()} for size, found in times.items()}
+    growth = sorted(
+        ((per_host[large].get(k, 0.0) - per_host[small].get(k, 0.0), k) for k in per_host[large]), reverse=True
+    )
+    total = {size: sum(found.values()) for size, found in times.items()}
+    print(f"{args.command}: CPU {total[small]:.2f} s on {small} hosts, {total[large]:.2f} s on {large}")
+    print(f"per host: {total[small] / small * 1000:.1f} ms -> {total[large] / large * 1000:.1f} ms")
+    print(f"{'growth ms/host':>15} {'ms/host @' + str(small):>14} {'ms/host @' + str(large):>14}  function")
+    for grown, key in growth[: args.top]:
+        print(f"{grown * 1000:15.3f} {per_host[small].get(key, 0) * 1000:14.3f} {per_host[large][key] * 1000:14.3f}  {key}")
+    top = {size: dict(sorted(found.items(), key=lambda kv: -kv[1])[: args.top]) for size, found in times.items()}
+    write_result(args.name, {"command": args.command, "sizes": [small, large], "cpu_s": total, "top": top})
+
+
+if __name__ == "__main__":
+    main()
