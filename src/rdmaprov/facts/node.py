@@ -13,10 +13,17 @@ from rdmaprov.parsers.node import NodeReport, parse_node_report
 
 class NodeFacts(FactBase[NodeReport]):
     """`programs`: files whose linkage the checks judge (the nccl-tests binary the gates run);
-    `dcgm_level`: DCGM's diagnostic at that level too (0: not); `roce_qos`: RoCE's QoS chain too."""
+    `dcgm_level`: DCGM's diagnostic at that level too (0: not); `roce_qos`: RoCE's QoS chain too;
+    `frameworks`: which NCCL these Python interpreters' PyTorch loads."""
 
-    def command(self, programs: tuple[str, ...] = (), dcgm_level: int = 0, roce_qos: bool = False) -> str:
-        return node_report_command(programs, dcgm_level, roce_qos)
+    def command(
+        self,
+        programs: tuple[str, ...] = (),
+        dcgm_level: int = 0,
+        roce_qos: bool = False,
+        frameworks: tuple[str, ...] = (),
+    ) -> str:
+        return node_report_command(programs, dcgm_level, roce_qos, frameworks)
 
     def process(self, output: list[str]) -> NodeReport:
         return parse_node_report("\n".join(output))

@@ -14,6 +14,7 @@ from rdmaprov.parsers.ldd import HEADER
 from rdmaprov.parsers.node import DCGM_NOTE, SECTION
 from rdmaprov.parsers.pcie import PCI_LINK_FILES
 from rdmaprov.parsers.roce_qos import PAUSE_WORDS
+from rdmaprov.quoting import sh
 
 # One grep per attribute directory: a per-GID loop forks 1000+ times on rxe (gid_tbl_len 1024).
 # Unset GIDs read as zeros and their types fail to read (EINVAL), so grep prints only set ones.
@@ -98,6 +99,44 @@ ROCE_QOS = (
     f"{_QOS_NETDEVS}; done; [ -e /sys/kernel/config/rdma_cm ] || echo 'configfs missing'; true"
 )
 
+# What each declared framework interpreter loads (parsers/framework.py): PyTorch's NCCL version,
+# the libnccl file the process mapped (none: linked into libtorch), and whether NCCL's net plugin
+# (NCCL_NET_PLUGIN's name, else libnccl-net.so) loads from there. Imports torch: seconds each.
+FRAMEWORK_PROBE = """
+import ctypes, json, os
+out = {}
+def mapped(word):
+    with open("/proc/self/maps") as maps:
+        return sorted({line.split()[-1] for line in maps if word in line.rsplit("/", 1)[-1]})
+try:
+    import torch
+    out["torch"] = str(torch.__version__)
+    out["nccl"] = torch.cuda.nccl.version()
+    out["libraries"] = mapped("libnccl.so")
+    name = os.environ.get("NCCL_NET_PLUGIN") or "libnccl-net.so"
+    name = name if "/" in name or name.endswith(".so") else "libnccl-net-" + name + ".so"
+    try:
+        ctypes.CDLL(name)
+        out["plugin"] = (mapped("libnccl-net") or [name])[0]
+    except OSError as error:
+        out["plugin_error"] = str(error)
+except Exception as error:
+    out["error"] = type(error).__name__ + ": " + str(error)
+print("rdmaprov-framework " + json.dumps(out))
+"""
+
+
+def frameworks_command(pythons: tuple[str, ...]) -> str:
+    """The `frameworks` section: each interpreter named, then its probe's answer (the last lines
+    of whatever it printed), or `missing`."""
+    probe = sh(FRAMEWORK_PROBE)
+    return "; ".join(
+        f"echo python {sh(python)}; if [ -x {sh(python)} ]; then "
+        f"timeout -k 5 120 {sh(python)} -c {probe} 2>&1 | tail -n 5; else echo missing; fi"
+        for python in pythons
+    )
+
+
 # Every file that can set memlock for logins (pam_limits) or services (systemd's manager).
 _LIMIT_FILES = (
     "/etc/security/limits.conf",
@@ -146,11 +185,14 @@ def dcgm_diag(level: int) -> str:
     )
 
 
-def node_report_command(programs: tuple[str, ...] = (), dcgm_level: int = 0, roce_qos: bool = False) -> str:
+def node_report_command(
+    programs: tuple[str, ...] = (), dcgm_level: int = 0, roce_qos: bool = False, frameworks: tuple[str, ...] = ()
+) -> str:
     """The shell command whose output parse_node_report reads (sections marked by SECTION);
     `programs`: files whose linkage the checks judge (the nccl-tests binary the gates run);
     `dcgm_level`: run DCGM's diagnostic at that level too (0: not; it takes seconds to hours);
-    `roce_qos`: read RoCE's QoS chain (where the inventory declares one)."""
+    `roce_qos`: read RoCE's QoS chain (where the inventory declares one); `frameworks`: the
+    Python interpreters whose PyTorch's NCCL is read."""
     sections = {
         "ports": _PORTS,
         "ibv_devinfo": "ibv_devinfo -v 2>/dev/null",
@@ -183,4 +225,6 @@ def node_report_command(programs: tuple[str, ...] = (), dcgm_level: int = 0, roc
         sections["roce_qos"] = ROCE_QOS
     if dcgm_level:
         sections["dcgm_diag"] = dcgm_diag(dcgm_level)
+    if frameworks:
+        sections["frameworks"] = frameworks_command(frameworks)
     return "; ".join(f"echo '{SECTION}{name}'; {{ {cmd}\n}}" for name, cmd in sections.items()) + "; true"

@@ -11,6 +11,7 @@ from typing import TypedDict
 
 from rdmaprov.health.dcgm_checks import check_dcgm
 from rdmaprov.health.findings import Checker, Finding
+from rdmaprov.health.framework_checks import check_frameworks
 from rdmaprov.health.gpu_checks import check_gpus, check_net_plugin
 from rdmaprov.health.gpudirect_checks import check_gpudirect
 from rdmaprov.health.roce_qos_checks import check_roce_qos
@@ -172,17 +173,19 @@ class ReportArguments(TypedDict):
     programs: tuple[str, ...]
     dcgm_level: int
     roce_qos: bool
+    frameworks: tuple[str, ...]
 
 
 def report_arguments(spec: HostSpec, dcgm_level: int = 0) -> ReportArguments:
     """The node report's arguments for this host: the programs whose linkage is judged, DCGM's
     diagnostic level on GPU nodes that have DCGM (0 elsewhere, and when not asked), and whether
-    RoCE's QoS chain is read (where roce_qos applies)."""
+    RoCE's QoS chain is read (where roce_qos applies), and the framework interpreters declared."""
     gpu = spec.node.gpu
     return {
         "programs": report_programs(spec),
         "dcgm_level": dcgm_level if gpu and gpu.dcgm else 0,
         "roce_qos": spec.node.qos is not None,
+        "frameworks": spec.node.nccl.frameworks,
     }
 
 
@@ -258,6 +261,7 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
     if node.gpu is not None:
         check_dcgm(c, report)
     check_net_plugin(c, node, report)
+    check_frameworks(c, node, report)
     _check_memlock(c, node, report)
     return c.findings
 

@@ -43,6 +43,7 @@ CHECKS = {
         Check("nccl.library", "library programs load", "nccl"),
         Check("nccl.tests_library", "library nccl-tests load", "nccl"),
         Check("nccl.net_plugin", "net plugin loads", "erdma"),
+        Check("nccl.framework", "the framework's NCCL"),
         Check("gpu.count", "count"),
         Check("gpu.driver_version", "driver version", "gpu_driver"),
         Check("gpu.ecc_mode", "ECC mode"),

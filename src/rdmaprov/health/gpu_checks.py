@@ -77,7 +77,7 @@ def _check_tests_library(c: Checker, node: NodeConfig, report: NodeReport) -> No
     program = node.nccl.all_reduce_perf
     linkage = report.linkage.get(program, Linkage(False))
     resolved = linkage.libraries.get("libnccl.so.2")
-    wanted, prefix = _declared_nccl(node)
+    wanted, prefix = declared_nccl(node)
     if not linkage.exists:
         found, ok = f"{program} is missing", False
     elif resolved is None:
@@ -283,7 +283,7 @@ def _check_nccl_library(c: Checker, node: NodeConfig, report: NodeReport) -> Non
     """The libnccl.so.2 the dynamic linker gives programs is the declared version and, for a
     build, rdmaprov's own: another NCCL first in the linker's cache (a distro or image copy)
     is what training jobs would load."""
-    wanted, prefix = _declared_nccl(node)
+    wanted, prefix = declared_nccl(node)
     if not report.nccl_linked:
         found, ok = "not in the dynamic linker's cache (ldconfig -p)", False
     else:
@@ -302,7 +302,7 @@ def _check_nccl_library(c: Checker, node: NodeConfig, report: NodeReport) -> Non
     )
 
 
-def _declared_nccl(node: NodeConfig) -> tuple[str, str | None]:
+def declared_nccl(node: NodeConfig) -> tuple[str, str | None]:
     """The NCCL version declared (2.18.3 of 2.18.3-1) and, for a build, the prefix it lives under."""
     nccl = node.nccl
     wanted = nccl.version.split("-")[0] if nccl.version else ""

@@ -202,6 +202,7 @@ class NcclConfig:
     prefix: str
     env: Mapping[str, Any]
     static_library: bool = False  # ship lib/libnccl_static.a too (nodes need it only to link statically)
+    frameworks: tuple[str, ...] = ()  # Python interpreters whose PyTorch's NCCL verify reads
 
     @property
     def source_kind(self) -> str:
@@ -321,6 +322,7 @@ class NodeConfig:
                 nccl["prefix"],
                 _frozen(nccl.get("env") or {}),
                 bool(nccl["static_library"]),
+                strings(nccl.get("frameworks")),
             ),
             erdma=ErdmaConfig(
                 erdma.get("repo"),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from rdmaprov.parsers.counters import parse_port_counters
 from rdmaprov.parsers.dcgm import DiagResult, parse_diag
 from rdmaprov.parsers.fabric import FabricManagerState, parse_fabric_manager, parse_nvswitches
+from rdmaprov.parsers.framework import FrameworkNccl, parse_frameworks
 from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
 from rdmaprov.parsers.ldd import Linkage, parse_ldd
 from rdmaprov.parsers.limits import SettingLine, parse_setting_lines
@@ -99,6 +100,7 @@ class NodeReport:
     acs: AcsReport | None = None  # the PCI bridges' ACS state (lspci); None where not read (no GPUs)
     dcgm: DiagResult | None = None  # DCGM's diagnostic; None where it was not asked for
     roce_qos: QosState = field(default_factory=QosState)  # RoCE's QoS chain as the node has it
+    frameworks: dict[str, FrameworkNccl] = field(default_factory=dict)  # by interpreter path
 
     def port(self, device: str, number: int) -> SysfsPort | None:
         return next((p for p in self.ports if p.device == device and p.port == number), None)
@@ -229,6 +231,7 @@ def parse_node_report(text: str) -> NodeReport:
         acs=parse_lspci("\n".join(s["acs"]) + "\n") if "acs" in s and s.get("pci_places") else None,
         dcgm=_dcgm(s["dcgm_diag"]) if "dcgm_diag" in s else None,
         roce_qos=qos,
+        frameworks=parse_frameworks(s.get("frameworks", [])),
     )
 
 
