@@ -9,6 +9,7 @@ import sys
 from rdmaprov.facts.node_report import frameworks_command, node_report_command
 from rdmaprov.health.findings import Checker
 from rdmaprov.health.framework_checks import check_frameworks
+from rdmaprov.nodecheck.run import report_command
 from rdmaprov.parsers.framework import FrameworkNccl, nccl_version_text, parse_frameworks
 from rdmaprov.parsers.node import NodeReport
 from tests.support.inventories import lab_host, node_config, problems, write
@@ -41,9 +42,11 @@ def test_the_probe_runs_in_each_interpreter_and_says_what_it_could_not():
     ]
 
 
-def test_the_report_reads_frameworks_only_where_declared():
+def test_the_report_reads_frameworks_only_where_declared_and_never_in_a_health_check():
     assert "rdmaprov-framework" not in node_report_command()
     assert "rdmaprov-framework" in node_report_command(frameworks=(VENV,))
+    spec = lab_host(nccl={"frameworks": [VENV]})
+    assert spec.node.nccl.frameworks == (VENV,) and "rdmaprov-framework" not in report_command(spec)
 
 
 def test_torch_s_nccl_version_in_either_form():

@@ -44,10 +44,19 @@ class ReportFailed(Exception):
     """The node report could not be read (it hung past its deadline, or could not start)."""
 
 
+def report_command(spec: HostSpec) -> str:
+    """The node report verify reads, but for the framework interpreters: importing PyTorch takes
+    seconds of a health check's budget, and which NCCL an environment loads does not change
+    between checks (verify reads it)."""
+    arguments = report_arguments(spec)
+    arguments["frameworks"] = ()
+    return node_report_command(**arguments)
+
+
 def read_report(timeout_s: int, spec: HostSpec) -> NodeReport:
-    """The node report, read as verify reads it (its arguments for this host); ReportFailed past
-    `timeout_s` (the whole process group is killed: a hung nvidia-smi must not outlive the check)."""
-    command = node_report_command(**report_arguments(spec))
+    """The node report (report_command); ReportFailed past `timeout_s` (the whole process group
+    is killed: a hung nvidia-smi must not outlive the check)."""
+    command = report_command(spec)
     if os.geteuid() == 0 and shutil.which("runuser", path=SYSTEM_PATH):
         argv = ["runuser", "-s", "/bin/sh", "-c", command, "root"]
     else:
