@@ -277,10 +277,17 @@ def test_the_site_workload_runs_as_one_job_and_its_figure_transport_and_failure_
     places = {"pattern": r"place (?P<value>[0-9]+) of 2 rank [01] via [0-9.]+$", "unit": "node", "take": "max"}
     workload = {"command": command, "figure": places}
     inventory = _gates_only(vm_lab, tmp_path, "nccl.yaml", ["rxe0"], {"workload": workload})
+    data = yaml.safe_load(open(inventory))  # and the framework probe in the VMs' own python3
+    data["defaults"].setdefault("nccl", {})["frameworks"] = ["/usr/bin/python3"]
+    Path(inventory).write_text(yaml.safe_dump(data, sort_keys=False))
     code, result = rdmaprov_json("verify", inventory, "--gates", timeout=900)
     [gate] = [g for g in result["gates"] if g["gate"] == "workload"]
     assert code == 4 and gate["measured"] == 1 and sorted(gate["details"]["figures"]) == [0, 1], gate
     assert "no NCCL line says which network it used" in gate["reason"], gate
+    for host in result["verify"]:
+        [framework] = [f for f in host["findings"] if f["id"] == "nccl.framework"]
+        assert not framework["ok"] and framework["subject"] == "/usr/bin/python3", framework
+        assert framework["found"] == "cannot tell: ModuleNotFoundError: No module named 'torch'", framework
 
     broken = {"command": "echo loading the model; echo 'no such file: model.pt' >&2; exit 3", "require_rdma": False}
     inventory = _gates_only(vm_lab, tmp_path, "broken.yaml", ["rxe0"], {"workload": broken})
