@@ -69,7 +69,8 @@ def main() -> None:
     print(f"per host: {total[small] / small * 1000:.1f} ms -> {total[large] / large * 1000:.1f} ms")
     print(f"{'growth ms/host':>15} {'ms/host @' + str(small):>14} {'ms/host @' + str(large):>14}  function")
     for grown, key in growth[: args.top]:
-        print(f"{grown * 1000:15.3f} {per_host[small].get(key, 0) * 1000:14.3f} {per_host[large][key] * 1000:14.3f}  {key}")
+        before, after = per_host[small].get(key, 0) * 1000, per_host[large][key] * 1000
+        print(f"{grown * 1000:15.3f} {before:14.3f} {after:14.3f}  {key}")
     top = {size: dict(sorted(found.items(), key=lambda kv: -kv[1])[: args.top]) for size, found in times.items()}
     write_result(args.name, {"command": args.command, "sizes": [small, large], "cpu_s": total, "top": top})
 

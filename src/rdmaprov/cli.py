@@ -686,7 +686,10 @@ def _add_health_parsers(sub, via: _Parser) -> None:
         description="Exit codes: 0 all checks pass, 4 a check or gate failed or a host was unreachable.",
         parents=[
             _selection_options(),
-            _flag("--gates", help_text="also run the gates (node, ib_write_bw pairs, rails, latency, all_reduce)"),
+            _flag(
+                "--gates",
+                help_text="also run the gates (node, ib_write_bw pairs, rails, latency, all_reduce, workload)",
+            ),
             _flag(
                 "--deep",
                 help_text="DCGM's level 3 diagnostic on GPU nodes (about 15 min) instead of level 1 (seconds)",

@@ -104,7 +104,12 @@ OPTIONS = {
     "verify": [
         INVENTORY,
         (("--limit", "-l"), None, None, "PATTERN"),
-        (("--gates",), "also run the gates (node, ib_write_bw pairs, rails, latency, all_reduce)", False, None),
+        (
+            ("--gates",),
+            "also run the gates (node, ib_write_bw pairs, rails, latency, all_reduce, workload)",
+            False,
+            None,
+        ),
         (
             ("--deep",),
             "DCGM's level 3 diagnostic on GPU nodes (about 15 min) instead of level 1 (seconds)",

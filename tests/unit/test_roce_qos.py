@@ -444,6 +444,15 @@ def test_each_driver_s_pause_counters_are_read_under_one_set_of_names():
     assert _pause("virtio_net_two_queues_no_pause_ethq") == {}
 
 
+def test_the_node_report_judges_the_nics_pause_counters_with_the_ports_counters():
+    qos = (QOS / "ethtool_S_bnxt_en_pfc_pri_counters_all_zero_ethq.txt").read_text().splitlines()
+    text = "@@ roce_qos\nnetdev mlx5_0 eth4\n" + "".join(f"ethtool eth4 {line}\n" for line in qos)
+    text += "@@ counters\n/sys/class/infiniband/mlx5_0/ports/1/counters/link_downed:0\n"
+    report = parse_node_report(text)
+    assert report.counters["mlx5_0/1"] == {"link_downed": 0}
+    assert report.counters["eth4"] == _pause("bnxt_en_pfc_pri_counters_all_zero_ethq")
+
+
 def test_pause_outside_the_roce_priority_or_link_level_pause_names_the_nic():
     node = node_config({"fabric": "roce", "roce_qos": {"profile": "dcqcn", "priority": 3}})
     checks = counter_checks(node)
@@ -453,6 +462,8 @@ def test_pause_outside_the_roce_priority_or_link_level_pause_names_the_nic():
     [quiet] = counter_findings("gpu1", "roce", 600.0, working, previous, "b", checks)
     assert (quiet.id, quiet.ok) == ("roce.pause", True)
     stray = {"eth4": {**before["eth4"], "rx_pfc_prio0": 77, "tx_link_pause": 5}}
+    storm = pause_counters("     tx_pause_storm_warning_events: 0\n     tx_pause_storm_error_events: 2\n")
+    assert storm == {"pause_storm_warning": 0, "pause_storm_error": 2}
     [found] = counter_findings("gpu1", "roce", 600.0, stray, previous, "b", checks)
     assert (found.id, found.subject, found.ok) == ("roce.pause", "eth4", False)
     assert found.found == "rx_pfc_prio0 +77; tx_link_pause +5 in 10 min", found.found

@@ -19,7 +19,7 @@ from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.workload import PLACE, judge_figure, last_words, transport_required, workload_job
 from rdmaprov.inventory import load_inventory
 from rdmaprov.inventory.gates import BaselineConfig, Figure
-from rdmaprov.parsers.figure import TAKE, pattern_problem, read_figures
+from rdmaprov.parsers.figure import TAKE, Figures, pattern_problem, read_figures
 from rdmaprov.parsers.mpi import mpirun_exit_code
 from rdmaprov.parsers.nccl_debug import parse_nccl_transport
 from tests.support.inventories import problems, write
@@ -64,17 +64,20 @@ def _figure(**changes) -> Figure:
 
 
 def test_the_benchmark_figure_is_read_by_the_inventory_pattern_from_the_erdma_guide_output():
-    assert read_figures(BENCHMARK, r"p50: \S+ (?P<value>[0-9.]+)/s") == [1306.0]
-    every = read_figures(BENCHMARK, r"p\d\d: \S+ ([0-9.]+)/s")  # no name: the first group
+    assert read_figures(BENCHMARK, r"p50: \S+ (?P<value>[0-9.]+)/s").values == [1306.0]
+    every = read_figures(BENCHMARK, r"p\d\d: \S+ ([0-9.]+)/s").values  # no name: the first group
     assert every == [1306.0, 1304.0, 1302.0, 1302.0]
     assert (TAKE["min"](every), TAKE["median"](every), TAKE["first"](every)) == (1302.0, 1303.0, 1306.0)
 
 
 def test_a_training_log_gives_one_figure_per_epoch_and_take_chooses_the_run_s():
-    accuracy = read_figures(TORCHRUN, r"Accuracy: (?P<value>[0-9.]+)")
+    accuracy = read_figures(TORCHRUN, r"Accuracy: (?P<value>[0-9.]+)").values
     assert accuracy == [0.8046, 0.856] and TAKE["last"](accuracy) == 0.856
-    assert read_figures(TORCHRUN, r"The number of (\w+) dataset") == []  # words are not figures
-    assert read_figures("loss nan\nloss inf\nloss 0.5\n", r"loss (\S+)") == [0.5]
+    words = read_figures(TORCHRUN, r"The number of (\w+) dataset")  # words are not figures
+    assert words.values == [] and words.rejected == ["training", "test"]
+    assert read_figures("loss nan\nloss inf\nloss 0.5\nloss 0,5\n", r"loss (\S+)").values == [0.5]
+    # a group that caught its unit with the number, as `p50: (\S+)` does on "0.098s"
+    assert read_figures(BENCHMARK, r"p50: (\S+)").rejected == ["0.098s"]
 
 
 def test_a_pattern_that_cannot_read_a_number_says_why():
@@ -84,17 +87,17 @@ def test_a_pattern_that_cannot_read_a_number_says_why():
 
 
 def test_the_figure_is_held_to_its_bounds_with_the_sums_shown():
-    passed = judge_figure([1306.0], _figure(minimum=1000.0))
+    passed = judge_figure(Figures([1306.0], []), _figure(minimum=1000.0))
     assert (passed.status, passed.measured, passed.threshold) == ("pass", 1306.0, 1000.0)
     assert passed.reason == "1306 samples/s (the one match) within min 1000 samples/s"
-    low = judge_figure([1306.0, 1302.0, 1304.0], _figure(minimum=1305.0))
+    low = judge_figure(Figures([1306.0, 1302.0, 1304.0], []), _figure(minimum=1305.0))
     assert (low.status, low.reason) == ("fail", "1304 samples/s (median of 3 matches) < min 1305 samples/s")
-    step = judge_figure([0.098], _figure(unit="s", better="lower", maximum=0.09))
+    step = judge_figure(Figures([0.098], []), _figure(unit="s", better="lower", maximum=0.09))
     assert (step.status, step.threshold, step.reason) == ("fail", 0.09, "0.098 s (the one match) > max 0.09 s")
-    free = judge_figure([0.098], _figure(unit="s", better="lower"))
+    free = judge_figure(Figures([0.098], []), _figure(unit="s", better="lower"))
     assert free.passed and "no bound set: only its baseline judges it" in free.reason
-    none = judge_figure([], _figure())
-    assert none.status == "fail" and "matched no number in the output" in none.reason
+    none = judge_figure(Figures([], ["0.098s"]), _figure())
+    assert none.status == "fail" and "read no plain number in the output: it caught 1, e.g. '0.098s'" in none.reason
 
 
 # --- what NCCL used --------------------------------------------------------------------------------
@@ -110,6 +113,16 @@ def test_the_transport_of_a_real_torchrun_passes_and_a_socket_fallback_names_hos
     verdict = transport_required(sockets, transport_checked(session, ["node1"], sockets, ok))
     assert verdict.status == "fail"
     assert verdict.reason.startswith("NCCL used TCP sockets, not RDMA, on vm [rank 0] (NET/IB: no device found)")
+
+
+def test_ranks_are_named_in_the_world_communicator_not_in_a_subgroup():
+    """A framework's subgroups number their ranks from 0 again: a host is named with its ranks in
+    the largest communicator (the lines as NCCL 2.18 prints them in the IIJ torchrun log)."""
+    [world] = [line for line in TORCHRUN.splitlines() if "Init START" in line]
+    assert " rank 0 nranks 2 " in world
+    subgroup = world.replace("comm 0x55f6bc9e0030 rank 0 nranks 2", "comm 0x55f6bc9e0999 rank 5 nranks 1")
+    found = parse_nccl_transport(TORCHRUN + subgroup + "\n")
+    assert found.ranks == {"gpu-pod0": {0}} and found.named(["gpu-pod0"]) == "gpu-pod0 [rank 0]"
 
 
 def test_a_log_without_nccl_lines_fails_unless_the_workload_needs_no_nccl():
@@ -129,6 +142,11 @@ def test_a_failed_run_quotes_the_program_s_last_words_not_mpirun_s_box_or_nccl_s
     )
     assert mpirun_exit_code(log) == 1 and mpirun_exit_code(TORCHRUN) is None
     assert last_words("") == "no output"
+    # a real failed run on the lab: Open MPI 4.1's [host:pid] note and both of its boxes left out
+    lab = (FIXTURES / "lab" / "mpirun_workload_exit3_openmpi4_debian12.txt").read_text()
+    assert (last_words(lab), mpirun_exit_code(lab)) == ("loading the model | no such file: model.pt", 3)
+    # a rule the program printed itself hides nothing
+    assert last_words("step 1\n" + "-" * 40 + "\nRuntimeError: NCCL error\n") == "step 1 | RuntimeError: NCCL error"
 
 
 # --- the inventory ---------------------------------------------------------------------------------
@@ -202,6 +220,24 @@ def test_each_process_is_told_its_rank_and_node_rank_whatever_launched_it(launch
     script = PLACE + 'echo "$RDMAPROV_RANK $RDMAPROV_NODE_RANK"'
     env = {"PATH": "/usr/bin:/bin", "RDMAPROV_NPROC_PER_NODE": "2", **launcher_env}
     assert subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True).stdout.strip() == place
+
+
+def test_under_srun_the_master_is_slurm_s_first_node_at_the_address_slurm_has(tmp_path):
+    """srun numbers the nodes in Slurm's order, which need not be the inventory's: the master is
+    the job's first node, its NodeAddr read from scontrol (here a scontrol answering with the lab
+    controller's real `scontrol -o show node` lines)."""
+    nodes = FIXTURES / "slurm" / "scontrol_show_node_lab_node2_drained_by_rdmaprov.txt"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        '#!/bin/sh\n[ "$1 $2" = "show hostnames" ] && { echo node2; echo node1; exit; }\n'
+        f'[ "$1 $2" = "show node" ] && grep "^NodeName=$3 " {nodes}\n'
+    )
+    scontrol.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "RDMAPROV_NPROC_PER_NODE": "1", "RDMAPROV_MASTER_ADDR": "10.79.41.11"}
+    script = PLACE + 'echo "$RDMAPROV_NODE_RANK $RDMAPROV_MASTER_ADDR"'
+    slurm = {**env, "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_PROCID": "0", "SLURM_NODEID": "0"}
+    assert subprocess.run(["sh", "-c", script], env=slurm, capture_output=True, text=True).stdout == "0 10.79.41.12\n"
+    assert subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True).stdout == "0 10.79.41.11\n"
 
 
 # --- its own past ----------------------------------------------------------------------------------

@@ -11,10 +11,9 @@ import ipaddress
 from dataclasses import dataclass
 
 from pyinfra.api import deploy
-from pyinfra.context import ctx_state
 
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.engine.run_context import context_of
+from rdmaprov.engine.run_context import once_per_run
 from rdmaprov.inventory.model import Inventory
 from rdmaprov.operations.files import managed_block
 from rdmaprov.operations.ssh import key_pair, known_hosts, trusted_keys
@@ -39,22 +38,21 @@ class _Cluster:
     """What every node's trust is made of, the same for each: worked out once per run (per node,
     each is a pass over every host, n² for the cluster)."""
 
-    inventory: Inventory  # the inventory it was worked out from (held, so its id is not reused)
     names: list[str]
     addresses: dict[str, str]
     hosts_lines: list[str]
 
 
 def _cluster(inventory: Inventory) -> _Cluster:
-    memo = context_of(ctx_state.get()).shared
-    seen = memo.get("ssh_trust")
-    if not isinstance(seen, _Cluster) or seen.inventory is not inventory:
-        trust = inventory.ssh_trust
-        names = inventory.host_names() if trust.enabled else []
+    """The cluster's trust, once per run."""
+
+    def work_out() -> _Cluster:
+        names = inventory.host_names() if inventory.ssh_trust.enabled else []
         addresses = {name: spec.address for name, spec in inventory.hosts.items()}
-        lines = hosts_file_lines(names, addresses) if trust.hosts_file else []
-        seen = memo["ssh_trust"] = _Cluster(inventory, names, addresses, lines)
-    return seen
+        lines = hosts_file_lines(names, addresses) if inventory.ssh_trust.hosts_file else []
+        return _Cluster(names, addresses, lines)
+
+    return once_per_run("ssh_trust", inventory, work_out)
 
 
 @deploy("ssh_trust")

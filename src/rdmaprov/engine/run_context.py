@@ -14,13 +14,16 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakKeyDictionary
 
 from gevent.lock import Semaphore
 from pyinfra.api import State
+from pyinfra.context import ctx_state
 
 from rdmaprov.errors import UserError
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from rdmaprov.engine.board import Board
@@ -120,3 +123,14 @@ def context_of(state: State) -> RunContext:
     if context is None:
         context = _CONTEXTS[state] = RunContext()
     return context
+
+
+def once_per_run(key: str, source: object, compute: Callable[[], T]) -> T:
+    """What `compute` works out from `source`, once per run for every host (the cluster-wide
+    blocks: worked out on each host again, they cost n² for the cluster). Worked out again when
+    `source` is another object (a fact read again); holding it keeps its id from being reused."""
+    memo = context_of(ctx_state.get()).shared
+    seen = memo.get(key)
+    if seen is None or seen[0] is not source:
+        seen = memo[key] = (source, compute())
+    return seen[1]

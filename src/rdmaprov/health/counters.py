@@ -77,11 +77,13 @@ NO_DCQCN = CounterCheck(
 def stray_pause(priority: int) -> CounterCheck:
     """PFC is on for the RoCE `priority` alone, so pausing there is the lossless fabric working;
     a pause frame on any other priority, or a link-level (802.3x) pause that stops the whole port,
-    means a switch port or a NIC runs another flow-control setting than the declared chain.
+    means a switch port or a NIC runs another flow-control setting than the declared chain; and a
+    pause storm (mlx5 stopped a port that paused too long) is the lossless priority gone wrong.
     Counters from `ethtool -S` (parsers/roce_qos.pause_counters: mlx5, bnxt_en, ice)."""
     others = [p for p in range(8) if p != priority]
     limits = {f"{way}_pfc_prio{p}": Limit(0) for way in ("rx", "tx") for p in others}
     limits |= {f"{way}_link_pause": Limit(0) for way in ("rx", "tx")}
+    limits |= {f"pause_storm_{level}": Limit(0) for level in ("warning", "error")}
     return CounterCheck(
         "roce.pause",
         limits,

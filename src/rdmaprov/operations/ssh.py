@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pyinfra import host
 from pyinfra.api import StringCommand
-from pyinfra.context import ctx_state
 
 from rdmaprov.engine.cluster import cluster_fact
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.engine.notes import warn
-from rdmaprov.engine.run_context import context_of
+from rdmaprov.engine.run_context import once_per_run
 from rdmaprov.facts.files import BlockFile, ManagedFile
 from rdmaprov.facts.ssh import SshIdentityFact
 from rdmaprov.operations.files import block_commands
@@ -69,16 +67,6 @@ def wanted_lines(cluster: list[str], identities: dict[str, SshIdentity], current
     return lines
 
 
-@dataclass(frozen=True)
-class _ClusterBlock:
-    """A cluster-wide block as one run works it out: the identities it can use, and its lines
-    when every node's identity was read (None: some node's lines come from its current file)."""
-
-    read: dict  # the cluster fact it came from (held, so that its id is not reused)
-    usable: dict[str, SshIdentity]
-    lines: list[str] | None
-
-
 def block_for_every_node(
     kind: str,
     cluster: list[str],
@@ -90,14 +78,16 @@ def block_for_every_node(
     """wanted_lines, worked out once per run when every node's identity was read: the block is
     then the same on every node, and working it out on each node again cost n² lines (~60% of
     the CPU of a 2,000-node check, extrapolated). Otherwise the lines of nodes not read are kept
-    from the node's own block, `current()`, read only then."""
-    memo = context_of(ctx_state.get()).shared
-    seen = memo.get(kind)
-    if not isinstance(seen, _ClusterBlock) or seen.read is not identities:
+    from the node's own block, `current()`, read only then (whole: n² bytes again, while a node
+    is down or outside --limit)."""
+
+    def work_out() -> tuple[dict[str, SshIdentity], list[str] | None]:
         ready = {name: identity for name, identity in identities.items() if usable(identity)}
-        lines = wanted_lines(cluster, ready, [], render) if all(name in ready for name in cluster) else None
-        seen = memo[kind] = _ClusterBlock(identities, ready, lines)
-    return seen.lines if seen.lines is not None else wanted_lines(cluster, seen.usable, current(), render)
+        complete = all(name in ready for name in cluster)
+        return ready, wanted_lines(cluster, ready, [], render) if complete else None
+
+    ready, lines = once_per_run(kind, identities, work_out)
+    return lines if lines is not None else wanted_lines(cluster, ready, current(), render)
 
 
 def _block_now(path: str, marker: str) -> Callable[[], list[str]]:
@@ -134,12 +124,9 @@ def trusted_keys(user: str, key_type: str, cluster: list[str], marker: str):
 
 def _keyless(cluster: list[str], identities: dict[str, SshIdentity]) -> list[str]:
     """The nodes read this run that have no key pair yet, worked out once per run."""
-    memo = context_of(ctx_state.get()).shared
-    seen = memo.get("keyless")
-    if seen is None or seen[0] is not identities:
-        missing = [name for name in cluster if name in identities and not identities[name].user_key]
-        seen = memo["keyless"] = (identities, missing)
-    return seen[1]
+    return once_per_run(
+        "keyless", identities, lambda: [n for n in cluster if n in identities and not identities[n].user_key]
+    )
 
 
 @operation()

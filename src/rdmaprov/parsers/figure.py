@@ -14,6 +14,7 @@ import math
 import re
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass
 
 # How the matches become one figure: the middle of them, the worst or best, or where the log began or ended.
 TAKE: dict[str, Callable[[list[float]], float]] = {
@@ -36,18 +37,30 @@ def pattern_problem(pattern: str) -> str | None:
     return None
 
 
-def read_figures(text: str, pattern: str) -> list[float]:
-    """Every number the pattern's group `value` (else its first group) caught, in the log's order;
-    a match whose group is not a number ("N/A", "nan", a word) is skipped, not read as zero."""
+@dataclass(frozen=True)
+class Figures:
+    """Every number the pattern caught, in the log's order, and what it caught that was none."""
+
+    values: list[float]
+    rejected: list[str]
+
+
+def read_figures(text: str, pattern: str) -> Figures:
+    """The numbers the pattern's group `value` (else its first group) caught; a match whose group
+    is not a plain number ("0.098s", "N/A", "nan", "1,306": a thousands separator or a decimal
+    comma, which cannot be told apart) is kept aside as rejected, never read as another number."""
     compiled = re.compile(pattern, re.MULTILINE)
     group: int | str = "value" if "value" in compiled.groupindex else 1
-    values = []
+    found = Figures([], [])
     for match in compiled.finditer(text):
         caught = match.group(group)
         try:
-            value = float(caught.replace(",", ""))
-        except (AttributeError, ValueError):  # the group matched nothing, or not a number
+            value = float(caught)
+        except (TypeError, ValueError):  # the group matched nothing, or not a number
+            found.rejected.append(str(caught))
             continue
-        if math.isfinite(value):  # "nan" and "inf" are words a log prints, not figures
-            values.append(value)
-    return values
+        if math.isfinite(value):
+            found.values.append(value)
+        else:
+            found.rejected.append(caught)
+    return found

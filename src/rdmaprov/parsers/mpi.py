@@ -38,19 +38,30 @@ def parse_mpirun_version(text: str) -> MpiVersion | None:
 
 
 # Open MPI frames its own reports ("mpirun detected that one or more processes exited with
-# non-zero status…") between lines of dashes; the program's own last words come before them.
+# non-zero status…") between lines of dashes, and tags its launcher's notes with [host:pid]
+# ("[node1:03092] Warning: could not find environment variable…"); the program's own last words
+# come before them. A box is Open MPI's when its text names the launcher: a rule the program
+# printed itself hides nothing.
 _BOX_RULE = re.compile(r"^-{20,}\s*$")
+_OPEN_MPI_BOX = re.compile(r"mpirun|prterun|Open MPI|ORTE|PRRTE|Primary job|MPI_ABORT")
+_LAUNCHER_NOTE = re.compile(r"^\[[\w.-]+:\d+\] ")
 _EXIT_CODE = re.compile(r"^\s*Exit code:\s+(\d+)\s*$", re.MULTILINE)
 
 
 def program_lines(text: str) -> list[str]:
-    """The non-empty lines of a job's log outside mpirun's boxed reports, in order."""
-    kept, inside = [], False
-    for line in text.splitlines():
+    """The non-empty lines of a job's log that are not Open MPI's own, in order."""
+    lines = text.splitlines()
+    kept, at = [], 0
+    while at < len(lines):
+        line = lines[at]
         if _BOX_RULE.match(line):
-            inside = not inside
-        elif not inside and line.strip():
+            close = next((i for i in range(at + 1, len(lines)) if _BOX_RULE.match(lines[i])), None)
+            if close is not None and _OPEN_MPI_BOX.search("\n".join(lines[at + 1 : close])):
+                at = close + 1
+                continue
+        elif line.strip() and not _LAUNCHER_NOTE.match(line):
             kept.append(line)
+        at += 1
     return kept
 
 

@@ -27,7 +27,7 @@ _IB_NONE = re.compile(_PREFIX + r"NET/IB\s*:\s*No device found")
 _DEVICE = re.compile(r"\[\d+\]([\w.-]+):\d+/\w+")
 # "comm 0x55f6bc9e0030 rank 0 nranks 2 cudaDev 0 … - Init START" (2.18; 2.2x put
 # "ncclCommInitRankConfig " before it, and "nRanks" in a later line): the ranks a host's process holds
-_RANK = re.compile(_PREFIX + r"(?:\w+ )?comm \S+ rank (?P<rank>\d+) n[Rr]anks \d+")
+_RANK = re.compile(_PREFIX + r"(?:\w+ )?comm \S+ rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)")
 _PLUGIN_LOADED = re.compile(_PREFIX + r"NET/Plugin\s*:\s*Loaded net plugin (?P<name>.*?)\s*$")
 _PLUGIN_NONE = re.compile(
     _PREFIX
@@ -45,7 +45,9 @@ class NcclTransport:
     no_ib_device: set[str] = field(default_factory=set)
     plugin_loaded: dict[str, str] = field(default_factory=dict)  # host → the net plugin NCCL loaded
     plugin_missing: dict[str, str] = field(default_factory=dict)  # host → NCCL's words for why not
-    ranks: dict[str, set[int]] = field(default_factory=dict)  # host → the ranks its processes hold
+    # host → its processes' ranks in the job's largest communicator (the world; a framework's
+    # subgroups number their ranks from 0 again)
+    ranks: dict[str, set[int]] = field(default_factory=dict)
 
     @property
     def reported(self) -> bool:
@@ -68,6 +70,7 @@ class NcclTransport:
 
 def parse_nccl_transport(text: str) -> NcclTransport:
     found = NcclTransport()
+    comms: list[tuple[str, int, int]] = []  # (host, rank, nranks) of every communicator
     for line in text.splitlines():
         if match := _NETWORK.match(line):
             found.networks.setdefault(match["host"], set()).add(match["network"])
@@ -76,9 +79,13 @@ def parse_nccl_transport(text: str) -> NcclTransport:
         elif match := _IB_NONE.match(line):
             found.no_ib_device.add(match["host"])
         elif match := _RANK.match(line):
-            found.ranks.setdefault(match["host"], set()).add(int(match["rank"]))
+            comms.append((match["host"], int(match["rank"]), int(match["nranks"])))
         elif match := _PLUGIN_LOADED.match(line):
             found.plugin_loaded[match["host"]] = match["name"]
         elif match := _PLUGIN_NONE.match(line):
             found.plugin_missing.setdefault(match["host"], match["why"])
+    world = max((nranks for _, _, nranks in comms), default=0)
+    for host, rank, nranks in comms:
+        if nranks == world:
+            found.ranks.setdefault(host, set()).add(rank)
     return found

@@ -9,6 +9,7 @@ MPI's own traffic goes over TCP either way, and NCCL or the probe's MPI carry th
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 
 from rdmaprov.engine.session import HostLost, Session
@@ -151,12 +152,32 @@ def run_all_reduce(
     session: Session, hosts: list[str], reports: dict[str, NodeReport], pairs: list[GateResult]
 ) -> GateResult:
     """The gate over `hosts`, or the subset `all_reduce.hosts` names."""
-    settings = session.inventory.gates.all_reduce
-    over = [h for h in (settings.hosts or hosts) if h in session.inventory.hosts]
+    wanted = session.inventory.gates.all_reduce.hosts
+    return job_over("all_reduce", session, wanted, hosts, lambda over: all_reduce_over(session, over, reports, pairs))
+
+
+def job_over(
+    gate: str, session: Session, wanted: tuple[str, ...], hosts: list[str], run: Callable[[list[str]], GateResult]
+) -> GateResult:
+    """`run` a gate's one job across the hosts it names (`wanted`, else `hosts`) that the
+    inventory has; a node lost mid-run ends the job, and the gate says which and when."""
+    over = [h for h in (wanted or hosts) if h in session.inventory.hosts]
     try:
-        return all_reduce_over(session, over, reports, pairs)
-    except HostLost as lost:  # one job across the nodes: a node lost mid-run ends it
-        return GateResult.broken("all_reduce", ",".join(over), lost)
+        return run(over)
+    except HostLost as lost:
+        return GateResult.broken(gate, ",".join(over), lost)
+
+
+def job_mpi(
+    gate: str, session: Session, hosts: list[str], subject: str
+) -> tuple[dict[str, MpiVersion | str], GateResult | None]:
+    """Each node's MPI (`mpirun --version`), and the refusal when their series cannot share a job."""
+    versions = read_mpi_versions(session, hosts)
+    mixed = mixed_mpi_reason(versions)
+    if not mixed:
+        return versions, None
+    details = {"mpi": {h: str(v) for h, v in versions.items()}, "mixed_mpi": True}
+    return versions, GateResult(gate, subject, False, mixed, details=details)
 
 
 def run_all_reduce_pairs(session: Session, pairs: list[Pair], reports: dict[str, NodeReport]) -> list[GateResult]:
@@ -177,11 +198,10 @@ def all_reduce_over(
     refused = refusal("all_reduce", session, hosts, reports, subject)
     if refused is not None:
         return refused
-    versions = read_mpi_versions(session, hosts)
-    mixed = mixed_mpi_reason(versions)
+    versions, mixed = job_mpi("all_reduce", session, hosts, subject)
+    if mixed is not None:
+        return mixed
     mpi = {h: str(v) for h, v in versions.items()}
-    if mixed:
-        return GateResult("all_reduce", subject, False, mixed, details={"mpi": mpi, "mixed_mpi": True})
     use_gpus = all(reports[h].gpus for h in hosts)
     first = hosts[0]
     per_node = len(reports[first].gpus) if use_gpus else 1  # one rank per GPU, else per node
@@ -245,6 +265,12 @@ def refusal(
     lost = [str(session.lost[h]) for h in hosts if h in session.lost]
     if lost:
         return GateResult(gate, subject, False, f"not run: {'; '.join(lost)}")
+    selected = {host.name for host in session.state.inventory}
+    unselected = [h for h in hosts if h not in selected]
+    if unselected:
+        return GateResult(
+            gate, subject, False, f"cannot run across {', '.join(unselected)}: not selected this run (--limit)"
+        )
     down = [h for h in hosts if h in session.unreachable or not isinstance(reports.get(h), NodeReport)]
     if down:
         return GateResult(gate, subject, False, f"cannot run across {', '.join(down)}: not reachable or not readable")

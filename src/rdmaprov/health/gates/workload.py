@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rdmaprov.engine.session import HostLost, Session
-from rdmaprov.health.gates.all_reduce import refusal, skewed, transport_checked
+from rdmaprov.engine.session import Session
+from rdmaprov.health.gates.all_reduce import job_mpi, job_over, refusal, skewed, transport_checked
 from rdmaprov.health.gates.bandwidth import Verdict, failed
 from rdmaprov.health.gates.launch import Job, launcher
-from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.gates import Figure, WorkloadGate
-from rdmaprov.parsers.figure import TAKE, read_figures
+from rdmaprov.parsers.figure import TAKE, Figures, read_figures
 from rdmaprov.parsers.mpi import mpirun_exit_code, program_lines
 from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
 from rdmaprov.parsers.node import NodeReport
@@ -32,10 +31,15 @@ from rdmaprov.parsers.node import NodeReport
 GATE = "workload"
 # Each process's place in the job, from whichever launcher started it (OpenMPI's mpirun, PMIx,
 # srun), as a multi-node launcher such as torchrun wants it.
+# Under srun the nodes are numbered in Slurm's order, not the inventory's: the master is the
+# job's first node, at the address Slurm has for it.
 PLACE = (
     'RDMAPROV_RANK="${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${SLURM_PROCID:-0}}}"; '
     'RDMAPROV_NODE_RANK="${SLURM_NODEID:-$((RDMAPROV_RANK / RDMAPROV_NPROC_PER_NODE))}"; '
-    "export RDMAPROV_RANK RDMAPROV_NODE_RANK; "
+    'if [ -n "$SLURM_JOB_NODELIST" ]; then first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1); '
+    "addr=$(scontrol show node \"$first\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p'); "
+    'RDMAPROV_MASTER_ADDR="${addr:-$RDMAPROV_MASTER_ADDR}"; fi; '
+    "export RDMAPROV_RANK RDMAPROV_NODE_RANK RDMAPROV_MASTER_ADDR; "
 )
 # How many of the log's last distinct lines (every rank may print the same) a failure quotes.
 TAIL_LINES = 3
@@ -66,10 +70,14 @@ def last_words(log: str) -> str:
     return " | ".join(list(dict.fromkeys(reversed(lines)))[:TAIL_LINES][::-1]) or "no output"
 
 
-def judge_figure(values: list[float], figure: Figure) -> Verdict:
-    """The figure taken from the log's `values`, held to the inventory's bounds, the sums shown."""
+def judge_figure(figures: Figures, figure: Figure) -> Verdict:
+    """The figure taken from what the pattern read, held to the inventory's bounds, the sums shown."""
+    values = figures.values
     if not values:
-        return failed(f"the figure's pattern {figure.pattern!r} matched no number in the output", figure.unit)
+        caught = f": it caught {len(figures.rejected)}, e.g. {figures.rejected[0]!r}" if figures.rejected else ""
+        return failed(
+            f"the figure's pattern {figure.pattern!r} read no plain number in the output{caught}", figure.unit
+        )
     value = TAKE[figure.take](values)
     of = f"{figure.take} of {len(values)} matches" if len(values) > 1 else "the one match"
     low, high = figure.minimum, figure.maximum
@@ -97,11 +105,7 @@ def transport_required(transport: NcclTransport, verdict: Verdict) -> Verdict:
 def run_workload(session: Session, hosts: list[str], reports: dict[str, NodeReport]) -> GateResult:
     """The gate over `hosts`, or the subset `workload.hosts` names."""
     settings = session.inventory.gates.workload
-    over = [h for h in (settings.hosts or hosts) if h in session.inventory.hosts]
-    try:
-        return workload_over(session, over, reports, settings)
-    except HostLost as lost:  # one job across the nodes: a node lost mid-run ends it
-        return GateResult.broken(GATE, ",".join(over), lost)
+    return job_over(GATE, session, settings.hosts, hosts, lambda over: workload_over(session, over, reports, settings))
 
 
 def workload_over(
@@ -112,11 +116,10 @@ def workload_over(
     refused = refusal(GATE, session, hosts, reports, subject, alone=True) if hosts else None
     if not hosts or refused is not None:
         return refused or GateResult(GATE, subject, False, "no host selected to run it on")
-    versions = read_mpi_versions(session, hosts)
+    versions, mixed = job_mpi(GATE, session, hosts, subject)
+    if mixed is not None:
+        return mixed
     mpi = {h: str(v) for h, v in versions.items()}
-    mixed = mixed_mpi_reason(versions)
-    if mixed:
-        return GateResult(GATE, subject, False, mixed, details={"mpi": mpi, "mixed_mpi": True})
     gpus = len(reports[hosts[0]].gpus)
     launch = launcher(session)
     job = workload_job(session, hosts, settings, gpus)
@@ -126,7 +129,7 @@ def workload_over(
     tail = last_words(log)
     transport = parse_nccl_transport(log)
     unit = settings.figure.unit if settings.figure else ""
-    figures = read_figures(log, settings.figure.pattern) if settings.figure else []
+    figures = read_figures(log, settings.figure.pattern) if settings.figure else Figures([], [])
     if result.timed_out:
         verdict = failed(f"{launched} did not finish within timeout_s {settings.timeout_s} s: {tail}", unit)
     elif not result.ok:
@@ -149,6 +152,6 @@ def workload_over(
         "hcas": {host: sorted(devices) for host, devices in transport.devices.items()},
         "ranks": {host: sorted(ranks) for host, ranks in transport.ranks.items()},
         "better": settings.figure.better if settings.figure else None,
-        "figures": figures,
+        "figures": figures.values,
     }
     return skewed(GateResult.of(GATE, subject, verdict, 1, details), versions)
