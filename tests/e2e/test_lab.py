@@ -291,9 +291,11 @@ def test_the_site_workload_runs_as_one_job_and_its_figure_transport_and_failure_
 
     broken = {"command": "echo loading the model; echo 'no such file: model.pt' >&2; exit 3", "require_rdma": False}
     inventory = _gates_only(vm_lab, tmp_path, "broken.yaml", ["rxe0"], {"workload": broken})
-    human = rdmaprov("verify", inventory, "--gates", timeout=900)
-    assert human.returncode == 4, human.stdout + human.stderr
-    assert "mpirun from node1 exited with an error" in human.stdout and "no such file: model.pt" in human.stdout
+    code, result = rdmaprov_json("verify", inventory, "--gates", timeout=900)
+    [gate] = [g for g in result["gates"] if g["gate"] == "workload"]
+    assert code == 4 and gate["reason"] == (
+        "mpirun from node1 exited with an error (a process exited 3): loading the model | no such file: model.pt"
+    ), gate
 
 
 def test_a_softroce_inventory_from_before_the_rail_and_latency_gates_still_passes(vm_lab, tmp_path, monkeypatch):
