@@ -293,9 +293,9 @@ def test_the_site_workload_runs_as_one_job_and_its_figure_transport_and_failure_
     inventory = _gates_only(vm_lab, tmp_path, "broken.yaml", ["rxe0"], {"workload": broken})
     code, result = rdmaprov_json("verify", inventory, "--gates", timeout=900)
     [gate] = [g for g in result["gates"] if g["gate"] == "workload"]
-    assert code == 4 and gate["reason"] == (
-        "mpirun from node1 exited with an error (a process exited 3): loading the model | no such file: model.pt"
-    ), gate
+    # mpirun's report of the exit code comes as the job ends, and now and then after SSH saw the end
+    reason = gate["reason"].replace(" (a process exited 3)", "")
+    assert code == 4 and reason == "mpirun from node1 exited with an error: loading the model | no such file: model.pt"
 
 
 def test_a_softroce_inventory_from_before_the_rail_and_latency_gates_still_passes(vm_lab, tmp_path, monkeypatch):
