@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 
 from rdmaprov.parsers.counters import COUNTER_FILES
+from rdmaprov.parsers.framework import MARK
 from rdmaprov.parsers.ldd import HEADER
 from rdmaprov.parsers.node import DCGM_NOTE, SECTION
 from rdmaprov.parsers.pcie import PCI_LINK_FILES
@@ -102,12 +103,13 @@ ROCE_QOS = (
 # What each declared framework interpreter loads (parsers/framework.py): PyTorch's NCCL version,
 # the libnccl file the process mapped (none: linked into libtorch), and whether NCCL's net plugin
 # (NCCL_NET_PLUGIN's name, else libnccl-net.so) loads from there. Imports torch: seconds each.
-FRAMEWORK_PROBE = """
+FRAMEWORK_PROBE = f"""
+MARK = {MARK!r}
 import ctypes, json, os
-out = {}
+out = {{}}
 def mapped(word):
     with open("/proc/self/maps") as maps:
-        return sorted({line.split()[-1] for line in maps if word in line.rsplit("/", 1)[-1]})
+        return sorted({{line.split()[-1] for line in maps if word in line.rsplit("/", 1)[-1]}})
 try:
     import torch
     out["torch"] = str(torch.__version__)
@@ -122,7 +124,7 @@ try:
         out["plugin_error"] = str(error)
 except Exception as error:
     out["error"] = type(error).__name__ + ": " + str(error)
-print("rdmaprov-framework " + json.dumps(out))
+print(MARK + json.dumps(out))
 """
 
 
