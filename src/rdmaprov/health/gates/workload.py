@@ -113,9 +113,11 @@ def workload_over(
 ) -> GateResult:
     """Run the command once across exactly `hosts` and judge its exit, its transport and its figure."""
     subject = ",".join(hosts)
-    refused = refusal(GATE, session, hosts, reports, subject, alone=True) if hosts else None
-    if not hosts or refused is not None:
-        return refused or GateResult(GATE, subject, False, "no host selected to run it on")
+    if not hosts:
+        return GateResult(GATE, subject, False, "no host selected to run it on")
+    refused = refusal(GATE, session, hosts, reports, subject, alone=True)
+    if refused is not None:
+        return refused
     versions, mixed = job_mpi(GATE, session, hosts, subject)
     if mixed is not None:
         return mixed
