@@ -50,12 +50,15 @@ def test_a_switch_port_with_acs_redirect_above_a_gpu_is_named_with_how_to_clear_
     assert "`setpci -s 0000:02:08.0 ECAP_ACS+0x6.w=0000`" in found[0].hint
 
 
-def test_root_ports_are_not_judged_and_acs_off_passes():
+def test_root_ports_are_not_judged_and_without_a_switch_acs_is_not_applicable():
     """The Sunrise Point root port (ACS all off) is a root port: traffic between root ports
-    crosses the root complex whatever ACS says, so no switch port is judged."""
+    crosses the root complex whatever ACS says, so no switch port is judged. A VM's flat bus (the
+    lent H100: the GPU at 00:06.0, no bridge at all, lspci's bridge list empty) is the same case."""
     places = ["gpu 0000:68:00.0 /sys/devices/pci0000:00/0000:00:1c.0/0000:68:00.0 0 -"]
-    [found] = _findings(places, ROOT_PORT_OFF, "gpu.acs")
-    assert found.ok and found.found == "off on 0 switch ports"
+    flat = ["gpu 0000:00:06.0 /sys/devices/pci0000:00/0000:00:06.0 -1 -"]
+    for where, lspci in ((places, ROOT_PORT_OFF), (flat, ""), (flat, ROOT_PORT_OFF)):
+        [found] = _findings(where, lspci, "gpu.acs")
+        assert found.ok and found.found == "not applicable: no PCIe switch above the GPUs and HCAs"
 
 
 def test_lspci_without_root_is_unknown_and_says_to_run_it_as_root():

@@ -33,6 +33,9 @@ def _check_acs(c: Checker, report: NodeReport, places: list[PciPlace]) -> None:
     left out: traffic between root ports crosses the root complex whatever ACS says)."""
     expected = "ACS redirect off on the switch ports above GPUs and HCAs"
     on_paths = {bridge for place in places for bridge in place.bridges[1:]}
+    if not on_paths:  # e.g. a VM's flat bus: nothing between the devices and the root complex
+        c.not_applicable("PCIe switches", "gpu.acs", expected, "no PCIe switch above the GPUs and HCAs")
+        return
     acs = report.acs
     # bridges whose ACS lspci could not show (no root) matter only on the GPUs' and HCAs' paths
     unreadable = acs.unjudged() if acs else []
@@ -41,7 +44,7 @@ def _check_acs(c: Checker, report: NodeReport, places: list[PciPlace]) -> None:
         c.unknown("PCIe switches", "gpu.acs", expected, f"{why} (lspci, from pciutils, as root)")
         return
     listed = on_paths & {d.address for d in acs.bridges() if not d.acs_unreadable}
-    if on_paths and not listed:
+    if not listed:
         why = f"lspci shows none of the {len(on_paths)} switch ports above the GPUs and HCAs"
         c.unknown("PCIe switches", "gpu.acs", expected, why)
         return
@@ -82,9 +85,12 @@ def _check_affinity(c: Checker, report: NodeReport, places: list[PciPlace], hcas
     across the sockets."""
     topology = report.gpu_topology
     numa = {p.name: p.numa for p in places}  # a GPU's name is its PCI address
+    expected = "an HCA on the same side of the CPU interconnect"
     for index, health in enumerate(report.gpu_health):
         subject = f"gpu{index} {health.bus_id}"
-        expected = "an HCA on the same side of the CPU interconnect"
+        if not hcas:  # the RDMA device check fails such a node on its own
+            c.not_applicable(subject, "gpu.hca_affinity", expected, "no compute HCA on this node")
+            continue
         paths = {h: path for h in hcas if topology and (path := topology.path(index, h))}
         if not paths:
             c.unknown(subject, "gpu.hca_affinity", expected, "nvidia-smi topo -m names no compute HCA for it")
