@@ -281,7 +281,8 @@ def test_dcgmi_error_text_instead_of_json_is_unknown_with_dcgmi_words():
     result = parse_diag(text)
     assert result.tests == [] and result.unknown == (
         "dcgmi printed an error instead of JSON: unable to establish a connection to the specified host: "
-        "localhost / Unable to connect to host engine. Host engine connection invalid/disconnected."
+        "localhost / Unable to connect to host engine. Host engine connection invalid/disconnected. "
+        "(is nvidia-dcgm, its host engine, running?)"
     )
 
 

@@ -19,7 +19,7 @@ def check_dcgm(c: Checker, report: NodeReport) -> None:
         return
     expected = "every test passes"
     if result.unknown is not None:
-        c.unknown(_WHOLE, "gpu.dcgm_diag", expected, f"{result.unknown} (is nvidia-dcgm running?)")
+        c.unknown(_WHOLE, "gpu.dcgm_diag", expected, result.unknown)
         return
     failed = result.failed()
     for test in failed:

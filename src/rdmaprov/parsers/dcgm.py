@@ -102,7 +102,8 @@ def _find_document(text: str) -> tuple[dict[str, Any] | None, bool]:
 def _why_no_document(text: str, found_json: bool) -> str:
     errors = _ERROR_LINE.findall(text)
     if errors:
-        return "dcgmi printed an error instead of JSON: " + " / ".join(errors)
+        said = " / ".join(errors)
+        return f"dcgmi printed an error instead of JSON: {said} (is nvidia-dcgm, its host engine, running?)"
     if found_json:
         return "JSON found, but it is not a DCGM diagnostic document (no 'DCGM Diagnostic' object)"
     if "{" in text:
