@@ -39,7 +39,7 @@ def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[st
             table.add_row(escape(name), "[red]error[/]", escape(str(report)), *[""] * 8)
             continue
         if not report.ports:
-            table.add_row(name, "no RDMA devices", "", "", "", "", "", "", "", report.netns or "", report.memlock_login)
+            table.add_row(Text(name), "no RDMA devices", *[""] * 6, report.netns or "", report.memlock_login)
         for port in report.ports:
             device = next((d for d in report.devices if d.hca == port.device), None)
             ib = next((p for p in device.ports if p.number == port.port), None) if device else None
@@ -48,7 +48,7 @@ def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[st
             )
             style = "green" if port.state == "ACTIVE" else "red"
             table.add_row(
-                name,
+                Text(name),
                 port.name,
                 f"[{style}]{port.state}[/]",
                 port.phys_state,
@@ -62,8 +62,8 @@ def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[st
             )
         for gpu in report.gpus:
             table.add_row(
-                name,
-                f"GPU {gpu.name}",
+                Text(name),
+                Text(f"GPU {gpu.name}"),
                 f"sm {gpu.compute_cap}",
                 "",
                 "",
@@ -76,8 +76,8 @@ def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[st
             )
         if report.nccl_version:
             table.add_row(
-                name,
-                f"NCCL {report.nccl_version}",
+                Text(name),
+                Text(f"NCCL {report.nccl_version}"),
                 "",
                 "",
                 "",
@@ -112,7 +112,7 @@ def print_verify(results: list[HostVerification], console: Console, verbose: boo
             unknown = sum(f.unknown for f in host.findings)
             judged = len(host.findings) - unknown
             table.add_row(
-                host.name,
+                Text(host.name),
                 "",
                 f"[green]all {judged} checks pass[/]" + (f", {unknown} unknown" if unknown else ""),
                 "",
@@ -133,12 +133,13 @@ def print_gates(results: list[GateResult], console: Console) -> None:
             gate.status, "[red]FAIL[/]"
         )
         measured = f"{gate.measured:.4g} {gate.unit}" if gate.measured is not None else ""
+        # reasons quote what nodes and programs printed: data, never markup (`[rank 0]` stays)
         table.add_row(
-            gate.gate,
-            gate.subject,
+            Text(gate.gate),
+            Text(gate.subject),
             verdict,
-            measured,
-            gate.reason + (f" (attempt {gate.attempts})" if gate.attempts > 1 else ""),
+            Text(measured),
+            Text(gate.reason + (f" (attempt {gate.attempts})" if gate.attempts > 1 else "")),
         )
     console.print(table)
 
@@ -156,13 +157,13 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console) -> None:
     for column in ("node", "verdict", "evidence"):
         table.add_column(column)
     for name, evidence in diagnosis.suspects.items():
-        table.add_row(name, "[red]SUSPECT[/]", "\n".join(evidence))
+        table.add_row(Text(name), "[red]SUSPECT[/]", Text("\n".join(evidence)))
     for name, why in diagnosis.undecided.items():
-        table.add_row(name, "[yellow]UNDECIDED[/]", why)
+        table.add_row(Text(name), "[yellow]UNDECIDED[/]", Text(why))
     for name, why in diagnosis.lost.items():
-        table.add_row(name, "[red]LOST[/]", Text(why))
+        table.add_row(Text(name), "[red]LOST[/]", Text(why))
     for name in diagnosis.cleared:
-        table.add_row(name, "[green]cleared[/]", "")
+        table.add_row(Text(name), "[green]cleared[/]", "")
     console.print(table)
     if diagnosis.advice:
         console.print(Text.assemble(("to settle it: ", "yellow"), diagnosis.advice))
@@ -179,8 +180,8 @@ def print_baselines(parts: dict[str, Any], console: Console) -> None:
         value = part.get("baseline")
         since = part.get("since")
         table.add_row(
-            part.get("gate", ""),
-            part.get("subject", ""),
+            Text(part.get("gate", "")),
+            Text(part.get("subject", "")),
             f"{value:.4g} {unit}" if value is not None else "recording",
             str(len(part.get("samples", []))),
             datetime.fromtimestamp(since, timezone.utc).strftime("%Y-%m-%d %H:%M") if since else "",
