@@ -214,6 +214,7 @@ def node_report_command(
         "xid": "dmesg 2>/dev/null | grep -a 'NVRM: ' | tail -n 300",
         "counters": f"grep -H . {COUNTER_FILES} 2>/dev/null",
         "boot_id": "cat /proc/sys/kernel/random/boot_id 2>/dev/null",
+        "hostname": "cat /proc/sys/kernel/hostname 2>/dev/null",
         "versions": "uname -r; dpkg-query -W -f '${Version}\\n' rdma-core 2>/dev/null "
         f"|| rpm -q --qf '%{{VERSION}}-%{{RELEASE}}\\n' rdma-core 2>/dev/null || echo; {_RELEASE}",
         "nccl": "ls -d " + " ".join(f"{d}/libnccl*" for d in _NCCL_DIRS) + " 2>/dev/null",

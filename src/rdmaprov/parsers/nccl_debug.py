@@ -18,7 +18,9 @@ libnccl-net.so` (2.2x); one that loaded says `NET/Plugin: Loaded net plugin NAME
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 _PREFIX = r"^\s*(?P<host>[^\s:]+):\d+:\d+\s+\[\d+\]\s+NCCL INFO\s+"
 _NETWORK = re.compile(_PREFIX + r"Using network (?P<network>\S+)")
@@ -62,6 +64,22 @@ class NcclTransport:
     def named(self, hosts: list[str]) -> str:
         """`hosts` with the ranks each held, as a failure names them: "gpu-pod1 [ranks 2, 3]"."""
         return ", ".join(f"{host}{self._ranks_of(host)}" for host in hosts)
+
+    def renamed(self, names: Mapping[str, str]) -> NcclTransport:
+        """The same readings with NCCL's host names replaced by `names` (NCCL's → the inventory's
+        names), so that a failure names the host a user acts on; unmapped names stay as NCCL wrote them."""
+
+        def keyed(by_host: Mapping[str, Any]) -> dict[str, Any]:
+            return {names.get(host, host): value for host, value in by_host.items()}
+
+        return NcclTransport(
+            keyed(self.networks),
+            keyed(self.devices),
+            {names.get(host, host) for host in self.no_ib_device},
+            keyed(self.plugin_loaded),
+            keyed(self.plugin_missing),
+            keyed(self.ranks),
+        )
 
     def _ranks_of(self, host: str) -> str:
         ranks = sorted(self.ranks.get(host, ()))

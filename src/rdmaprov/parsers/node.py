@@ -77,6 +77,7 @@ class NodeReport:
     xids: list[Xid] = field(default_factory=list)  # since boot, as far as the kernel log goes back
     counters: dict[str, dict[str, int]] = field(default_factory=dict)  # port → error counter → total
     boot_id: str = ""  # the kernel's id of this boot: counters are only compared within one
+    hostname: str = ""  # the node's own name, which NCCL's log lines use instead of the inventory's
     kernel: str = ""  # uname -r
     rdma_core: str = ""  # the rdma-core package's version
     release: str = ""  # distro and release from /etc/os-release, e.g. "debian 12"
@@ -211,6 +212,7 @@ def parse_node_report(text: str) -> NodeReport:
         # RDMA ports by "device/port", the NICs' pause counters by netdev: judged alike, by growth
         counters=parse_port_counters(s.get("counters", [])) | qos.pause,
         boot_id="".join(s.get("boot_id", [])).strip(),
+        hostname="".join(s.get("hostname", [])).strip(),
         xids=parse_xids(s.get("xid", [])),
         kernel=versions[0],
         rdma_core=versions[1],

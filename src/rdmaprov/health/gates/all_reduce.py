@@ -9,7 +9,8 @@ MPI's own traffic goes over TCP either way, and NCCL or the probe's MPI carry th
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from rdmaprov.engine.session import HostLost, Session
@@ -238,7 +239,7 @@ def all_reduce_over(
                 status="fail",
                 reason=f"{launched} exited with an error after the sweep: {' | '.join(tail)}",
             )
-        transport = parse_nccl_transport(result.stdout + "\n" + result.stderr) if use_gpus else None
+        transport = nccl_transport(result.stdout + "\n" + result.stderr, hosts, reports) if use_gpus else None
         if verdict.passed and transport is not None:
             verdict = transport_checked(session, hosts, transport, verdict)
         details = {
@@ -277,6 +278,15 @@ def refusal(
     if len(hosts) < 2 and not alone:
         return GateResult(gate, subject, True, "skipped (one host: the node gate judges it alone)", status="skipped")
     return None
+
+
+def nccl_transport(log: str, hosts: list[str], reports: Mapping[str, NodeReport]) -> NcclTransport:
+    """What NCCL's INFO lines in a job's `log` say, by the inventory's names of `hosts`: NCCL names
+    each node by its own host name up to the first dot, which need not be the inventory's (a name
+    two of the nodes share is left as NCCL wrote it)."""
+    own = {h: r.hostname.split(".")[0] for h in hosts if isinstance(r := reports.get(h), NodeReport) and r.hostname}
+    shared = Counter(own.values())
+    return parse_nccl_transport(log).renamed({name: host for host, name in own.items() if shared[name] == 1})
 
 
 def transport_checked(session: Session, hosts: list[str], transport: NcclTransport, verdict: Verdict) -> Verdict:

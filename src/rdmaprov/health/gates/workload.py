@@ -18,14 +18,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rdmaprov.engine.session import Session
-from rdmaprov.health.gates.all_reduce import job_mpi, job_over, refusal, skewed, transport_checked
+from rdmaprov.health.gates.all_reduce import job_mpi, job_over, nccl_transport, refusal, skewed, transport_checked
 from rdmaprov.health.gates.bandwidth import Verdict, failed
 from rdmaprov.health.gates.launch import Job, launcher
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.gates import Figure, WorkloadGate
 from rdmaprov.parsers.figure import TAKE, Figures, read_figures
 from rdmaprov.parsers.mpi import mpirun_exit_code, program_lines
-from rdmaprov.parsers.nccl_debug import NcclTransport, parse_nccl_transport
+from rdmaprov.parsers.nccl_debug import NcclTransport
 from rdmaprov.parsers.node import NodeReport
 
 GATE = "workload"
@@ -129,7 +129,7 @@ def workload_over(
     launched = f"{'srun' if launch.via == 'slurm' else 'mpirun'} from {hosts[0]}"
     log = result.stdout + "\n" + result.stderr
     tail = last_words(log)
-    transport = parse_nccl_transport(log)
+    transport = nccl_transport(log, hosts, reports)
     unit = settings.figure.unit if settings.figure else ""
     figures = read_figures(log, settings.figure.pattern) if settings.figure else Figures([], [])
     if result.timed_out:
