@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
+
+_Reading = TypeVar("_Reading")
 
 _PREFIX = r"^\s*(?P<host>[^\s:]+):\d+:\d+\s+\[\d+\]\s+NCCL INFO\s+"
 _NETWORK = re.compile(_PREFIX + r"Using network (?P<network>\S+)")
@@ -69,7 +71,7 @@ class NcclTransport:
         """The same readings with NCCL's host names replaced by `names` (NCCL's → the inventory's
         names), so that a failure names the host a user acts on; unmapped names stay as NCCL wrote them."""
 
-        def keyed(by_host: Mapping[str, Any]) -> dict[str, Any]:
+        def keyed(by_host: Mapping[str, _Reading]) -> dict[str, _Reading]:
             return {names.get(host, host): value for host, value in by_host.items()}
 
         return NcclTransport(
