@@ -149,6 +149,24 @@ def test_a_failed_run_quotes_the_program_s_last_words_not_mpirun_s_box_or_nccl_s
     assert last_words("step 1\n" + "-" * 40 + "\nRuntimeError: NCCL error\n") == "step 1 | RuntimeError: NCCL error"
 
 
+def test_a_program_that_never_started_is_explained_by_mpirun_s_own_report():
+    """Real Open MPI 4.1.4 logs where the program printed nothing: before, "no output" (a missing
+    executable) or three lines cut from the middle of a box (no SSH agent, as on the lent H100)."""
+    missing = (FIXTURES / "lab" / "mpirun_no_such_executable_openmpi4_debian12.txt").read_text()
+    assert last_words(missing) == (
+        "mpirun: mpirun was unable to launch the specified application as it could not access or execute an "
+        "executable: Executable: /nonexistent/train.sh Node: vm while attempting to start process rank 0."
+    )
+    agent = (FIXTURES / "lab" / "mpirun_rsh_agent_not_found_openmpi4_debian12.txt").read_text()
+    assert last_words(agent) == (
+        'mpirun: The value of the MCA parameter "plm_rsh_agent" was set to a path that could not be found: '
+        "plm_rsh_agent: ssh-missing-xyz Please either unset the parameter, or check that the path is correct"
+    )
+    # the program's own words, where there are any, still come first; a long report is cut
+    assert last_words("loading\n" + missing) == "loading"
+    assert len(last_words(missing.replace("vm", "vm" * 400))) == len("mpirun: ") + 400
+
+
 # --- the inventory ---------------------------------------------------------------------------------
 
 

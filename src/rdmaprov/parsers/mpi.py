@@ -40,29 +40,40 @@ def parse_mpirun_version(text: str) -> MpiVersion | None:
 # Open MPI frames its own reports ("mpirun detected that one or more processes exited with
 # non-zero status…") between lines of dashes, and tags its launcher's notes with [host:pid]
 # ("[node1:03092] Warning: could not find environment variable…"); the program's own last words
-# come before them. A box is Open MPI's when its text names the launcher: a rule the program
-# printed itself hides nothing.
+# come before them. A box is Open MPI's when its text names the launcher or its parameters: a
+# rule the program printed itself hides nothing.
 _BOX_RULE = re.compile(r"^-{20,}\s*$")
-_OPEN_MPI_BOX = re.compile(r"mpirun|prterun|Open MPI|ORTE|PRRTE|Primary job|MPI_ABORT")
+_OPEN_MPI_BOX = re.compile(r"mpirun|prterun|Open MPI|ORTE|PRRTE|Primary job|MPI_ABORT|MCA parameter|orted")
 _LAUNCHER_NOTE = re.compile(r"^\[[\w.-]+:\d+\] ")
 _EXIT_CODE = re.compile(r"^\s*Exit code:\s+(\d+)\s*$", re.MULTILINE)
 
 
-def program_lines(text: str) -> list[str]:
-    """The non-empty lines of a job's log that are not Open MPI's own, in order."""
+@dataclass(frozen=True)
+class JobLog:
+    """A job's log split into what the program printed and what the launcher reported."""
+
+    program: list[str]  # the program's non-empty lines, in order
+    launcher: list[str]  # each of Open MPI's boxed reports as one sentence, in order
+
+
+def split_job_log(text: str) -> JobLog:
+    """The program's lines apart from Open MPI's boxes (each kept as one sentence: when the
+    program never started, a box is the only account of why) and its [host:pid] notes."""
     lines = text.splitlines()
-    kept, at = [], 0
+    program, launcher, at = [], [], 0
     while at < len(lines):
         line = lines[at]
         if _BOX_RULE.match(line):
             close = next((i for i in range(at + 1, len(lines)) if _BOX_RULE.match(lines[i])), None)
-            if close is not None and _OPEN_MPI_BOX.search("\n".join(lines[at + 1 : close])):
-                at = close + 1
+            boxed = lines[at + 1 : close] if close is not None else []
+            if _OPEN_MPI_BOX.search("\n".join(boxed)):
+                launcher.append(" ".join(" ".join(boxed).split()))
+                at = (close or at) + 1
                 continue
         elif line.strip() and not _LAUNCHER_NOTE.match(line):
-            kept.append(line)
+            program.append(line)
         at += 1
-    return kept
+    return JobLog(program, launcher)
 
 
 def mpirun_exit_code(text: str) -> int | None:

@@ -24,7 +24,7 @@ from rdmaprov.health.gates.launch import Job, launcher
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.gates import Figure, WorkloadGate
 from rdmaprov.parsers.figure import TAKE, Figures, read_figures
-from rdmaprov.parsers.mpi import mpirun_exit_code, program_lines
+from rdmaprov.parsers.mpi import mpirun_exit_code, split_job_log
 from rdmaprov.parsers.nccl_debug import NcclTransport
 from rdmaprov.parsers.node import NodeReport
 
@@ -43,6 +43,7 @@ PLACE = (
 )
 # How many of the log's last distinct lines (every rank may print the same) a failure quotes.
 TAIL_LINES = 3
+REPORT_CHARS = 400  # of mpirun's own report, when that is all there is
 
 
 def workload_job(session: Session, hosts: list[str], settings: WorkloadGate, gpus: int) -> Job:
@@ -65,9 +66,12 @@ def workload_job(session: Session, hosts: list[str], settings: WorkloadGate, gpu
 
 def last_words(log: str) -> str:
     """What a failure quotes: the program's last distinct lines, without mpirun's boxed reports
-    or the NCCL INFO lines the gate itself asked for."""
-    lines = [line.strip() for line in program_lines(log) if " NCCL INFO " not in line]
-    return " | ".join(list(dict.fromkeys(reversed(lines)))[:TAIL_LINES][::-1]) or "no output"
+    or the NCCL INFO lines the gate itself asked for; when the program printed nothing (it never
+    started: no such file, no SSH agent), mpirun's last report, which says why."""
+    job = split_job_log(log)
+    lines = [line.strip() for line in job.program if " NCCL INFO " not in line]
+    said = " | ".join(list(dict.fromkeys(reversed(lines)))[:TAIL_LINES][::-1])
+    return said or (f"mpirun: {job.launcher[-1][:REPORT_CHARS]}" if job.launcher else "no output")
 
 
 def judge_figure(figures: Figures, figure: Figure) -> Verdict:
