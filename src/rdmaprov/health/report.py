@@ -39,7 +39,8 @@ def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[st
             table.add_row(escape(name), "[red]error[/]", escape(str(report)), *[""] * 8)
             continue
         if not report.ports:
-            table.add_row(Text(name), "no RDMA devices", *[""] * 6, report.netns or "", report.memlock_login)
+            netns, memlock = Text(report.netns or ""), Text(report.memlock_login)
+            table.add_row(Text(name), "no RDMA devices", *[""] * 7, netns, memlock)
         for port in report.ports:
             device = next((d for d in report.devices if d.hca == port.device), None)
             ib = next((p for p in device.ports if p.number == port.port), None) if device else None
@@ -47,30 +48,28 @@ def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[st
                 str(g.index) for g in sorted(port.gids.values(), key=lambda g: g.index) if g.type == "RoCE v2"
             )
             style = "green" if port.state == "ACTIVE" else "red"
+            mtu = f"{ib.active_mtu}/{ib.max_mtu}" if ib else ""
+            cells = (port.phys_state, port.link_layer, port.rate_text, mtu, v2)
             table.add_row(
                 Text(name),
-                port.name,
-                f"[{style}]{port.state}[/]",
-                port.phys_state,
-                port.link_layer,
-                port.rate_text,
-                f"{ib.active_mtu}/{ib.max_mtu}" if ib else "",
-                v2,
-                device.fw_ver if device else "",
-                report.netns or "",
-                report.memlock_login,
+                Text(port.name),
+                Text(port.state, style=style),
+                *(Text(cell) for cell in cells),
+                Text(device.fw_ver if device else ""),
+                Text(report.netns or ""),
+                Text(report.memlock_login),
             )
         for gpu in report.gpus:
             table.add_row(
                 Text(name),
                 Text(f"GPU {gpu.name}"),
-                f"sm {gpu.compute_cap}",
+                Text(f"sm {gpu.compute_cap}"),
                 "",
                 "",
                 "",
                 "",
                 "",
-                f"driver {gpu.driver_version}",
+                Text(f"driver {gpu.driver_version}"),
                 "",
                 "",
             )
@@ -84,7 +83,7 @@ def print_facts(reports: dict[str, NodeReport | Exception], unreachable: dict[st
                 "",
                 "",
                 "",
-                ", ".join(p.rsplit("/", 1)[-1] for p in report.nccl_plugins),
+                Text(", ".join(p.rsplit("/", 1)[-1] for p in report.nccl_plugins)),
                 "",
                 "",
             )
