@@ -43,7 +43,7 @@ def parse_mpirun_version(text: str) -> MpiVersion | None:
 # come before them. A box is Open MPI's when its text names the launcher or its parameters: a
 # rule the program printed itself hides nothing.
 _BOX_RULE = re.compile(r"^-{20,}\s*$")
-_OPEN_MPI_BOX = re.compile(r"mpirun|prterun|Open MPI|ORTE|PRRTE|Primary job|MPI_ABORT|MCA parameter|orted")
+_OPEN_MPI_BOX = re.compile(r"\b(?:mpirun|prterun|orted|ORTE|PRRTE|MPI_ABORT)\b|Open MPI|Primary job|MCA parameter")
 _LAUNCHER_NOTE = re.compile(r"^\[[\w.-]+:\d+\] ")
 _EXIT_CODE = re.compile(r"^\s*Exit code:\s+(\d+)\s*$", re.MULTILINE)
 

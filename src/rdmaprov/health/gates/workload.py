@@ -43,7 +43,7 @@ PLACE = (
 )
 # How many of the log's last distinct lines (every rank may print the same) a failure quotes.
 TAIL_LINES = 3
-REPORT_CHARS = 400  # of mpirun's own report, when that is all there is
+REPORT_CHARS = 400  # of Open MPI's own report, when that is all there is
 
 
 def workload_job(session: Session, hosts: list[str], settings: WorkloadGate, gpus: int) -> Job:
@@ -67,11 +67,11 @@ def workload_job(session: Session, hosts: list[str], settings: WorkloadGate, gpu
 def last_words(log: str) -> str:
     """What a failure quotes: the program's last distinct lines, without mpirun's boxed reports
     or the NCCL INFO lines the gate itself asked for; when the program printed nothing (it never
-    started: no such file, no SSH agent), mpirun's last report, which says why."""
+    started: no such file, no SSH agent), Open MPI's last report, which says why."""
     job = split_job_log(log)
     lines = [line.strip() for line in job.program if " NCCL INFO " not in line]
     said = " | ".join(list(dict.fromkeys(reversed(lines)))[:TAIL_LINES][::-1])
-    return said or (f"mpirun: {job.launcher[-1][:REPORT_CHARS]}" if job.launcher else "no output")
+    return said or (f"Open MPI: {job.launcher[-1][:REPORT_CHARS]}" if job.launcher else "no output")
 
 
 def judge_figure(figures: Figures, figure: Figure) -> Verdict:
