@@ -88,7 +88,7 @@ def _check_affinity(c: Checker, report: NodeReport, places: list[PciPlace], hcas
     expected = "an HCA on the same side of the CPU interconnect"
     for index, health in enumerate(report.gpu_health):
         subject = f"gpu{index} {health.bus_id}"
-        if not hcas:  # the RDMA device check fails such a node on its own
+        if not hcas:  # nothing for GPUDirect to reach (a node without any HCA fails the RDMA device check)
             c.not_applicable(subject, "gpu.hca_affinity", expected, "no compute HCA on this node")
             continue
         paths = {h: path for h in hcas if topology and (path := topology.path(index, h))}

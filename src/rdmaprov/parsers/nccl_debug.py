@@ -41,8 +41,8 @@ _PLUGIN_NONE = re.compile(
 
 @dataclass(frozen=True)
 class NcclTransport:
-    """By NCCL's host name: the networks its communicators used, the HCAs NET/IB opened, and
-    whether NET/IB found no device at all."""
+    """By host (NCCL's name for it as parsed; the inventory's after `renamed`): the networks its
+    communicators used, the HCAs NET/IB opened, and whether NET/IB found no device at all."""
 
     networks: dict[str, set[str]] = field(default_factory=dict)
     devices: dict[str, set[str]] = field(default_factory=dict)

@@ -9,7 +9,6 @@ MPI's own traffic goes over TCP either way, and NCCL or the probe's MPI carry th
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
@@ -282,11 +281,17 @@ def refusal(
 
 def nccl_transport(log: str, hosts: list[str], reports: Mapping[str, NodeReport]) -> NcclTransport:
     """What NCCL's INFO lines in a job's `log` say, by the inventory's names of `hosts`: NCCL names
-    each node by its own host name up to the first dot, which need not be the inventory's (a name
-    two of the nodes share is left as NCCL wrote it)."""
-    own = {h: r.hostname.split(".")[0] for h in hosts if isinstance(r := reports.get(h), NodeReport) and r.hostname}
-    shared = Counter(own.values())
-    return parse_nccl_transport(log).renamed({name: host for host, name in own.items() if shared[name] == 1})
+    each node by its own host name up to the first dot, which need not be the inventory's. A name
+    several nodes share (cloned images) cannot say which: it is shown with the nodes it may be."""
+    holders: dict[str, list[str]] = {}
+    for host in hosts:
+        if isinstance(report := reports.get(host), NodeReport) and report.hostname:
+            holders.setdefault(report.hostname.split(".")[0], []).append(host)
+    names = {
+        name: found[0] if len(found) == 1 else f"{name} (host name of {', '.join(found)})"
+        for name, found in holders.items()
+    }
+    return parse_nccl_transport(log).renamed(names)
 
 
 def transport_checked(session: Session, hosts: list[str], transport: NcclTransport, verdict: Verdict) -> Verdict:
