@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+# dcgmi's words when it cannot reach nv-hostengine (the nvidia-dcgm service)
+_NO_ENGINE = re.compile(r"host engine|connection to the specified host", re.IGNORECASE)
 _DOC_KEYS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")
 _STATUS = {"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": "skip", "skipped": "skip"}
 _ERROR_LINE = re.compile(r"^\s*Error:\s*(.+?)\s*$", re.MULTILINE)
@@ -103,7 +105,8 @@ def _why_no_document(text: str, found_json: bool) -> str:
     errors = _ERROR_LINE.findall(text)
     if errors:
         said = " / ".join(errors)
-        return f"dcgmi printed an error instead of JSON: {said} (is nvidia-dcgm, its host engine, running?)"
+        engine = " (is nvidia-dcgm, its host engine, running?)" if _NO_ENGINE.search(said) else ""
+        return f"dcgmi printed an error instead of JSON: {said}{engine}"
     if found_json:
         return "JSON found, but it is not a DCGM diagnostic document (no 'DCGM Diagnostic' object)"
     if "{" in text:
