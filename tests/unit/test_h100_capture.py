@@ -14,7 +14,7 @@ from rdmaprov.health.checks import verify_node
 from rdmaprov.health.gates.all_reduce import nccl_transport, transport_verdict
 from rdmaprov.health.gates.bandwidth import Verdict
 from rdmaprov.health.gates.result import GateResult
-from rdmaprov.health.report import print_gates
+from rdmaprov.health.report import print_facts, print_gates
 from rdmaprov.parsers.node import NodeReport, parse_node_report
 from tests.conftest import FIXTURES
 from tests.support.inventories import lab_host
@@ -84,9 +84,18 @@ def test_torchrun_s_socket_fallback_names_the_inventory_host_and_its_rank():
     assert transport.socket_hosts() == ["h100"] and transport.no_ib_device == {"h100"}
     verdict = transport_verdict(transport, set(), Verdict("pass", 10995.4, 1.0, "GB/s", "10995.4 GB/s"))
     assert verdict.reason == "NCCL used TCP sockets, not RDMA, on h100 [rank 0] (NET/IB: no device found): 10995.4 GB/s"
-    # a host name two nodes share (containers named alike) cannot say which: NCCL's stays
+    # a host name two nodes share (cloned images) cannot say which: both are named
     shared = nccl_transport(TORCHRUN, ["a", "b"], {"a": NodeReport(hostname="vm"), "b": NodeReport(hostname="vm.x")})
-    assert shared.socket_hosts() == ["vm"]
+    assert shared.socket_hosts() == ["vm (host name of a, b)"]
+
+
+def test_the_facts_table_puts_a_node_without_rdma_devices_in_its_columns():
+    """The H100's row: no RDMA device, its memlock under memlock (one cell short, it slid left)."""
+    out = io.StringIO()
+    print_facts({"h100": REPORT}, {}, Console(file=out, width=300))
+    header = next(line for line in out.getvalue().splitlines() if "memlock" in line)
+    row = next(line for line in out.getvalue().splitlines() if "no RDMA devices" in line)
+    assert row.index("unlimited") == header.index("memlock")
 
 
 def test_the_gates_table_shows_brackets_a_reason_quotes():

@@ -147,6 +147,10 @@ def test_a_failed_run_quotes_the_program_s_last_words_not_mpirun_s_box_or_nccl_s
     assert (last_words(lab), mpirun_exit_code(lab)) == ("loading the model | no such file: model.pt", 3)
     # a rule the program printed itself hides nothing
     assert last_words("step 1\n" + "-" * 40 + "\nRuntimeError: NCCL error\n") == "step 1 | RuntimeError: NCCL error"
+    # nor does a box of the program's own whose words merely contain a launcher's name
+    rule = "-" * 40
+    ruled = f"{rule}\nTraining aborted: loss is NaN (sorted batches)\n{rule}\n"
+    assert last_words(ruled) == "Training aborted: loss is NaN (sorted batches)"
 
 
 def test_a_program_that_never_started_is_explained_by_mpirun_s_own_report():
@@ -154,17 +158,17 @@ def test_a_program_that_never_started_is_explained_by_mpirun_s_own_report():
     executable) or three lines cut from the middle of a box (no SSH agent, as on the lent H100)."""
     missing = (FIXTURES / "lab" / "mpirun_no_such_executable_openmpi4_debian12.txt").read_text()
     assert last_words(missing) == (
-        "mpirun: mpirun was unable to launch the specified application as it could not access or execute an "
+        "Open MPI: mpirun was unable to launch the specified application as it could not access or execute an "
         "executable: Executable: /nonexistent/train.sh Node: vm while attempting to start process rank 0."
     )
     agent = (FIXTURES / "lab" / "mpirun_rsh_agent_not_found_openmpi4_debian12.txt").read_text()
     assert last_words(agent) == (
-        'mpirun: The value of the MCA parameter "plm_rsh_agent" was set to a path that could not be found: '
+        'Open MPI: The value of the MCA parameter "plm_rsh_agent" was set to a path that could not be found: '
         "plm_rsh_agent: ssh-missing-xyz Please either unset the parameter, or check that the path is correct"
     )
     # the program's own words, where there are any, still come first; a long report is cut
     assert last_words("loading\n" + missing) == "loading"
-    assert len(last_words(missing.replace("vm", "vm" * 400))) == len("mpirun: ") + 400
+    assert len(last_words(missing.replace("vm", "vm" * 400))) == len("Open MPI: ") + 400
 
 
 # --- the inventory ---------------------------------------------------------------------------------
