@@ -6,7 +6,8 @@
 #   GRUB's BIOS files for the box `rdmaprov lab box` makes; promtool in /usr/local/bin, taken out of
 #   Debian's prometheus package without installing its server, that the unit tests lint the
 #   exporter's and the textfile's metrics with; chromium, that the unit tests render the readiness
-#   report with, headless, as a person would see it), then the virtualenv below
+#   report with, headless, as a person would see it; Slurm 22.05 and munge, that the GPU twin's
+#   test runs on its test hosts as a site's own Slurm), then the virtualenv below
 #   --python  only the virtualenv in .venv: rdmaprov installed from this checkout (editable) with
 #             its test extra, at the versions CI tested (constraints/tested.txt); no root needed
 # Nothing is started here: the Vagrant test starts libvirtd itself when none runs (CI machines
@@ -21,6 +22,7 @@ APT_PACKAGES=(
   gcc libc6-dev curl make xz-utils
   vagrant vagrant-libvirt libvirt-daemon-system dnsmasq-base grub-pc-bin debian-archive-keyring
   chromium
+  slurmctld slurmd slurm-client munge
 )
 if [[ "${1:-}" != --python ]]; then
   missing=()

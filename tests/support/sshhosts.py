@@ -214,24 +214,26 @@ class SSHHostFarm:
 
     def ssh(self, host: SSHHost, command: str) -> subprocess.CompletedProcess:
         """Run a command on a host as a person would, with the pinned host key."""
-        return subprocess.run(
-            [
-                "ssh",
-                "-i",
-                str(self.client_key),
-                "-o",
-                f"UserKnownHostsFile={self.known_hosts}",
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "-o",
-                "BatchMode=yes",
-                f"root@{host.address}",
-                command,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        return subprocess.run(self._ssh_argv(host, command), capture_output=True, text=True, timeout=30)
+
+    def send(self, host: SSHHost, command: str, data: bytes) -> subprocess.CompletedProcess:
+        """Run a command on a host with `data` on its standard input (a tar to unpack there)."""
+        return subprocess.run(self._ssh_argv(host, command), input=data, capture_output=True, timeout=30)
+
+    def _ssh_argv(self, host: SSHHost, command: str) -> list[str]:
+        return [
+            "ssh",
+            "-i",
+            str(self.client_key),
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            f"root@{host.address}",
+            command,
+        ]
 
     def inventory(self, path: Path, extra: str = "", hosts: list[SSHHost] | None = None, timeout: int = 5) -> Path:
         """Write an inventory for these hosts (or some of them); `extra` is appended YAML

@@ -18,8 +18,10 @@ is a test bed for rdmaprov's reading of a GPU node, never proof that a real one 
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -240,13 +242,32 @@ class TwinNode:
         for path, text in {**self.files, **_TOOLS}.items():
             where = twin / ("sys" if path.startswith("sys/") else "root") / path.removeprefix("sys/")
             where.parent.mkdir(parents=True, exist_ok=True)
-            where.write_text(text if text.endswith("\n") or not text else text + "\n")
+            where.write_text(_as_file(text))
             if path.startswith("usr/local/bin/"):
                 where.chmod(0o755)
         for path, target in self.links.items():
             where = twin / "sys" / path.removeprefix("sys/")
             where.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(target, where)
+
+    def changes_from(self, before: TwinNode) -> tuple[list[str], bytes]:
+        """What turns a host laid out as `before` into this twin while it runs (a fault repaired):
+        the files to remove (under its root) and a tar, to unpack at its root, of those that differ."""
+        gone = sorted(set(before.files) - set(self.files))
+        changed = {path: text for path, text in self.files.items() if before.files.get(path) != text}
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            for path, text in changed.items():
+                data = _as_file(text).encode()
+                member = tarfile.TarInfo(path)
+                member.size, member.mode = len(data), 0o755 if path.startswith("usr/local/bin/") else 0o644
+                tar.addfile(member, io.BytesIO(data))
+        return [f"/{path}" for path in gone], archive.getvalue()
+
+
+def _as_file(text: str) -> str:
+    """A composed output as its file holds it: ending in a newline, as tools print."""
+    return text if text.endswith("\n") or not text else text + "\n"
 
 
 def _lspci_blocks(text: str) -> dict[str, str]:
