@@ -161,6 +161,8 @@ def test_node_check_under_slurm_drains_the_faulty_twins_within_the_share_and_res
             check, subject = FAULTS[seen[node]]
             assert states[node][1].startswith(f"rdmaprov: {check} {subject}"), (node, states[node], said[node])
         assert states["node9"] == ("idle", "none") and "exit=4" in said["node9"], said["node9"]
+        share = "slurm: node9 fails, not drained: partition gpu has 8 of 16 nodes drained by rdmaprov (at most 8)"
+        assert share in said["node9"] and said["node9"].startswith("gpu.iommu IOMMU: "), said["node9"]
         assert all(states[f"node{n}"] == ("idle", "none") for n in range(10, 17)), states
         assert all("exit=0" in said[f"node{n}"] for n in range(10, 17)), said
 
