@@ -65,10 +65,9 @@ def split_job_log(text: str) -> JobLog:
         line = lines[at]
         if _BOX_RULE.match(line):
             close = next((i for i in range(at + 1, len(lines)) if _BOX_RULE.match(lines[i])), None)
-            boxed = lines[at + 1 : close] if close is not None else []
-            if _OPEN_MPI_BOX.search("\n".join(boxed)):
-                launcher.append(" ".join(" ".join(boxed).split()))
-                at = (close or at) + 1
+            if close is not None and _OPEN_MPI_BOX.search(boxed := "\n".join(lines[at + 1 : close])):
+                launcher.append(" ".join(boxed.split()))
+                at = close + 1
                 continue
         elif line.strip() and not _LAUNCHER_NOTE.match(line):
             program.append(line)
