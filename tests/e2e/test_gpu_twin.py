@@ -169,8 +169,7 @@ def test_node_check_under_slurm_drains_the_faulty_twins_within_the_share_and_res
         # the faults repaired, as a node's outputs are after its repair: every node back in service
         for host in twin_farm.hosts:
             if host.name in seen:
-                gone, files = TwinNode().changes_from(TwinNode(frozenset({FAULTY[host.name]})))
-                repaired = twin_farm.send(host, f"rm -f {' '.join(gone)} && tar -x -C /", files)
+                repaired = _lay_out(twin_farm, host, TwinNode(), TwinNode(frozenset({FAULTY[host.name]})))
                 assert repaired.returncode == 0, repaired.stderr
         said = check_every_node()
         assert slurm.states() == {f"node{n}": ("idle", "none") for n in range(1, HOSTS + 1)}, said
@@ -178,5 +177,10 @@ def test_node_check_under_slurm_drains_the_faulty_twins_within_the_share_and_res
         slurm.stop()
         for host in twin_farm.hosts:  # each fault back for the module's other tests
             if host.name in FAULTY:
-                gone, files = TwinNode(frozenset({FAULTY[host.name]})).changes_from(TwinNode())
-                twin_farm.send(host, f"rm -f {' '.join(gone)}; tar -x -C /", files)
+                _lay_out(twin_farm, host, TwinNode(frozenset({FAULTY[host.name]})), TwinNode())
+
+
+def _lay_out(farm, host, twin: TwinNode, before: TwinNode):
+    """Turn a running twin host laid out as `before` into `twin`: the files that differ, by SSH."""
+    gone, files = twin.changes_from(before)
+    return farm.send(host, f"rm -f {' '.join(gone)} && tar -x -C /", files)

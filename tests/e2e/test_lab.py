@@ -24,6 +24,7 @@ from tests.support.browser import CHROMIUM, MISSING, chromium, console
 from tests.support.capture import roce_classes
 from tests.support.pages import Page
 from tests.support.promtool import promtool_check
+from tests.support.slurm_fleet import SINFO, sinfo_states
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
@@ -1113,8 +1114,7 @@ def _slurm_inventory(vm_lab, tmp_path, **check) -> str:
 
 def _sinfo(vm_lab) -> dict[str, tuple[str, str]]:
     """{node: (state, reason)} from sinfo on the controller."""
-    out = vm_lab.ssh("node1", "sinfo -h -N -o '%N|%T|%E'").stdout
-    return {n: (s, r) for n, s, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
+    return sinfo_states(vm_lab.ssh("node1", SINFO).stdout)
 
 
 def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_lab, tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 """A large Slurm fleet in `scontrol -o show node`'s own format: the lab's real node line (Slurm
 22.05.8, tests/fixtures/slurm) with each node's own name, address, state and reason. One node in
-a hundred is drained by rdmaprov's check, one by an admin, one is down and not responding."""
+a hundred is drained by rdmaprov's check, one by an admin, one is down and not responding. And
+how the tests with a running Slurm (the lab's, the twins') read its nodes' states."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ import re
 from tests.conftest import FIXTURES
 
 LAB = (FIXTURES / "slurm" / "scontrol_show_node_lab_node2_drained_by_rdmaprov.txt").read_text()
+# Each node's state and reason, a line each, as the tests read them on a controller.
+SINFO = "sinfo -h -N -o '%N|%T|%E'"
+
+
+def sinfo_states(out: str) -> dict[str, tuple[str, str]]:
+    """{node: (state, reason)} from SINFO's output."""
+    return {n: (s, r) for n, s, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
 
 
 def _state(i: int) -> tuple[str, str]:

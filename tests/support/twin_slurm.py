@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from tests.support.slurm_fleet import SINFO, sinfo_states
 from tests.support.sshhosts import SSHHost, SSHHostFarm
 
 # What each host runs, and where the daemon's PID is kept.
@@ -79,8 +80,7 @@ class TwinSlurm:
 
     def states(self) -> dict[str, tuple[str, str]]:
         """{node: (state, reason)} as sinfo on the controller shows them."""
-        out = self.farm.ssh(self.controller, "sinfo -h -N -o '%N|%T|%E'").stdout
-        return {n: (s, r) for n, s, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
+        return sinfo_states(self.farm.ssh(self.controller, SINFO).stdout)
 
     def stop(self) -> None:
         """Each daemon this started, by its PID file, on every host still answering."""
