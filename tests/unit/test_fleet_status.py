@@ -77,6 +77,18 @@ def test_silence_outranks_a_drain_and_an_admins_drain_is_shown_but_not_failing()
     assert not status.failing
 
 
+def test_a_reason_slurm_24_11_keeps_after_a_resume_is_not_shown_as_the_nodes_state():
+    kept = (SLURM / "scontrol_show_node_24.11.5_idle_resumed_reason_kept.txt").read_text()
+    stale = (SLURM / "scontrol_show_node_24.11.5_unknown_stale_admin_reason.txt").read_text()
+    drained = (SLURM / "scontrol_show_node_24.11.5_idle_drained_after_start.txt").read_text()
+    statuses = [fleet(["node3"], {}, parse_scontrol_nodes(text))[0] for text in (kept, stale, drained)]
+    assert [(s.status, s.reason, s.since) for s in statuses] == [
+        ("healthy", "", ""),
+        ("not reporting", "", ""),
+        ("drained by rdmaprov", "rdmaprov: rdma.device_present rxe0: missing (+1 more)", "2026-11-26T19:14:43"),
+    ]
+
+
 def test_inventory_names_map_to_slurm_names_and_the_sources_follow_the_mode(tmp_path):
     [mapped] = fleet(["gpu.1"], {"gpu.1": "node2"}, parse_scontrol_nodes(LAB))
     assert (mapped.host, mapped.slurm_name, mapped.status) == ("gpu.1", "node2", "drained by rdmaprov")

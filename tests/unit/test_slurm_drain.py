@@ -267,3 +267,41 @@ def test_nodes_deciding_at_once_never_drain_more_than_the_share(racing, size, fr
         while not check.done:
             check, sequential = check.run(sequential, limits, 1)
     assert sum(n.by_rdmaprov for n in sequential.nodes) == min(racing, allowed) == max(finals)
+
+
+# Slurm 24.11.5 (Debian 13) as the lab showed one node through a slurmd start with its HCA gone:
+# (capture, states, reason, what a failing check does, what a passing one does)
+FROM_24_11 = [
+    # slurmctld started without saved state, slurmd not registered yet
+    ("unknown_cold_start", {"UNKNOWN"}, "", "drain", "Slurm manages it"),
+    # slurmctld restarted from its state: UNKNOWN, with the reason of a drain long resumed
+    ("unknown_stale_admin_reason", {"UNKNOWN"}, "DIMM swap, ticket 4711", "drain", "Slurm manages it"),
+    # the start-up check's drain, before slurmd registered: kept, and not resumed until it has
+    ("unknown_drained_at_start", {"UNKNOWN", "DRAIN"}, "ours", "stays drained", "Slurm manages it"),
+    # registered two seconds later: the drain stayed; the next passing check resumes it
+    ("idle_drained_after_start", {"IDLE", "DRAIN"}, "ours", "stays drained", "resume"),
+    # 24.11 keeps the reason after a resume: a node in service, not one rdmaprov holds
+    ("idle_resumed_reason_kept", {"IDLE"}, "ours", "drain", None),
+    # 24.11 still shows IDLE two seconds after a clean `systemctl stop slurmd`
+    ("idle_slurmd_stopped", {"IDLE"}, "DIMM swap, ticket 4711", "drain", None),
+    ("admin_drained", {"IDLE", "DRAIN"}, "DIMM swap, ticket 4711", "someone else", "someone else"),
+]
+
+
+@pytest.mark.parametrize(("capture", "states", "reason", "failing", "passing"), FROM_24_11)
+def test_slurm_24_11_start_up_states_as_the_lab_captured_them(capture, states, reason, failing, passing):
+    from rdmaprov.parsers.slurm import parse_scontrol_nodes
+    from tests.conftest import FIXTURES
+
+    [node] = parse_scontrol_nodes((FIXTURES / "slurm" / f"scontrol_show_node_24.11.5_{capture}.txt").read_text())
+    assert (node.name, node.states, node.partitions) == ("node3", states, ("main",))
+    assert node.reason == ("rdmaprov: rdma.device_present rxe0: missing (+1 more)" if reason == "ours" else reason)
+    assert node.reason_time.startswith("2026-11-26T19:1") == bool(reason)
+
+    def act(outcome: CheckOutcome) -> str | None:
+        actions = decide([node], [outcome], DrainLimits(True, 0.5))
+        return (actions[0].kind if actions[0].kind != "report" else actions[0].why) if actions else None
+
+    for outcome, expected in ((_failing("node3"), failing), (_healthy("node3"), passing)):
+        done = act(outcome)
+        assert done == expected or (expected is not None and done is not None and expected in done), done

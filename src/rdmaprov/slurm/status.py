@@ -85,6 +85,15 @@ def classify(node: SlurmNode) -> str:
     return "down" if "DOWN" in node.states else "healthy"
 
 
+def _standing_reason(node: SlurmNode) -> tuple[str, str]:
+    """The reason and its time while the node is out of service for it. Slurm 24.11 keeps a
+    drain's reason after `state=resume` (IDLE, Reason=… as before): on a node back in service
+    it is history, and shown it would read as a live fault."""
+    if node.drained or node.states & (_ADMIN | {"DOWN"}):
+        return node.reason, node.reason_time
+    return "", ""
+
+
 def fleet(hosts: list[str], slurm_names: Mapping[str, str], nodes: list[SlurmNode]) -> list[NodeStatus]:
     """Each of `hosts` (inventory order) with its Slurm node, by its Slurm name."""
     by_name = {n.name: n for n in nodes}
@@ -96,7 +105,8 @@ def fleet(hosts: list[str], slurm_names: Mapping[str, str], nodes: list[SlurmNod
             found.append(NodeStatus(host, name, "not in Slurm", "", "", ""))
             continue
         state = "+".join(sorted(node.states, key=lambda s: (s not in _BASE, s)))
-        found.append(NodeStatus(host, name, classify(node), state, node.reason, node.reason_time))
+        reason, since = _standing_reason(node)
+        found.append(NodeStatus(host, name, classify(node), state, reason, since))
     return found
 
 
