@@ -1098,13 +1098,17 @@ def test_an_ansible_inventory_of_the_lab_imported_then_checked(vm_lab, tmp_path)
     assert code == 0 and {h["name"]: h["status"] for h in result["hosts"]} == dict.fromkeys(hosts, "unchanged")
 
 
-def _slurm_inventory(vm_lab, tmp_path, **check) -> str:
+def _slurm_inventory(vm_lab, tmp_path, controller: str = "node1", hosts: tuple[str, ...] = (), **check) -> str:
     """The lab cluster with Slurm run by rdmaprov: node1 the controller, both nodes in one
-    partition, the node check every 20 s, half the partition drainable at once."""
-    data = yaml.safe_load(open(vm_lab.inventory))
+    partition, the node check every 20 s, half the partition drainable at once. `hosts`: only
+    these of the lab's nodes (node3 joins the lab in the bootstrap test), `controller` one of them."""
+    data = yaml.safe_load(open(vm_lab.full_inventory if hosts else vm_lab.inventory))
+    for group in data["groups"].values():
+        if hosts:
+            group["hosts"] = {n: spec for n, spec in group["hosts"].items() if n in hosts}
     data["cluster"]["slurm"] = {
         "enabled": True,
-        "controller": "node1",
+        "controller": controller,
         "health_check": {"interval_s": 20, "max_drain_fraction": 0.5, **check},
     }
     path = tmp_path / "slurm.yaml"
@@ -1112,9 +1116,47 @@ def _slurm_inventory(vm_lab, tmp_path, **check) -> str:
     return str(path)
 
 
-def _sinfo(vm_lab) -> dict[str, tuple[str, str]]:
+def _sinfo(vm_lab, controller: str = "node1") -> dict[str, tuple[str, str]]:
     """{node: (state, reason)} from sinfo on the controller."""
-    return sinfo_states(vm_lab.ssh("node1", SINFO).stdout)
+    return sinfo_states(vm_lab.ssh(controller, SINFO).stdout)
+
+
+def _a_restart_with_a_dead_hca_drains_before_any_job(vm_lab, inventory: str, controller: str, node: str) -> None:
+    """slurmd restarts while `node`'s device is gone (a reboot with a dead HCA): the check it runs
+    before registering drains the node (UNKNOWN or NOT_RESPONDING then), so a job sent to `node`
+    at once waits until the repair (apply) resumes it, and only then runs."""
+    assert vm_lab.ssh(node, "rdma link del rxe0 && systemctl restart slurmd").returncode == 0
+
+    def show() -> str:
+        return vm_lab.ssh(controller, f"scontrol -o show node {node}").stdout
+
+    # not responding since the stop, or drained already
+    assert _wait_for(lambda: re.search(r"State=\S*(NOT_RESPONDING|DRAIN)", show()), 30), show()
+    job = vm_lab.ssh(controller, f"sbatch --parsable -w {node} -o /dev/null --wrap true").stdout.strip()
+    assert job.isdigit(), job
+    assert _wait_for(lambda: _sinfo(vm_lab, controller)[node][0] == "drained", 60), _sinfo(vm_lab, controller)
+    assert _sinfo(vm_lab, controller)[node][1].startswith("rdmaprov: rdma."), _sinfo(vm_lab, controller)
+
+    def job_state() -> str:
+        return re.search(r"JobState=(\S+)", vm_lab.ssh(controller, f"scontrol show job {job}").stdout).group(1)
+
+    assert job_state() == "PENDING"
+    code, _ = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
+    assert code == 2
+    assert _wait_for(lambda: job_state() == "COMPLETED", 90), (job_state(), _sinfo(vm_lab, controller))
+    assert _sinfo(vm_lab, controller)[node] == ("idle", "none")
+
+
+def _an_admins_drain_stays(vm_lab, controller: str, node: str) -> None:
+    """An admin drains `node` for another reason: its checks pass (run here as slurmd runs them),
+    and it stays drained with the admin's reason."""
+    admin = vm_lab.ssh(controller, f"scontrol update nodename={node} state=drain reason='DIMM swap, ticket 4711'")
+    assert admin.returncode == 0, admin.stderr
+    for _ in range(2):
+        check = vm_lab.ssh(node, "rdmaprov-slurm-health-check")
+        assert check.returncode == 0 and "drained" not in check.stdout, check.stdout
+    assert _sinfo(vm_lab, controller)[node] == ("drained", "DIMM swap, ticket 4711"), _sinfo(vm_lab, controller)
+    assert vm_lab.ssh(controller, f"scontrol update nodename={node} state=resume").returncode == 0
 
 
 def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_lab, tmp_path, monkeypatch):
@@ -1179,36 +1221,8 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
         assert _wait_for(lambda: _sinfo(vm_lab)["node2"] == ("idle", "none"), 60), _sinfo(vm_lab)
         assert rdmaprov_json("status", inventory, timeout=120)[0] == 0
 
-        # slurmd restarts while node2's device is gone (a reboot with a dead HCA): the check it runs
-        # before registering drains the node (UNKNOWN or NOT_RESPONDING then), so a job sent to
-        # node2 at once waits until the repair resumes it, and only then runs
-        assert vm_lab.ssh("node2", "rdma link del rxe0 && systemctl restart slurmd").returncode == 0
-
-        def out_of_service() -> bool:  # not responding since the stop, or drained already
-            state = vm_lab.ssh("node1", "scontrol -o show node node2").stdout
-            return bool(re.search(r"State=\S*(NOT_RESPONDING|DRAIN)", state))
-
-        assert _wait_for(out_of_service, 30), vm_lab.ssh("node1", "scontrol -o show node node2").stdout
-        job = vm_lab.ssh("node1", "sbatch --parsable -w node2 -o /dev/null --wrap true").stdout.strip()
-        assert job.isdigit(), job
-        assert _wait_for(lambda: _sinfo(vm_lab)["node2"][0] == "drained", 60), _sinfo(vm_lab)
-        assert _sinfo(vm_lab)["node2"][1].startswith("rdmaprov: rdma."), _sinfo(vm_lab)
-
-        def job_state() -> str:
-            return re.search(r"JobState=(\S+)", vm_lab.ssh("node1", f"scontrol show job {job}").stdout).group(1)
-
-        assert job_state() == "PENDING"
-        code, _ = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
-        assert code == 2
-        assert _wait_for(lambda: job_state() == "COMPLETED", 90), (job_state(), _sinfo(vm_lab))
-        assert _sinfo(vm_lab)["node2"] == ("idle", "none")
-
-        # an admin drains node2 for another reason: it passes its checks, and stays drained
-        admin = vm_lab.ssh("node1", "scontrol update nodename=node2 state=drain reason='DIMM swap, ticket 4711'")
-        assert admin.returncode == 0, admin.stderr
-        time.sleep(50)  # two intervals: two passing checks on node2
-        assert _sinfo(vm_lab)["node2"] == ("drained", "DIMM swap, ticket 4711"), _sinfo(vm_lab)
-        assert vm_lab.ssh("node1", "scontrol update nodename=node2 state=resume").returncode == 0
+        _a_restart_with_a_dead_hca_drains_before_any_job(vm_lab, inventory, "node1", "node2")
+        _an_admins_drain_stays(vm_lab, "node1", "node2")
 
         # both nodes fail at once with the share at 50 % of two nodes: only one is drained
         for node in ("node1", "node2"):
@@ -1228,6 +1242,35 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
         rdmaprov_json("apply", vm_lab.inventory, "--tags", "softroce", "--skip-verify", timeout=900)
         for node in ("node1", "node2"):
             vm_lab.ssh(node, "systemctl stop slurmd slurmctld 2>/dev/null; true")
+
+
+def test_slurm_24_11_on_debian_13_drains_a_node_that_starts_with_a_dead_hca(vm_lab, tmp_path, monkeypatch):
+    """Debian 13's Slurm 24.11 on node3 (the bootstrap test's Debian 13 node), its own one-node
+    cluster (a 24.11 slurmd cannot join the 22.05 controller of node1): rendered for 24.11 (no
+    HealthCheckTimeout, which it refuses), and a slurmd restarted with the HCA gone drains the
+    node before a job can start there, as on 22.05."""
+    monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path / "state"))
+    inventory = _slurm_inventory(vm_lab, tmp_path, controller="node3", hosts=("node3",))
+    try:
+        code, result = rdmaprov_json("apply", inventory, "--skip-gates", timeout=1800)
+        assert code == 2, [(h["name"], h["error"]) for h in result["hosts"]] + [
+            v for v in result["verify"] if v["status"] != "ok"
+        ]
+        versions = vm_lab.ssh("node3", "dpkg-query -W -f '${Package} ${Version}\\n' slurmctld slurmd").stdout
+        assert re.findall(r"slurm\S+ 24\.11\.", versions) == ["slurmctld 24.11.", "slurmd 24.11."], versions
+        conf = vm_lab.ssh("node3", "cat /etc/slurm/slurm.conf").stdout
+        assert "HealthCheckInterval=20" in conf and "HealthCheckTimeout" not in conf, conf
+        assert _wait_for(lambda: _sinfo(vm_lab, "node3") == {"node3": ("idle", "none")}, 120), _sinfo(vm_lab, "node3")
+        # the daemons took the file without a word against it (24.11 refuses an unknown key)
+        refused = "grep -h -E 'unrecognized|Parsing error|error: .*HealthCheck' /var/log/slurm/*"
+        logs = vm_lab.ssh("node3", refused).stdout
+        assert logs == "", logs
+
+        _a_restart_with_a_dead_hca_drains_before_any_job(vm_lab, inventory, "node3", "node3")
+        _an_admins_drain_stays(vm_lab, "node3", "node3")
+    finally:
+        rdmaprov_json("apply", vm_lab.full_inventory, "--limit", "node3", "--tags", "softroce", "--skip-verify")
+        vm_lab.ssh("node3", "systemctl stop slurmd slurmctld 2>/dev/null; true")
 
 
 def test_one_shipped_open_mpi_lets_all_reduce_span_debian_12_and_13(vm_lab, tmp_path):
