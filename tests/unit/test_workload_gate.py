@@ -181,6 +181,9 @@ def test_the_workload_section_is_typed_and_off_unless_written(tmp_path):
     unwritten = write(tmp_path, INVENTORY.format(workload="", slurm="").replace("    workload:\n\n", ""))
     assert "workload" not in unwritten.read_text()
     assert load_inventory(unwritten).gates.workload.enabled is False
+    # turned off, its command may go (an unwritten one stays off: not made from the defaults)
+    off = load_inventory(_inventory(tmp_path, "      enabled: false\n      per_node: 8\n"))
+    assert (off.gates.workload.enabled, off.gates.workload.command) == (False, "")
 
 
 @pytest.mark.parametrize(
@@ -202,7 +205,8 @@ def test_the_workload_section_is_typed_and_off_unless_written(tmp_path):
             COMMAND + "      hosts: [node1, node9]\n",
             "workload.hosts names 'node9', which is not a host of this inventory",
         ),
-        ("      per_node: 8\n", "command"),
+        ("      per_node: 8\n", "cluster.gates.workload: missing required key 'command'"),
+        ("      enabled: true\n", "cluster.gates.workload: missing required key 'command'"),
         (COMMAND + "      figure: {pattern: '([0-9.]+)', unit: s, max: .nan}\n", "max"),
     ],
 )

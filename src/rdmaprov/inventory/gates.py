@@ -131,7 +131,7 @@ class WorkloadGate:
         )
         return cls(
             settings["enabled"],
-            settings["command"],
+            settings.get("command", ""),  # left out only where enabled is false
             settings["per_node"],
             figure,
             settings["require_rdma"],

@@ -104,6 +104,13 @@ def resolve_ref(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return {**target, **siblings} if siblings else target
 
 
+def _written_only(schema: dict[str, Any]) -> bool:
+    """A section that exists only when written: one with required keys (mirror.apt needs a url),
+    or one marked `x-written-only` (its keys are required only while it is enabled, so JSON
+    Schema's `required` cannot say it)."""
+    return bool(schema.get("required")) or schema.get("x-written-only", False)
+
+
 def fill_defaults(
     value: dict[str, Any], schema: dict[str, Any], root: dict[str, Any], only: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -124,8 +131,7 @@ def fill_defaults(
                 filled[key] = fill_defaults(filled[key], sub, root, deeper if isinstance(deeper, dict) else None)
         elif "default" in sub:
             filled[key] = copy.deepcopy(sub["default"])
-        elif sub.get("type") == "object" and sub.get("properties") and not sub.get("required"):
-            # A section with required keys (mirror.apt needs a url) exists only when written.
+        elif sub.get("type") == "object" and sub.get("properties") and not _written_only(sub):
             nested = fill_defaults({}, sub, root)
             if nested:
                 filled[key] = nested
