@@ -26,7 +26,7 @@ from rdmaprov.health.gates.bandwidth import (
 )
 from rdmaprov.health.gates.deadline import ITERATIONS, bytes_per_rank, slowest_link, sweep_deadline
 from rdmaprov.health.gates.launch import Job, launcher
-from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions, version_skew
+from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions, shown, version_skew
 from rdmaprov.health.gates.pairs import Pair, run_in_rounds
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.config import NodeConfig
@@ -176,7 +176,7 @@ def job_mpi(
     mixed = mixed_mpi_reason(versions)
     if not mixed:
         return versions, None
-    details = {"mpi": {h: str(v) for h, v in versions.items()}, "mixed_mpi": True}
+    details = {"mpi": shown(versions), "mixed_mpi": True}
     return versions, GateResult(gate, subject, False, mixed, details=details)
 
 
@@ -201,7 +201,7 @@ def all_reduce_over(
     versions, mixed = job_mpi("all_reduce", session, hosts, subject)
     if mixed is not None:
         return mixed
-    mpi = {h: str(v) for h, v in versions.items()}
+    mpi = shown(versions)
     use_gpus = all(reports[h].gpus for h in hosts)
     first = hosts[0]
     per_node = len(reports[first].gpus) if use_gpus else 1  # one rank per GPU, else per node

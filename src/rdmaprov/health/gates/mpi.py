@@ -40,6 +40,11 @@ def read_mpi_versions(session: Session, hosts: list[str]) -> dict[str, MpiVersio
     }
 
 
+def shown(versions: dict[str, MpiVersion | str]) -> dict[str, str]:
+    """Each node's MPI as a gate's details give it ("Open MPI 4.1.4", or why it was not read)."""
+    return {host: str(version) for host, version in versions.items()}
+
+
 def _grouped(versions: dict[str, MpiVersion | str], key: Callable[[MpiVersion], str]) -> list[tuple[str, list[str]]]:
     """The hosts that read a version, grouped by `key` of it in inventory order, each group shown
     by its first host's version: (shown, hosts) per group."""

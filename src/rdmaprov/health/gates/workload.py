@@ -21,6 +21,7 @@ from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.all_reduce import job_mpi, job_over, nccl_transport, refusal, skewed, transport_checked
 from rdmaprov.health.gates.bandwidth import Verdict, failed
 from rdmaprov.health.gates.launch import Job, launcher
+from rdmaprov.health.gates.mpi import shown
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.gates import Figure, WorkloadGate
 from rdmaprov.parsers.figure import TAKE, Figures, read_figures
@@ -125,7 +126,7 @@ def workload_over(
     versions, mixed = job_mpi(GATE, session, hosts, subject)
     if mixed is not None:
         return mixed
-    mpi = {h: str(v) for h, v in versions.items()}
+    mpi = shown(versions)
     gpus = len(reports[hosts[0]].gpus)
     launch = launcher(session)
     job = workload_job(session, hosts, settings, gpus)
