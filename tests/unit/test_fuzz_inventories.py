@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from rdmaprov.builds.scripts import build_script, install_script
 from rdmaprov.deploys.boot import render_unit as boot_unit
-from rdmaprov.deploys.builds import user_build
+from rdmaprov.deploys.builds import UserBuildSettings, user_build
 from rdmaprov.deploys.exporter import render_unit as exporter_unit
 from rdmaprov.deploys.limits import memlock_value, render_limits_conf, render_systemd_conf
 from rdmaprov.deploys.mtu import render_script as mtu_script
@@ -151,7 +151,7 @@ def plan_values(inventory: Inventory) -> None:
             yum_repo(node.yum_mirror)
         for index, build in enumerate(node.builds):
             if build["source"].get("kind", "file") != "file":
-                spec_ = user_build({**plain(build), "index": index}, debian, [])
+                spec_ = user_build(UserBuildSettings.of(build, index, plain(build["source"])), debian, [])
                 build_script(spec_), install_script(spec_, keep_archive=False)
 
 

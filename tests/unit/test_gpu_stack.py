@@ -4,10 +4,20 @@ eRDMA and the AIACC plugin; no commands on converged nodes; clear errors on bad 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rdmaprov.deploys.erdma import ERDMA_PACKAGES
-from rdmaprov.deploys.nccl import NCCL_RECIPE, nccl_build, nccl_packages, nccl_tests_build, node_gencode
+from rdmaprov.deploys.nccl import (
+    NCCL_RECIPE,
+    NcclSettings,
+    NcclTestsSettings,
+    nccl_build,
+    nccl_packages,
+    nccl_tests_build,
+    node_gencode,
+)
 from rdmaprov.deploys.repository import yum_section
 from rdmaprov.engine.run_context import context_of
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, InstalledBuild, KeptArchive
@@ -34,14 +44,11 @@ from tests.support.ops import APT_INSTALL, FactState, commands, os_fact, run_not
 A100 = Gpu("NVIDIA A100-SXM4-80GB", "8.0", "535.129.03")
 H100 = Gpu("NVIDIA H100 80GB HBM3", "9.0", "535.129.03")
 DISTROS = ["ubuntu-20.04", "ubuntu-22.04", "rhel-8.9", "rocky-9.3", "alinux-3"]
-NCCL = {
-    "version": "2.18.3-1",
-    "source": {"kind": "git"},
-    "gencode": None,
-    "arch": "sm_80",
-    "cuda": "12.2",
-    "prefix": "/opt/nccl",
-}
+NCCL = NcclSettings("2.18.3-1", {"kind": "git"}, None, "sm_80", "12.2", "/opt/nccl", False)
+
+
+def _tests(nccl: NcclSettings = NCCL, **tests: str) -> NcclTestsSettings:
+    return NcclTestsSettings(nccl, {"prefix": "/opt/nccl-tests", **tests}, None, "", "")
 
 
 # --- what rdmaprov knows about NVIDIA's stack -------------------------------------------------
@@ -182,7 +189,7 @@ def test_cuda_toolkit_package(distro):
     ],
 )
 def test_nccl_packages_pinned_to_the_declared_version(distro, expected):
-    names, pins = nccl_packages({**NCCL, "source": {"kind": "packages"}})
+    names, pins = nccl_packages(replace(NCCL, source={"kind": "packages"}))
     os_info = os_fact(distro)
     assert commands(packages, {Os: os_info, InstalledPackages: set()}, by_family=names, versions=pins) == [expected]
     installed = set(names[os_info.family])
@@ -241,8 +248,7 @@ def test_nccl_make_line_per_distro(distro):
     ],
 )
 def test_nccl_tests_make_line_is_mpi_against_the_built_nccl(distro, mpi_home, prepare):
-    settings = {"nccl": {**NCCL, "arch": None}, "tests": {"prefix": "/opt/nccl-tests"}, "mpi_prefix": None}
-    spec = nccl_tests_build(settings, os_fact(distro), [H100] * 8)
+    spec = nccl_tests_build(_tests(replace(NCCL, arch=None)), os_fact(distro), [H100] * 8)
     lines = spec.script.splitlines()
     make = (
         f'make -j"$JOBS" MPI=1 MPI_HOME={mpi_home} NCCL_HOME=/opt/nccl/current CUDA_HOME=/usr/local/cuda-12.2 '
@@ -254,43 +260,40 @@ def test_nccl_tests_make_line_is_mpi_against_the_built_nccl(distro, mpi_home, pr
 
 def test_build_identity_changes_with_what_changes_the_output():
     base = nccl_build(NCCL, os_fact("ubuntu-22.04"), [])
-    assert nccl_build(dict(NCCL), os_fact("ubuntu-22.04"), [A100]).key == base.key  # gpu.arch decides, not facts
+    assert nccl_build(NCCL, os_fact("ubuntu-22.04"), [A100]).key == base.key  # gpu.arch decides, not facts
     others = [
-        nccl_build({**NCCL, "version": "2.19.3-1"}, os_fact("ubuntu-22.04"), []),
-        nccl_build({**NCCL, "arch": "sm_90"}, os_fact("ubuntu-22.04"), []),
-        nccl_build({**NCCL, "cuda": "12.4"}, os_fact("ubuntu-22.04"), []),
+        nccl_build(replace(NCCL, version="2.19.3-1"), os_fact("ubuntu-22.04"), []),
+        nccl_build(replace(NCCL, arch="sm_90"), os_fact("ubuntu-22.04"), []),
+        nccl_build(replace(NCCL, cuda="12.4"), os_fact("ubuntu-22.04"), []),
         nccl_build(NCCL, os_fact("ubuntu-20.04"), []),
     ]
     assert len({spec.key for spec in others} | {base.key}) == 5
-    tests = {"prefix": "/opt/nccl-tests"}
     assert (
-        nccl_tests_build({"nccl": NCCL, "tests": tests, "mpi_prefix": None}, os_fact("ubuntu-22.04"), []).key
-        != nccl_tests_build(
-            {"nccl": {**NCCL, "version": "2.19.3-1"}, "tests": tests, "mpi_prefix": None}, os_fact("ubuntu-22.04"), []
-        ).key
+        nccl_tests_build(_tests(), os_fact("ubuntu-22.04"), []).key
+        != nccl_tests_build(_tests(replace(NCCL, version="2.19.3-1")), os_fact("ubuntu-22.04"), []).key
     )
 
 
 def test_gencode_from_inventory_wins_then_arch_then_facts():
     assert (
-        node_gencode({"gencode": "-gencode=arch=compute_86,code=sm_86", "arch": "sm_80"}, [H100])
+        node_gencode(replace(NCCL, gencode="-gencode=arch=compute_86,code=sm_86"), [H100])
         == "-gencode=arch=compute_86,code=sm_86"
     )
-    assert node_gencode({"arch": "sm_80", "cuda": "12.2"}, [H100]) == gencode("sm_80")
-    assert node_gencode({"cuda": "12.2"}, [H100, H100]) == gencode("sm_90")
+    assert node_gencode(NCCL, [H100]) == gencode("sm_80")
+    assert node_gencode(replace(NCCL, arch=None), [H100, H100]) == gencode("sm_90")
 
 
 @pytest.mark.parametrize(
-    ("settings", "gpus", "message"),
+    ("cuda", "gpus", "message"),
     [
-        ({"cuda": "12.2"}, [], "cannot tell the GPUs' architecture: nvidia-smi reports no GPU"),
-        ({"cuda": "12.2"}, [Gpu("NVIDIA Future GPU", "13.5", "600.1")], "unknown GPU architecture sm_135"),
-        ({"cuda": "11.4"}, [H100], "sm_90 needs CUDA 11.8 or newer, not 11.4 (GPUs: NVIDIA H100 80GB HBM3)"),
+        ("12.2", [], "cannot tell the GPUs' architecture: nvidia-smi reports no GPU"),
+        ("12.2", [Gpu("NVIDIA Future GPU", "13.5", "600.1")], "unknown GPU architecture sm_135"),
+        ("11.4", [H100], "sm_90 needs CUDA 11.8 or newer, not 11.4 (GPUs: NVIDIA H100 80GB HBM3)"),
     ],
 )
-def test_unknown_or_unbuildable_architecture_is_a_clear_error(settings, gpus, message):
+def test_unknown_or_unbuildable_architecture_is_a_clear_error(cuda, gpus, message):
     with pytest.raises(ValueError, match=r"set gpu\.arch") as error:
-        node_gencode(settings, gpus)
+        node_gencode(replace(NCCL, arch=None, cuda=cuda), gpus)
     assert message in str(error.value)
 
 
@@ -325,7 +328,7 @@ def test_nccl_static_library_is_left_out_of_the_build_unless_asked_for(tmp_path)
     from rdmaprov.inventory import load_inventory
 
     default = nccl_build(NCCL, os_fact("ubuntu-22.04"), [A100])
-    wanted = nccl_build({**NCCL, "static_library": True}, os_fact("ubuntu-22.04"), [A100])
+    wanted = nccl_build(replace(NCCL, static_library=True), os_fact("ubuntu-22.04"), [A100])
     assert default.script.splitlines()[-1] == 'rm -f "$STAGE"/lib/libnccl_static.a'
     assert "libnccl_static" not in wanted.script and wanted.key != default.key
     path = tmp_path / "inv.yaml"

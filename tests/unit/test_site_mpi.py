@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from rdmaprov.deploys.gate_tools import probe_build
-from rdmaprov.deploys.openmpi import archive_build, linked_mpi, mpi_package_sets, render_profile
+from rdmaprov.deploys.gate_tools import ProbeSettings, probe_build
+from rdmaprov.deploys.openmpi import ArchiveSettings, archive_build, linked_mpi, mpi_package_sets, render_profile
 from rdmaprov.inventory.config import MpiArchive, MpiConfig
 from rdmaprov.parsers.system import OsInfo
 from tests.unit.test_builds import build_for_real, install_for_real
@@ -31,8 +31,8 @@ def _tarball(tmp_path, *files: str, owner: int = 1000):
     return tarball
 
 
-def _settings(tarball, tmp_path) -> dict:
-    return {"path": str(tarball), "sha256": "", "version": "4.1.4", "prefix": str(tmp_path / "opt" / "site-mpi")}
+def _settings(tarball, tmp_path) -> ArchiveSettings:
+    return ArchiveSettings(str(tarball), "", "4.1.4", str(tmp_path / "opt" / "site-mpi"))
 
 
 def test_one_build_serves_every_release_and_lands_under_current(tmp_path):
@@ -65,14 +65,14 @@ def test_a_tarball_without_mpirun_stops_at_the_builder_saying_what_to_pack(tmp_p
 
 
 def test_programs_linked_against_the_shipped_mpi_follow_its_content():
-    settings = {"mpicc": "/opt/site-mpi/current/bin/mpicc", "mpi_env": "OPAL_PREFIX=/opt/site-mpi/current "}
-    first = probe_build({**settings, "mpi_archive": "a" * 64}, BOOKWORM, [])
-    again = probe_build({**settings, "mpi_archive": "a" * 64}, BOOKWORM, [])
-    newer = probe_build({**settings, "mpi_archive": "b" * 64}, BOOKWORM, [])
+    mpicc, env = "/opt/site-mpi/current/bin/mpicc", "OPAL_PREFIX=/opt/site-mpi/current "
+    first = probe_build(ProbeSettings(mpicc, env, "a" * 64), BOOKWORM, [])
+    again = probe_build(ProbeSettings(mpicc, env, "a" * 64), BOOKWORM, [])
+    newer = probe_build(ProbeSettings(mpicc, env, "b" * 64), BOOKWORM, [])
     assert first.key == again.key != newer.key
     assert first.script.startswith('mkdir -p "$STAGE/bin" && OPAL_PREFIX=/opt/site-mpi/current ')
     # the distro's MPI adds nothing: existing builds keep their identity
-    assert linked_mpi({"mpi_archive": ""}) == ()
+    assert linked_mpi("") == ()
 
 
 def test_the_shipped_mpi_needs_compilers_but_not_the_distros_mpi():

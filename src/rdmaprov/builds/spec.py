@@ -5,13 +5,41 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
+from typing import ClassVar
 
 ARTIFACT_DIR = "/var/cache/rdmaprov/artifacts"
 WORK_ROOT = "/var/cache/rdmaprov/build"
 MARKER = ".rdmaprov-build"
+
+
+@dataclass(frozen=True)
+class RecipeSettings:
+    """What a recipe needs from one node's inventory: the build operations' argument.
+
+    Operations are fingerprinted by their arguments (engine/desired.py) to tell drift from a
+    changed inventory. Before these classes the argument was a mapping; `fingerprinted` gives
+    that same mapping, so the fingerprints earlier releases recorded on the nodes still match.
+    `OMITTED_WHEN_NONE` names the fields that mapping left out when they were not set.
+    """
+
+    OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
+
+    def fingerprinted(self) -> dict[str, object]:
+        found: dict[str, object] = {}
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if value is None and field.name in self.OMITTED_WHEN_NONE:
+                continue
+            if isinstance(value, RecipeSettings):
+                value = value.fingerprinted()
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            found[field.name] = value
+        return found
 
 
 @dataclass(frozen=True)

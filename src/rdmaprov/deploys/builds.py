@@ -6,19 +6,21 @@ source, the version and the build commands.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pyinfra.api import deploy
 
-from rdmaprov.builds.spec import BuildSpec, Source
+from rdmaprov.builds.spec import BuildSpec, RecipeSettings, Source
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.config import plain
-from rdmaprov.operations.builds import Recipe, artifact_built, artifact_fetched, artifact_installed, declare
+from rdmaprov.operations.builds import Recipe, S, artifact_built, artifact_fetched, artifact_installed, declare
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
 
 
-def build_and_ship(ctx: NodeContext, recipe: Recipe, what: str, settings: dict[str, Any] | None) -> None:
+def build_and_ship(ctx: NodeContext, recipe: Recipe[S], what: str, settings: S | None) -> None:
     """The three steps of one build, planned on every host (settings None: not wanted here)."""
     declare(recipe, what, settings, wanted=not ctx.planned_only)
     name = recipe.name
@@ -32,12 +34,33 @@ def platform(os_info: OsInfo) -> tuple[str, str]:
     return ("os", f"{os_info.id}-{os_info.version_id}")
 
 
-def user_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
-    source = settings["source"]
-    index = settings["index"]
+@dataclass(frozen=True)
+class UserBuildSettings(RecipeSettings):
+    """One entry of the node's `builds:` (its source's path made absolute) and where it stands."""
+
+    OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"prefix", "after_install"})
+
+    name: str
+    version: str
+    source: Mapping[str, Any]
+    build: str
+    prefix: str | None
+    after_install: str | None
+    index: int  # its place in the list, for errors naming builds[N]
+
+    @classmethod
+    def of(cls, build: Mapping[str, Any], index: int, source: Mapping[str, Any]) -> UserBuildSettings:
+        """builds[index] as the schema allows it written, with its `source` as given."""
+        prefix, after = build.get("prefix"), build.get("after_install")
+        return cls(build["name"], build["version"], source, build["build"], prefix, after, index)
+
+
+def user_build(settings: UserBuildSettings, os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
+    source = settings.source
+    index = settings.index
     return BuildSpec(
-        name=settings["name"],
-        version=settings["version"],
+        name=settings.name,
+        version=settings.version,
         source=Source(
             kind=source.get("kind", "file"),
             url=source.get("url", ""),
@@ -46,10 +69,10 @@ def user_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> Bu
             sha256=source.get("sha256", ""),
             setting=f"builds[{index}].source",
         ),
-        script=settings["build"],
-        prefix=settings.get("prefix") or f"/opt/{settings['name']}",
+        script=settings.build,
+        prefix=settings.prefix or f"/opt/{settings.name}",
         inputs=(platform(os_info),),
-        after_install=settings.get("after_install", ""),
+        after_install=settings.after_install or "",
     )
 
 
@@ -61,13 +84,13 @@ def declared_builds(ctx: NodeContext) -> list[str]:
     return sorted({b["name"] for spec in ctx.inventory.hosts.values() for b in spec.node.builds})
 
 
-def build_settings(ctx: NodeContext, name: str) -> dict[str, Any] | None:
+def build_settings(ctx: NodeContext, name: str) -> UserBuildSettings | None:
     for index, build in enumerate(ctx.node.builds):
         if build["name"] == name:
             source = plain(build["source"])
             if source.get("path"):
                 source["path"] = ctx.local_path(source["path"])
-            return {**plain(build), "source": source, "index": index}
+            return UserBuildSettings.of(build, index, source)
     return None
 
 

@@ -12,11 +12,11 @@ profile.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from pyinfra.api import deploy
 
-from rdmaprov.builds.spec import BuildSpec, Source
+from rdmaprov.builds.spec import BuildSpec, RecipeSettings, Source
 from rdmaprov.deploys.builds import build_and_ship
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.config import MpiConfig
@@ -53,12 +53,22 @@ def render_profile(prefix: str, relocated: bool = False) -> str:
     return "".join(lines)
 
 
-def archive_source(settings: dict[str, Any]) -> Source:
-    """The site MPI's tarball on the control machine, as the archive recipe's settings name it."""
-    return Source(kind="file", path=settings["path"], sha256=settings["sha256"], setting="mpi.archive")
+@dataclass(frozen=True)
+class ArchiveSettings(RecipeSettings):
+    """The site MPI's tarball (mpi.archive, its path made absolute) and where it installs."""
+
+    path: str
+    sha256: str
+    version: str
+    prefix: str
+
+    @property
+    def source(self) -> Source:
+        """The tarball on the control machine, as a build's source."""
+        return Source(kind="file", path=self.path, sha256=self.sha256, setting="mpi.archive")
 
 
-def archive_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
+def archive_build(settings: ArchiveSettings, os_info: OsInfo, gpus: list[Gpu]) -> BuildSpec:
     """The site MPI's tarball as a build: the builder checks it holds an MPI and repacks it. No
     platform input: the same tree goes to every node, of every release."""
     missing = fail_command(
@@ -67,25 +77,24 @@ def archive_build(settings: dict[str, Any], os_info: OsInfo, gpus: list[Gpu]) ->
     )
     return BuildSpec(
         name="mpi",
-        version=settings["version"],
-        source=archive_source(settings),
+        version=settings.version,
+        source=settings.source,
         # root owns what root runs: the tarball's owners (a packer's uid) are not kept
         script=f'test -x bin/mpirun || {missing}\ncp -a . "$STAGE"/\nchown -R 0:0 "$STAGE" && chmod -R go-w "$STAGE"',
-        prefix=settings["prefix"],
+        prefix=settings.prefix,
     )
 
 
 MPI_ARCHIVE = Recipe("mpi_archive", archive_build)
 
 
-def archive_settings(ctx: NodeContext) -> dict[str, Any] | None:
+def archive_settings(ctx: NodeContext) -> ArchiveSettings | None:
     """The archive recipe's settings for this node (None when its MPI comes from elsewhere)."""
     mpi = ctx.node.mpi
-    if mpi.source != "archive" or mpi.archive is None:
+    if mpi.source != "archive" or mpi.archive is None or mpi.root is None:  # root: raises when unset
         return None
     archive = mpi.archive
-    path = ctx.local_path(archive.path)
-    return {"path": path, "sha256": archive.sha256, "version": archive.version, "prefix": mpi.root}
+    return ArchiveSettings(ctx.local_path(archive.path), archive.sha256, archive.version, mpi.root)
 
 
 def archive_identity(ctx: NodeContext) -> str:
@@ -94,12 +103,13 @@ def archive_identity(ctx: NodeContext) -> str:
     settings = archive_settings(ctx)
     if settings is None:
         return ""
-    return archive_source(settings).identity()["sha256"]
+    return settings.source.identity()["sha256"]
 
 
-def linked_mpi(settings: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """The build input a program linked against a shipped MPI adds (its `mpi_archive` setting)."""
-    return (("mpi archive", settings["mpi_archive"]),) if settings.get("mpi_archive") else ()
+def linked_mpi(archive: str) -> tuple[tuple[str, str], ...]:
+    """The build input a program linked against a shipped MPI adds (`archive`: its
+    archive_identity, "" where the node's MPI is not shipped)."""
+    return (("mpi archive", archive),) if archive else ()
 
 
 @deploy("openmpi")

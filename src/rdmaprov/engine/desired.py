@@ -20,13 +20,19 @@ from pyinfra.api import StringCommand
 from pyinfra.api import operation as pyinfra_operation
 from pyinfra.context import ctx_state
 
+from rdmaprov.builds.spec import RecipeSettings
 from rdmaprov.engine.factcache import FactNeeded, mark_current_host_changed
 from rdmaprov.engine.notes import current_notes
 
 
-def _json_default(value: object) -> str:
-    """Bytes (a shipped program) by their sha256, not their repr: as stable, and far shorter."""
-    return "sha256:" + hashlib.sha256(value).hexdigest() if isinstance(value, bytes) else repr(value)
+def _json_default(value: object) -> object:
+    """Bytes (a shipped program) by their sha256, not their repr: as stable, and far shorter; a
+    build recipe's settings as the mapping they replaced (builds/spec.RecipeSettings)."""
+    if isinstance(value, bytes):
+        return "sha256:" + hashlib.sha256(value).hexdigest()
+    if isinstance(value, RecipeSettings):
+        return value.fingerprinted()
+    return repr(value)
 
 
 def fingerprint(args: tuple, kwargs: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from gevent.lock import Semaphore
 from pyinfra.api import State
 from pyinfra.context import ctx_state
 
+from rdmaprov.builds.spec import RecipeSettings
 from rdmaprov.errors import UserError
 
 T = TypeVar("T")
@@ -90,7 +91,7 @@ class RunContext:
     shared: dict[str, Any] = field(default_factory=dict)
     # Builds each host declared while planning ({slot: {host: settings}}) and, once worked out,
     # every declaring host's build id ({slot: {host: build id}}): operations/builds.py.
-    builds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    builds: dict[str, dict[str, RecipeSettings]] = field(default_factory=dict)
     build_keys: dict[str, dict[str, str]] = field(default_factory=dict)
     recipes: dict[str, Any] = field(default_factory=dict)  # by name: operations/builds.py's Recipe
     round_trips: Counter[str] = field(default_factory=Counter)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pyinfra import host
 from pyinfra.api import FileDownloadCommand, FileUploadCommand, FunctionCommand, StringCommand
@@ -28,7 +28,7 @@ from pyinfra.context import ctx_state
 from rdmaprov.builds import store
 from rdmaprov.builds.fanout import CONTROL, routes, wait_s
 from rdmaprov.builds.scripts import SOURCE_TARBALL, build_script, install_script, receive_script, switch_current
-from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec
+from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec, RecipeSettings
 from rdmaprov.engine.board import Board
 from rdmaprov.engine.cluster import cluster_fact
 from rdmaprov.engine.desired import executing, operation
@@ -43,22 +43,22 @@ from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
 from rdmaprov.quoting import fail_command
 
-Settings = dict[str, Any]
+S = TypeVar("S", bound=RecipeSettings)
 
 
 @dataclass(frozen=True)
-class Recipe:
+class Recipe(Generic[S]):
     """How settings and facts make a node's BuildSpec (None: nothing to build on that node)."""
 
     name: str
-    make: Callable[[Settings, OsInfo, list[Gpu]], BuildSpec | None]
+    make: Callable[[S, OsInfo, list[Gpu]], BuildSpec | None]
     uses_gpus: bool = False
 
 
 BUILD_DEADLINES = 4  # a build's deadline, in ssh.command_timeout
 
 
-def declare(recipe: Recipe, slot: str, settings: Settings | None, wanted: bool = True) -> None:
+def declare(recipe: Recipe[S], slot: str, settings: S | None, wanted: bool = True) -> None:
     """Tell the run (while planning) which recipe `slot` uses, and, when `wanted`, that the current
     host wants that build with these settings. Operations receive the recipe's name, which
     fingerprints stably, and find the recipe here."""
@@ -77,7 +77,7 @@ class Placement:
     needing: tuple[str, ...] = ()
 
 
-def _peer_keys(rec: Recipe, slot: str) -> dict[str, str]:
+def _peer_keys(rec: Recipe[Any], slot: str) -> dict[str, str]:
     """Build id of every host that declared `slot`, from the cluster's facts; worked out once per
     run (each host's three operations ask for it: recomputing per host would be quadratic)."""
     run = context_of(ctx_state.get())
@@ -102,7 +102,7 @@ def _peer_keys(rec: Recipe, slot: str) -> dict[str, str]:
     return keys
 
 
-def placement(name: str, slot: str, settings: Settings | None) -> Placement:
+def placement(name: str, slot: str, settings: RecipeSettings | None) -> Placement:
     """Work out, from every node's settings and facts, who builds this host's build and who needs it."""
     rec = context_of(ctx_state.get()).recipes[name]
     if settings is None:
@@ -145,7 +145,7 @@ def _source_uploads(spec: BuildSpec) -> Iterator:
 
 
 @operation()
-def artifact_built(recipe: str, slot: str, settings: Settings | None):
+def artifact_built(recipe: str, slot: str, settings: RecipeSettings | None):
     """On the builder of each distinct build that some node still needs: fetch, build, pack, checksum."""
     place = placement(recipe, slot, settings)
     spec = place.spec
@@ -183,7 +183,7 @@ def _commit(state, host, archive: str) -> bool:
 
 
 @operation()
-def artifact_fetched(recipe: str, slot: str, settings: Settings | None):
+def artifact_fetched(recipe: str, slot: str, settings: RecipeSettings | None):
     """On the builder: bring the archive into the control machine's cache when other nodes need it."""
     place = placement(recipe, slot, settings)
     spec = place.spec
@@ -316,7 +316,7 @@ def _fans_out() -> bool:
 
 
 @operation()
-def artifact_installed(recipe: str, slot: str, settings: Settings | None):
+def artifact_installed(recipe: str, slot: str, settings: RecipeSettings | None):
     """On every node: receive the archive when it has none (from another node, sha256 checked at
     every hop; builds/fanout.py), unpack it under <prefix>/<version>-<id> and make it current."""
     place = placement(recipe, slot, settings)
