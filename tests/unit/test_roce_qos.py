@@ -413,9 +413,14 @@ def _hw_counters() -> dict[str, int]:
 
 def test_ecn_marks_or_cnps_on_a_pfc_only_fabric_name_the_node():
     pfc_only = node_config({"fabric": "roce", "roce_qos": {"profile": "pfc_only"}})
-    assert [c.check_id for c in counter_checks(pfc_only)] == ["rdma.port_errors", "roce.pause", "roce.ecn_activity"]
+    assert [c.check_id for c in counter_checks(pfc_only)] == [
+        "rdma.port_errors",
+        "roce.pause",
+        "roce.pause_time",
+        "roce.ecn_activity",
+    ]
     dcqcn = node_config({"fabric": "roce", "roce_qos": {"profile": "dcqcn"}})
-    assert [c.check_id for c in counter_checks(dcqcn)] == ["rdma.port_errors", "roce.pause"]
+    assert [c.check_id for c in counter_checks(dcqcn)] == ["rdma.port_errors", "roce.pause", "roce.pause_time"]
     assert [c.check_id for c in counter_checks(node_config({"fabric": "roce"}))] == ["rdma.port_errors"]
     softroce = node_config({"fabric": "softroce", "rdma": {"netdevs": ["eth0"]}, "roce_qos": {"profile": "pfc_only"}})
     assert [c.check_id for c in counter_checks(softroce)] == ["rdma.port_errors"]
@@ -468,6 +473,36 @@ def test_pause_outside_the_roce_priority_or_link_level_pause_names_the_nic():
     assert (found.id, found.subject, found.ok) == ("roce.pause", "eth4", False)
     assert found.found == "rx_pfc_prio0 +77; tx_link_pause +5 in 10 min", found.found
     assert "priority 3 alone" in found.hint and "ethtool -A" in found.hint
+
+
+def test_time_paused_on_the_roce_priority_is_judged_as_a_share_of_the_time_between_checks():
+    # mlx5 prints a PFC priority's pause time beside its frames (the driver's names; the real
+    # capture above has PFC off, so none): read as microseconds, per way and priority
+    lines = "     rx_prio3_pause: 1200\n     rx_prio3_pause_duration: 5400000\n     tx_prio3_pause_duration: 0\n"
+    assert pause_counters(lines) == {"rx_pfc_prio3": 1200, "rx_pfc_prio3_pause_us": 5400000, "tx_pfc_prio3_pause_us": 0}
+    # the real mlx5 capture's link-level pause time is not a priority's: not read as one
+    assert not any(k.endswith("_us") for k in _pause("mlx5_core_cx6dx_global_pause_no_pfc_zeros_dropped_abridged"))
+    node = node_config({"fabric": "roce", "roce_qos": {"profile": "dcqcn", "priority": 3}})
+    before = {"eth4": pause_counters(lines)}
+    previous = {"at": 0.0, "boot": "b", "ports": before}
+
+    def judged(rx_us: int, tx_us: int):
+        now = {"eth4": {**before["eth4"], "rx_pfc_prio3_pause_us": rx_us, "tx_pfc_prio3_pause_us": tx_us}}
+        found = counter_findings("gpu1", "roce", 600.0, now, previous, "b", counter_checks(node))
+        return next(f for f in found if f.id == "roce.pause_time")
+
+    # 10 minutes apart: 1 % is 6 s; held 5.9 s more passes, the switch held 12 s more does not
+    assert judged(5400000 + 5900000, 0).ok
+    held = judged(5400000, 12000000)
+    assert (held.subject, held.ok) == ("eth4", False)
+    assert held.found == "tx_pfc_prio3_pause_us +12.0 s (2.0 % of the time) in 10 min", held.found
+    assert "≤ 1 % of the time" in held.expected and "PCIe" in held.hint
+    # a NIC that counts no pause time (bnxt_en, ice) is not judged on it
+    bnxt = {"eth4": _pause("bnxt_en_pfc_pri_counters_all_zero_ethq")}
+    found = counter_findings(
+        "gpu1", "roce", 600.0, bnxt, {"at": 0.0, "boot": "b", "ports": bnxt}, "b", counter_checks(node)
+    )
+    assert "roce.pause_time" not in {f.id for f in found}
 
 
 def _fake_sys(root: Path) -> None:

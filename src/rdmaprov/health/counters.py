@@ -25,13 +25,24 @@ from rdmaprov.paths import cluster_file
 
 @dataclass(frozen=True)
 class Limit:
-    most: float  # the growth allowed: per window, or per hour of the window
+    most: float  # the growth allowed: per window, per hour of the window, or its share of the window
     per_hour: bool = False
+    share: bool = False  # a time in microseconds, `most` its largest share of the window (0.01: 1 %)
 
     def allowed(self, window_s: float) -> float:
+        if self.share:
+            return self.most * window_s * 1e6
         return self.most * window_s / 3600 if self.per_hour else self.most
 
+    def grew(self, name: str, growth: int, window_s: float) -> str:
+        """The growth as a finding says it: a count, or a time with its share of the window."""
+        if not self.share:
+            return f"{name} +{growth}"
+        return f"{name} +{growth / 1e6:.1f} s ({growth / 1e4 / window_s:.1f} % of the time)"
+
     def __str__(self) -> str:
+        if self.share:
+            return f"≤ {self.most * 100:g} % of the time"
         return f"≤ {self.most:g}/h" if self.per_hour else f"+{self.most:g}"
 
 
@@ -92,13 +103,35 @@ def stray_pause(priority: int) -> CounterCheck:
     )
 
 
+# How much of the time between two checks the RoCE priority may spend paused, either way.
+PAUSED_SHARE = 0.01
+
+
+def pause_time(priority: int) -> CounterCheck:
+    """Pausing on the RoCE priority is the lossless fabric working, but not for long: a port that
+    held its switch (tx) for more than PAUSED_SHARE of the time drains too slowly itself; one
+    held by its switch (rx) sits behind congestion in the fabric. A share of the wall time
+    between checks, idle hours included: under load the share of the traffic's time was larger.
+    mlx5 counts the time (rx/tx_prioN_pause_duration); other NICs are not judged on it."""
+    limits = {f"{way}_pfc_prio{priority}_pause_us": Limit(PAUSED_SHARE, share=True) for way in ("rx", "tx")}
+    return CounterCheck(
+        "roce.pause_time",
+        limits,
+        "tx: this node paused its switch port, it cannot take in what arrives (its PCIe link's width and speed, "
+        "the HCA's NUMA node, a host busy elsewhere); rx: the switch paused this node, congestion downstream "
+        "(the nodes it sends to, the fabric's uplinks)",
+    )
+
+
 def counter_checks(node: NodeConfig) -> tuple[CounterCheck, ...]:
     """What a node's counters are judged on: the error counters; where the hosts set RoCE's PFC,
-    pause outside the RoCE priority; and DCQCN's where it must be off."""
+    pause outside the RoCE priority and the time spent paused on it; and DCQCN's where it must
+    be off."""
     qos = node.qos
     if qos is None or qos.dcb_scope(node.fabric) is not None:
         return (PORT_ERRORS,)
-    return (PORT_ERRORS, stray_pause(qos.priority)) + (() if qos.ecn else (NO_DCQCN,))
+    pfc = (stray_pause(qos.priority), pause_time(qos.priority))
+    return (PORT_ERRORS, *pfc) + (() if qos.ecn else (NO_DCQCN,))
 
 
 def state_file(cluster: str) -> Path:
@@ -158,7 +191,7 @@ def _judged(
     if any(counters[name] < before.get(name, 0) for name in limited):
         return True, "counters reset since the last check: new baseline"
     grew = [
-        f"{name} +{counters[name] - before[name]}"
+        limit.grew(name, counters[name] - before[name], window)
         for name, limit in limited.items()
         if name in before and counters[name] - before[name] > limit.allowed(window)
     ]

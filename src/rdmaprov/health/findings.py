@@ -72,6 +72,7 @@ CHECKS = {
         Check("roce.cnp", "CNP class", "roce_qos"),
         Check("roce.ecn_activity", "no ECN marks or CNPs", health=True),
         Check("roce.pause", "no pause outside the RoCE priority", health=True),
+        Check("roce.pause_time", "time paused on the RoCE priority", health=True),
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
         Check("exporter.answers", "exporter answers", "exporter"),

@@ -49,14 +49,17 @@ _PFC_NAME = re.compile(r"(rx|tx)_(?:prio(\d)_pause|pfc_ena_frames_pri(\d)|priori
 _LINK_NAME = re.compile(r"(?:(rx|tx)_(?:global_pause|pause_frames)|link_xoff_(rx|tx)(?:\.nic)?)")
 # mlx5's PFC storm prevention: a port that kept sending pause too long stopped doing so.
 _STORM_NAME = re.compile(r"tx_pause_storm_(warning|error)_events")
+# mlx5's time paused on a priority, in microseconds: rx, this port held by its peer; tx, this port
+# holding its peer (names as the driver prints them, e.g. RCCL's telemetry reads the same).
+_PFC_DURATION = re.compile(r"(rx|tx)_prio(\d)_pause_duration")
 # What the ROCE_QOS section keeps of `ethtool -S`: the lines these names can be among.
 PAUSE_WORDS = "pause|pfc|xoff"
 
 
 def pause_counters(text: str) -> dict[str, int]:
     """`ethtool -S NETDEV` (or the lines of it naming pause) → {"rx_pfc_prio3": N, "tx_pfc_prio3": N,
-    "rx_link_pause": N, "tx_link_pause": N, "pause_storm_error": N…}, whatever the driver calls
-    them; a NIC without such counters (virtio) gives {}."""
+    "rx_link_pause": N, "tx_link_pause": N, "pause_storm_error": N, "rx_pfc_prio3_pause_us": µs…},
+    whatever the driver calls them; a NIC without such counters (virtio) gives {}."""
     found = {}
     for line in text.splitlines():
         name, colon, value = line.strip().partition(":")
@@ -69,6 +72,8 @@ def pause_counters(text: str) -> dict[str, int]:
             found[f"{m[1] or m[2]}_link_pause"] = int(value)
         elif (m := _STORM_NAME.fullmatch(name)) is not None:
             found[f"pause_storm_{m[1]}"] = int(value)
+        elif (m := _PFC_DURATION.fullmatch(name)) is not None:
+            found[f"{m[1]}_pfc_prio{m[2]}_pause_us"] = int(value)
     return found
 
 
