@@ -28,10 +28,11 @@ class Limit:
     most: float  # the growth allowed: per window, per hour of the window, or its share of the window
     per_hour: bool = False
     share: bool = False  # a time in microseconds, `most` its largest share of the window (0.01: 1 %)
+    least_us: float = 0.0  # a share's floor: a short window (Slurm's checks) is not judged on a burst
 
     def allowed(self, window_s: float) -> float:
         if self.share:
-            return self.most * window_s * 1e6
+            return max(self.least_us, self.most * window_s * 1e6)
         return self.most * window_s / 3600 if self.per_hour else self.most
 
     def grew(self, name: str, growth: int, window_s: float) -> str:
@@ -42,7 +43,7 @@ class Limit:
 
     def __str__(self) -> str:
         if self.share:
-            return f"≤ {self.most * 100:g} % of the time"
+            return f"≤ {self.most * 100:g} % of the time (at least {self.least_us / 1e6:g} s)"
         return f"≤ {self.most:g}/h" if self.per_hour else f"+{self.most:g}"
 
 
@@ -103,23 +104,25 @@ def stray_pause(priority: int) -> CounterCheck:
     )
 
 
-# How much of the time between two checks the RoCE priority may spend paused, either way.
+# How much of the time between two checks a node may hold its switch paused on the RoCE
+# priority, and the pause always allowed however close the checks (Slurm's run every few minutes).
 PAUSED_SHARE = 0.01
+PAUSED_FLOOR_US = 1_000_000
 
 
 def pause_time(priority: int) -> CounterCheck:
-    """Pausing on the RoCE priority is the lossless fabric working, but not for long: a port that
-    held its switch (tx) for more than PAUSED_SHARE of the time drains too slowly itself; one
-    held by its switch (rx) sits behind congestion in the fabric. A share of the wall time
-    between checks, idle hours included: under load the share of the traffic's time was larger.
-    mlx5 counts the time (rx/tx_prioN_pause_duration); other NICs are not judged on it."""
-    limits = {f"{way}_pfc_prio{priority}_pause_us": Limit(PAUSED_SHARE, share=True) for way in ("rx", "tx")}
+    """Pausing on the RoCE priority is the lossless fabric working, but a node that holds its
+    switch port paused (tx) for more than PAUSED_SHARE of the time cannot take in what arrives:
+    the node itself is slow. A share of the wall time between checks, idle hours included, so
+    under load the traffic spent a larger share paused. The time the switch held this node (rx)
+    is not judged: it names the victim of congestion elsewhere, not its cause. Counted by mlx5
+    and bnxt_en (parsers/roce_qos.pause_counters); a NIC that counts no time is not judged."""
+    limits = {f"tx_pfc_prio{priority}_pause_us": Limit(PAUSED_SHARE, share=True, least_us=PAUSED_FLOOR_US)}
     return CounterCheck(
         "roce.pause_time",
         limits,
-        "tx: this node paused its switch port, it cannot take in what arrives (its PCIe link's width and speed, "
-        "the HCA's NUMA node, a host busy elsewhere); rx: the switch paused this node, congestion downstream "
-        "(the nodes it sends to, the fabric's uplinks)",
+        "this node paused its switch port: it cannot take in what arrives at line rate; check its PCIe link "
+        "(width and speed), the HCA's NUMA node and what else the host runs",
     )
 
 
@@ -186,6 +189,8 @@ def _judged(
     """Whether a port's limited counters stayed within their limits, and what was found."""
     if before is None:
         return True, "baseline recorded: judged from the next check on"
+    if window <= 0:
+        return True, "this check's clock reads no later than the last one's: new baseline"
     if rebooted:
         return True, "the node rebooted since the last check: new baseline"
     if any(counters[name] < before.get(name, 0) for name in limited):

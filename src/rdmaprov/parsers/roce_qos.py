@@ -49,9 +49,10 @@ _PFC_NAME = re.compile(r"(rx|tx)_(?:prio(\d)_pause|pfc_ena_frames_pri(\d)|priori
 _LINK_NAME = re.compile(r"(?:(rx|tx)_(?:global_pause|pause_frames)|link_xoff_(rx|tx)(?:\.nic)?)")
 # mlx5's PFC storm prevention: a port that kept sending pause too long stopped doing so.
 _STORM_NAME = re.compile(r"tx_pause_storm_(warning|error)_events")
-# mlx5's time paused on a priority, in microseconds: rx, this port held by its peer; tx, this port
-# holding its peer (names as the driver prints them, e.g. RCCL's telemetry reads the same).
-_PFC_DURATION = re.compile(r"(rx|tx)_prio(\d)_pause_duration")
+# The time paused on a priority, in microseconds (rx: this port held by its peer; tx: this port
+# holding its peer): mlx5 `rx_prio3_pause_duration` (its driver's name, which RCCL's telemetry
+# reads too), bnxt_en `pfc_pri3_rx_duration_us`. ice counts frames only.
+_PFC_DURATION = re.compile(r"(?:(rx|tx)_prio(\d)_pause_duration|pfc_pri(\d)_(rx|tx)_duration_us)")
 # What the ROCE_QOS section keeps of `ethtool -S`: the lines these names can be among.
 PAUSE_WORDS = "pause|pfc|xoff"
 
@@ -73,7 +74,7 @@ def pause_counters(text: str) -> dict[str, int]:
         elif (m := _STORM_NAME.fullmatch(name)) is not None:
             found[f"pause_storm_{m[1]}"] = int(value)
         elif (m := _PFC_DURATION.fullmatch(name)) is not None:
-            found[f"{m[1]}_pfc_prio{m[2]}_pause_us"] = int(value)
+            found[f"{m[1] or m[4]}_pfc_prio{m[2] or m[3]}_pause_us"] = int(value)
     return found
 
 
