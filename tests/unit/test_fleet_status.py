@@ -5,6 +5,7 @@ host classified, the exit code, JSON and the table that lists only what is not i
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -87,6 +88,11 @@ def test_a_reason_slurm_24_11_keeps_after_a_resume_is_not_shown_as_the_nodes_sta
         ("not reporting", "", ""),
         ("drained by rdmaprov", "rdmaprov: rdma.device_present rxe0: missing (+1 more)", "2026-11-26T19:14:43"),
     ]
+    # a reboot or power-down asked with a reason keeps it: the node is on its way out of service
+    [kept] = parse_scontrol_nodes(kept)
+    for state, status in (("REBOOT_REQUESTED", "rebooting"), ("POWERING_DOWN", "powered down")):
+        leaving = replace(kept, states=frozenset({"IDLE", state}), reason="kernel 6.1.0-28", reason_time="")
+        assert [(s.status, s.reason) for s in fleet(["node3"], {}, [leaving])] == [(status, "kernel 6.1.0-28")]
 
 
 def test_inventory_names_map_to_slurm_names_and_the_sources_follow_the_mode(tmp_path):

@@ -91,7 +91,8 @@ MPI_ARCHIVE = Recipe("mpi_archive", archive_build)
 def archive_settings(ctx: NodeContext) -> ArchiveSettings | None:
     """The archive recipe's settings for this node (None when its MPI comes from elsewhere)."""
     mpi = ctx.node.mpi
-    if mpi.source != "archive" or mpi.archive is None or mpi.root is None:  # root: raises when unset
+    # an archive's root is never None (mpi.root raises when mpi.prefix is unset): the check is for its type
+    if mpi.source != "archive" or mpi.archive is None or mpi.root is None:
         return None
     archive = mpi.archive
     return ArchiveSettings(ctx.local_path(archive.path), archive.sha256, archive.version, mpi.root)

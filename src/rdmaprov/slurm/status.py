@@ -86,10 +86,11 @@ def classify(node: SlurmNode) -> str:
 
 
 def _standing_reason(node: SlurmNode) -> tuple[str, str]:
-    """The reason and its time while the node is out of service for it. Slurm 24.11 keeps a
-    drain's reason after `state=resume` (IDLE, Reason=… as before): on a node back in service
-    it is history, and shown it would read as a live fault."""
-    if node.drained or node.states & (_ADMIN | {"DOWN"}):
+    """The reason and its time while the node is out of service or on its way there (a reboot
+    or power-down asked with a reason). Slurm 24.11 keeps a drain's reason after `state=resume`
+    (IDLE, Reason=… as before): on a node back in service it is history, and shown it would
+    read as a live fault."""
+    if node.drained or node.states & (_ADMIN | _REBOOT | _POWER | {"DOWN"}):
         return node.reason, node.reason_time
     return "", ""
 
