@@ -39,7 +39,8 @@ class Limit:
         """The growth as a finding says it: a count, or a time with its share of the window."""
         if not self.share:
             return f"{name} +{growth}"
-        return f"{name} +{growth / 1e6:.1f} s ({growth / 1e4 / window_s:.1f} % of the time)"
+        share = f" ({growth / 1e4 / window_s:.1f} % of the time)" if window_s > 0 else ""  # a clock gone back
+        return f"{name} +{growth / 1e6:.1f} s{share}"
 
     def __str__(self) -> str:
         if self.share:
@@ -189,8 +190,6 @@ def _judged(
     """Whether a port's limited counters stayed within their limits, and what was found."""
     if before is None:
         return True, "baseline recorded: judged from the next check on"
-    if window <= 0:
-        return True, "this check's clock reads no later than the last one's: new baseline"
     if rebooted:
         return True, "the node rebooted since the last check: new baseline"
     if any(counters[name] < before.get(name, 0) for name in limited):
