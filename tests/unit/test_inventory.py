@@ -6,8 +6,9 @@ import pytest
 
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import load_inventory
-from rdmaprov.inventory.config import RdmaConfig
+from rdmaprov.inventory.config import NodeConfig, RdmaConfig
 from rdmaprov.inventory.limit import select_hosts
+from rdmaprov.inventory.model import deep_merge, fill_defaults, node_schema
 from tests.conftest import REPO, rdmaprov
 from tests.support.inventories import problems as _problems
 from tests.support.inventories import write as _write
@@ -241,3 +242,42 @@ def test_problems_at_one_place_keep_the_order_they_were_found_in():
 
     late, first, second = (Problem("f", m, line=line, column=1) for m, line in (("c", 9), ("b", 2), ("a", 2)))
     assert in_file_order([late, first, second, first]) == [first, second, late]
+
+
+def test_a_hosts_own_vars_give_the_config_its_whole_settings_would(tmp_path):
+    """The loader reads again only the sections a host's own vars touch (NodeConfig.with_settings):
+    each host must still get exactly the config of its settings read whole."""
+    path = _write(
+        tmp_path,
+        """cluster:
+  name: c
+  ssh: {user: root}
+defaults:
+  fabric: roce
+  rdma: {devices: [mlx5_0, mlx5_1], rate_gbps: 200}
+  gpu: {count: 8, driver_version: '550.54.15', cuda_version: '12.4'}
+  nccl: {version: 2.21.5-1, env: {NCCL_DEBUG: WARN}}
+groups:
+  gpu:
+    vars: {mtu: {eth0: 9000}, mirror: {apt: {url: 'http://mirror/debian', suite: bookworm}}}
+    hosts:
+      plain: {address: 10.0.0.1}
+      tagged: {address: 10.0.0.2, vars: {tags: [a]}}
+      rdma: {address: 10.0.0.3, vars: {rdma: {devices: [mlx5_2]}, tags: [b]}}
+      nccl: {address: 10.0.0.4, vars: {nccl: {env: {NCCL_DEBUG: INFO}}, limits: {memlock: 1048576}}}
+      cpu: {address: 10.0.0.5, vars: {gpu: {count: 0}, mirror: {yum: {baseurl: 'http://mirror/el9'}}}}
+      qos: {address: 10.0.0.6, vars: {roce_qos: {priority: 3}, mtu: {eth1: 4200}, netns_mode: exclusive}}
+""",
+    )
+    inventory = load_inventory(path, require_files=False)
+    schema, root = node_schema()
+    data = inventory.raw
+    for name, host in inventory.hosts.items():
+        whole = deep_merge(
+            deep_merge(data["defaults"], data["groups"]["gpu"]["vars"]),
+            data["groups"]["gpu"]["hosts"][name].get("vars") or {},
+        )
+        assert host.node == NodeConfig.from_settings(fill_defaults(whole, schema, root)), name
+    assert inventory.hosts["rdma"].node.rdma.devices == ("mlx5_2",)
+    assert inventory.hosts["cpu"].node.gpu is None and inventory.hosts["cpu"].node.yum_mirror is not None
+    assert inventory.hosts["plain"].node.gpu is not None and inventory.hosts["plain"].node.yum_mirror is None

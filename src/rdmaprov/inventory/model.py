@@ -122,10 +122,10 @@ def fill_defaults(
     schema = resolve_ref(schema, root)
     filled = dict(value)
     for key, sub in schema.get("properties", {}).items():
+        if key in filled and only is not None and key not in only:
+            continue
         sub = resolve_ref(sub, root)
         if key in filled:
-            if only is not None and key not in only:
-                continue
             if isinstance(filled[key], dict) and sub.get("properties"):
                 deeper = only.get(key) if only is not None else None
                 filled[key] = fill_defaults(filled[key], sub, root, deeper if isinstance(deeper, dict) else None)
