@@ -216,6 +216,11 @@ def test_a_workload_that_could_not_be_judged_is_refused_naming_the_place(tmp_pat
     assert all("inv.yaml" in problem for problem in found), found
 
 
+def test_an_enabled_that_is_no_boolean_is_told_once_not_also_as_a_missing_command(tmp_path):
+    found = problems(_inventory(tmp_path, "      enabled: 'no'\n"))
+    assert len(found) == 1 and "cluster.gates.workload.enabled: expected true or false" in found[0], found
+
+
 # --- the job ---------------------------------------------------------------------------------------
 
 
