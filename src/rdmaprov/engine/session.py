@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import gevent
 from paramiko import SSHException
@@ -28,6 +28,7 @@ from rdmaprov.engine.run_context import context_of
 from rdmaprov.inventory.model import Inventory
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 # Printed to stderr when coreutils' timeout stopped the command: 124 when TERM ended it, 137 when
 # KILL was needed (told from a KILL by anything else, e.g. the OOM killer, by the time it ran).
@@ -196,32 +197,32 @@ def each(names: list[str], work: Callable[[str], T]) -> dict[str, T | Exception]
 
 
 @dataclass
-class Readings:
+class Readings(Generic[T]):
     """One fact read from many hosts, their connections closed since: what the hosts that
     answered said (or the exception that stopped the read) and why the others were not reached.
     `each` runs work beside them as a Session's does (verify's HTTP checks)."""
 
     inventory: Inventory
-    values: dict[str, Any]
+    values: dict[str, T | Exception]
     unreachable: dict[str, str]
 
-    def each(self, names: list[str], work: Callable[[str], Any]) -> dict[str, Any]:
+    def each(self, names: list[str], work: Callable[[str], R]) -> dict[str, R | Exception]:
         return each(names, work)
 
 
 def read_everywhere(
     inventory: Inventory,
     hosts: list[str],
-    cls: type[FactBase],
+    cls: type[FactBase[T]],
     arguments: Callable[[str], Mapping[str, Any]] | None = None,
-) -> Readings:
+) -> Readings[T]:
     """`cls` (with `arguments(name)` as each host's fact arguments) from every host, in one
     process per core once there are many (engine/shards.py)."""
     from rdmaprov.engine.run_context import EngineSettings
     from rdmaprov.engine.runner import NullObserver
     from rdmaprov.engine.shards import run_sharded, shard_count
 
-    def read(part: list[str], *_: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    def read(part: list[str], *_: Any) -> tuple[dict[str, T | Exception], dict[str, str]]:
         with Session(inventory, part) as session:
             return session.fact(cls, arguments), dict(session.unreachable)
 
@@ -229,12 +230,12 @@ def read_everywhere(
     if count == 1:
         return Readings(inventory, *read(hosts))
 
-    def shard(part: list[str], *_: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    def shard(part: list[str], *_: Any) -> tuple[dict[str, T | Exception], dict[str, str]]:
         values, unreachable = read(part)
         # What stopped a read, as its message: any exception type then crosses the process boundary.
         return {n: Exception(str(v)) if isinstance(v, Exception) else v for n, v in values.items()}, unreachable
 
-    values: dict[str, Any] = {}
+    values: dict[str, T | Exception] = {}
     unreachable: dict[str, str] = {}
     for part_values, part_unreachable in run_sharded(hosts, count, NullObserver(), shard):
         values.update(part_values)

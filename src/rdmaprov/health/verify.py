@@ -108,7 +108,7 @@ def read_reports(session: Session, dcgm_level: int = 0) -> dict[str, NodeReport 
     return session.fact(NodeFacts, lambda name: report_arguments(hosts[name], dcgm_level))
 
 
-def read_reports_everywhere(inventory: Inventory, hosts: list[str], dcgm_level: int = 0) -> Readings:
+def read_reports_everywhere(inventory: Inventory, hosts: list[str], dcgm_level: int = 0) -> Readings[NodeReport]:
     """read_reports without keeping the connections: across processes when there are many hosts."""
     return read_everywhere(
         inventory, hosts, NodeFacts, lambda name: report_arguments(inventory.hosts[name], dcgm_level)
@@ -116,7 +116,7 @@ def read_reports_everywhere(inventory: Inventory, hosts: list[str], dcgm_level: 
 
 
 def verify_hosts(
-    session: Session | Readings, hosts: list[str], reports: dict[str, NodeReport | Exception] | None = None
+    session: Session | Readings[NodeReport], hosts: list[str], reports: dict[str, NodeReport | Exception] | None = None
 ) -> list[HostVerification]:
     """A verification per host: its findings, or why it could not be read."""
     inventory = session.inventory
