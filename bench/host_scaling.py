@@ -10,8 +10,12 @@ alternate. Prints, per size and command: median wall time, control-side CPU seco
 and every process it started) and per host, peak memory of all of rdmaprov's processes, SSH
 round trips per host; writes bench/results/NAME.json. Needs root.
 
+With --twins each host is a DGX-shaped twin (tests/support/twin.py): its GPU and HCA tools answer
+from real captured outputs (8 GPUs, 8 compute HCAs, 4 NVSwitches), so verify reads, parses and
+judges a node report of a real GPU node's size.
+
     .venv/bin/python bench/host_scaling.py [--sizes 1,32,128,256] [--repeat 3] [--name host_scaling]
-        [--commands check,apply] [--env RDMAPROV_SHARDS=1]
+        [--commands check,apply] [--env RDMAPROV_SHARDS=1] [--twins]
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from common import REPO, Measured, load_1m, measure, median, rdmaprov, run_json,
 
 sys.path.insert(0, str(REPO))
 from tests.support.sshhosts import SSHHostFarm  # noqa: E402
+from tests.support.twin import TWIN_DEFAULTS, TwinNode  # noqa: E402
 
 TAGS = "limits,nccl_env,ssh_trust"
 DEFAULTS = """defaults:
@@ -77,18 +82,21 @@ def main() -> None:
     parser.add_argument("--commands", default="check,apply", help="check, apply (no-op), verify")
     parser.add_argument("--name", default="host_scaling", help="results file name")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for rdmaprov (repeatable)")
+    parser.add_argument("--twins", action="store_true", help="DGX-shaped twin hosts (real-size node reports)")
     args = parser.parse_args()
     sizes = sorted(int(n) for n in args.sizes.split(","))
     commands = args.commands.split(",")
     env = dict(item.split("=", 1) for item in args.env)
     work = Path(tempfile.mkdtemp(prefix="rdmaprov-bench-"))
-    farm = SSHHostFarm(max(sizes))
-    print(f"starting {max(sizes)} sshd hosts (load {load_1m():.2f})…", flush=True)
+    farm = SSHHostFarm(max(sizes), prepare=(lambda host: TwinNode().write(host.workdir)) if args.twins else None)
+    defaults = TWIN_DEFAULTS if args.twins else DEFAULTS
+    what = "DGX-shaped twin hosts" if args.twins else "sshd hosts"
+    print(f"starting {max(sizes)} {what} (load {load_1m():.2f})…", flush=True)
     try:
         farm.start()
         rows, runs = [], {}
         for size in sizes:
-            inventory = str(farm.inventory(work / f"hosts{size}.yaml", DEFAULTS, farm.hosts[:size], CONNECT_TIMEOUT))
+            inventory = str(farm.inventory(work / f"hosts{size}.yaml", defaults, farm.hosts[:size], CONNECT_TIMEOUT))
             converge = run_json(measure(rdmaprov("apply", inventory, "--tags", TAGS, "--skip-verify", "--json"), env))
             bad = [
                 (h["name"], h["status"], h["error"])
@@ -129,7 +137,7 @@ def main() -> None:
         print(table(HEADERS, rows))
         path = write_result(
             args.name,
-            {"hosts": "sshd in network namespaces", "tags": TAGS, "repeat": args.repeat, "env": env, "runs": runs},
+            {"hosts": f"{what} in network namespaces", "tags": TAGS, "repeat": args.repeat, "env": env, "runs": runs},
         )
         print(f"wrote {path}")
     finally:

@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 from tests.conftest import rdmaprov, rdmaprov_json
-from tests.support.twin import COMPUTE_HCAS, DRIVER, FAULTS, STORAGE_HCA, TwinNode
+from tests.support.twin import DRIVER, FAULTS, TWIN_DEFAULTS, TwinNode
 
 pytestmark = pytest.mark.e2e
 
@@ -34,20 +34,6 @@ TWIN_GATES = """cluster:
   gates:
     ib_write_bw: {duration_s: 1}
     rail: {duration_s: 1, fraction: 0.9}
-"""
-
-TWIN_DEFAULTS = f"""defaults:
-  fabric: infiniband
-  limits: {{memlock: unlimited}}
-  rdma:
-    devices: [{", ".join(COMPUTE_HCAS)}]
-    storage_hcas: [{STORAGE_HCA}]
-    rate_gbps: 400
-  gpu:
-    count: 8
-    model: H100-SXM5-80GB
-    driver_version: "{DRIVER}"
-  nccl: {{source: {{kind: packages}}}}  # the twins carry no NCCL: its checks are the lab's
 """
 
 

@@ -45,6 +45,21 @@ NVSWITCH_BUSES = ("05", "06", "07", "08")
 COMPUTE_HCAS = tuple(f"mlx5_{n}" for n in range(8))
 STORAGE_HCA = "mlx5_8"
 
+# The node settings of a healthy twin, as an inventory's `defaults:` (the e2e tests, bench/).
+TWIN_DEFAULTS = f"""defaults:
+  fabric: infiniband
+  limits: {{memlock: unlimited}}
+  rdma:
+    devices: [{", ".join(COMPUTE_HCAS)}]
+    storage_hcas: [{STORAGE_HCA}]
+    rate_gbps: 400
+  gpu:
+    count: 8
+    model: H100-SXM5-80GB
+    driver_version: "{DRIVER}"
+  nccl: {{source: {{kind: packages}}}}  # the twins carry no NCCL: its checks are the lab's
+"""
+
 # What each fault changes, and where verify is expected to name it: (check id, subject prefix),
 # None for a fault only the gates can see.
 FAULTS: dict[str, tuple[str, str] | None] = {
