@@ -77,6 +77,25 @@ class SSHHost:
     pid: int | None = None
 
 
+_NEIGHBOURS = Path("/proc/sys/net/ipv4/neigh/default")
+
+
+def _hold_neighbours(hosts: int) -> dict[Path, str]:
+    """Room in this machine's ARP table for every host: by default the kernel collects entries
+    past 512 and refuses past 1,024 ("neighbor table overflow"), and a farm of hundreds then
+    loses packets: a 1,000-host apply lost half its hosts to connect timeouts and stalled
+    sessions. Raised only where too low for this farm; the old values, to put back."""
+    wanted = {"gc_thresh1": hosts + 64, "gc_thresh2": 2 * hosts + 128, "gc_thresh3": 4 * hosts + 256}
+    saved: dict[Path, str] = {}
+    for name, value in wanted.items():
+        path = _NEIGHBOURS / name
+        old = path.read_text()
+        if int(old) < value:
+            saved[path] = old
+            path.write_text(str(value))
+    return saved
+
+
 @dataclass
 class SSHHostFarm:
     """N sshd hosts; `client_key` logs into all of them, `known_hosts` pins their host keys."""
@@ -126,6 +145,7 @@ class SSHHostFarm:
             raise
 
     def _start(self) -> SSHHostFarm:
+        self._saved_neighbours = _hold_neighbours(self.count)
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.client_key))
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         _run("ip", "addr", "add", f"{self.network.network_address + 1}/{self.network.prefixlen}", "dev", self.bridge)
@@ -263,3 +283,6 @@ class SSHHostFarm:
             subprocess.run(["ip", "link", "del", f"{self.prefix}v{index}"], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
+        for path, value in getattr(self, "_saved_neighbours", {}).items():
+            path.write_text(value)
+        self._saved_neighbours = {}
