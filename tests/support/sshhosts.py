@@ -108,6 +108,8 @@ class SSHHostFarm:
     disk: bool = False
     # Called with each host before its sshd starts: lays out what its root gets (a twin's files).
     prepare: Callable[[SSHHost], None] | None = None
+    # The kernel's ARP thresholds this farm raised, with the values to put back when it stops.
+    saved_neighbours: dict[Path, str] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         tag = f"{os.getpid() % 10000:04d}{next(_FARMS)}"  # a process may run several farms
@@ -145,7 +147,7 @@ class SSHHostFarm:
             raise
 
     def _start(self) -> SSHHostFarm:
-        self._saved_neighbours = _hold_neighbours(self.count)
+        self.saved_neighbours = _hold_neighbours(self.count)
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.client_key))
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         _run("ip", "addr", "add", f"{self.network.network_address + 1}/{self.network.prefixlen}", "dev", self.bridge)
@@ -283,6 +285,6 @@ class SSHHostFarm:
             subprocess.run(["ip", "link", "del", f"{self.prefix}v{index}"], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
-        for path, value in getattr(self, "_saved_neighbours", {}).items():
+        for path, value in self.saved_neighbours.items():
             path.write_text(value)
-        self._saved_neighbours = {}
+        self.saved_neighbours = {}
