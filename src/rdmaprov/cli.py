@@ -383,6 +383,14 @@ def _cmd_lab_status(args: argparse.Namespace, out: Console, err: Console) -> int
     return status_exit_code(rows)
 
 
+def _cmd_lab_restart(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.lab.lab import restart
+
+    restarted = restart(_lab(args), args.nodes)
+    out.print(f"lab restart: {', '.join(restarted)} booted again and answering SSH", highlight=False)
+    return 0
+
+
 def _cmd_lab_ssh(args: argparse.Namespace, out: Console, err: Console) -> NoReturn:
     """Replace this process with ssh, so that the terminal and the remote exit status are the user's."""
     import os
@@ -575,6 +583,15 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
 
     status = actions.add_parser("status", help="nodes, their PIDs and whether SSH answers", parents=[_json_option()])
     status.set_defaults(handler=_cmd_lab_status)
+
+    restart = actions.add_parser(
+        "restart",
+        help="boot VMs again on their own disks (one whose kernel or network hung), and wait for SSH",
+        description="Power the named VMs off and boot them again on the same disks, addresses and host keys: "
+        "what they were converged to stays. `lab status` says which VM stopped answering and why.",
+    )
+    restart.add_argument("nodes", nargs="+", metavar="NODE")
+    restart.set_defaults(handler=_cmd_lab_restart)
 
     ssh = actions.add_parser("ssh", help="log into a node (or run a command there)")
     ssh.add_argument("node")

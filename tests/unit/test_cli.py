@@ -14,9 +14,10 @@ import pytest
 from rich.console import Console
 
 from rdmaprov import cli
+from rdmaprov.errors import UserError
 from rdmaprov.health.facts_report import FactsReport, read_facts
 from rdmaprov.inventory import load_inventory
-from rdmaprov.lab.lab import Lab
+from rdmaprov.lab.lab import Lab, restart
 from rdmaprov.lab.releases import HELP as RELEASE_HELP
 from rdmaprov.lab.report import down_summary, status_exit_code, status_table, up_summary
 from rdmaprov.parsers.node import parse_node_report
@@ -420,20 +421,28 @@ def _rendered(renderable) -> str:
 
 
 LAB_ROWS = [
-    {"name": "node1", "kind": "vm", "address": "10.77.0.10", "pid": 4242, "running": True, "ssh": True},
-    {"name": "node2", "kind": "container", "address": "10.77.0.11", "pid": None, "running": False, "ssh": False},
+    {"name": "node1", "kind": "vm", "address": "10.77.0.10", "pid": 4242, "running": True, "ssh": True, "kernel": None},
+    {
+        "name": "node2",
+        "kind": "container",
+        "address": "10.77.0.11",
+        "pid": None,
+        "running": False,
+        "ssh": False,
+        "kernel": None,
+    },
 ]
 
 
 def test_lab_status_table_and_exit_code():
     assert _rendered(status_table(Path("/tmp/lab-x"), LAB_ROWS)) == (
         "lab /tmp/lab-x\n"
-        "┏━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━┳━━━━━━━━━┳━━━━━━━┓\n"
-        "┃ name  ┃ kind      ┃ address    ┃ pid  ┃ running ┃ ssh   ┃\n"
-        "┡━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━╇━━━━━━━━━╇━━━━━━━┩\n"
-        "│ node1 │ vm        │ 10.77.0.10 │ 4242 │ True    │ True  │\n"
-        "│ node2 │ container │ 10.77.0.11 │ None │ False   │ False │\n"
-        "└───────┴───────────┴────────────┴──────┴─────────┴───────┘\n"
+        "┏━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━┳━━━━━━━━━┳━━━━━━━┳━━━━━━━━┓\n"
+        "┃ name  ┃ kind      ┃ address    ┃ pid  ┃ running ┃ ssh   ┃ kernel ┃\n"
+        "┡━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━╇━━━━━━━━━╇━━━━━━━╇━━━━━━━━┩\n"
+        "│ node1 │ vm        │ 10.77.0.10 │ 4242 │ True    │ True  │        │\n"
+        "│ node2 │ container │ 10.77.0.11 │      │ False   │ False │        │\n"
+        "└───────┴───────────┴────────────┴──────┴─────────┴───────┴────────┘\n"
     )
     assert status_exit_code(LAB_ROWS) == 4
     assert status_exit_code(LAB_ROWS[:1]) == 0
@@ -519,3 +528,20 @@ def test_verify_workflow_result(unreachable_inventory):
     assert result.exit_code == 4
     doc = result.to_json()
     assert (doc["command"], doc["exit_code"], doc["verify"][0]["status"]) == ("verify", 4, "unreachable")
+
+
+def test_lab_restart_names_what_it_cannot_restart(tmp_path):
+    """Only a lab's own VMs boot again: a container is refused with what to do instead, as are an
+    unknown name (with the lab's nodes) and a VM booted without its command line recorded;
+    nothing is stopped (no PID recorded here: nothing could be)."""
+    node = {"name": "node1", "address": "10.77.0.10", "prefixlen": 24, "workdir": str(tmp_path / "n1"), "pid": None}
+    state = {"kind": "container", "nodes": [{**node, "kind": "container", "link": "rdmaprov0c1"}]}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    with pytest.raises(UserError, match=r"restart boots VMs again; node1 is a container: `rdmaprov lab down`, then up"):
+        restart(Lab(tmp_path), ["node1"])
+    with pytest.raises(UserError, match=r"no lab node 'node7' in .* \(nodes: node1\)"):
+        restart(Lab(tmp_path), ["node7"])
+    state = {"kind": "vm", "nodes": [{**node, "kind": "vm", "link": "rdmaprov0t1"}]}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    with pytest.raises(UserError, match=r"node1 booted by an older rdmaprov \(no qemu.args\): `rdmaprov lab down`"):
+        restart(Lab(tmp_path), ["node1"])

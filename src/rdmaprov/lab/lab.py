@@ -18,14 +18,15 @@ from typing import TypeVar
 import gevent
 import yaml
 
-from rdmaprov.errors import UserError
+from rdmaprov.errors import Problem, UserError
 from rdmaprov.lab import mirror
 from rdmaprov.lab.gates import softroce_gates
 from rdmaprov.lab.image import HOSTKEY_MARK, Image, ensure_image
 from rdmaprov.lab.network import check_subnet_free, create_bridge, delete_link
-from rdmaprov.lab.nodes import Node, start_container, start_vm, stop_node, stop_process
+from rdmaprov.lab.nodes import Node, restart_vm, start_container, start_vm, stop_node, stop_process
 from rdmaprov.lab.proc import require, run
 from rdmaprov.lab.releases import DEFAULT_RELEASE, Release, find_release, node_releases
+from rdmaprov.parsers.console import kernel_trouble
 
 MIRROR_PORT = 8079
 DEFAULT_SUBNET = "10.77.0.0/24"
@@ -357,6 +358,38 @@ def find_node(lab: Lab, name: str) -> Node:
     raise UserError(f"no lab node {name!r} in {lab.dir} (nodes: {names})")
 
 
+def restart(lab: Lab, names: list[str], boot_timeout: int = 600) -> list[str]:
+    """Boot VMs again on their own disks (a node whose kernel or NIC hung keeps what it was
+    converged to) and wait until each answers with the host keys the lab pinned for it."""
+    nodes = [find_node(lab, name) for name in names]
+    containers = [node.name for node in nodes if node.kind != "vm"]
+    if containers:
+        what = "is a container" if len(containers) == 1 else "are containers"
+        raise UserError(f"restart boots VMs again; {', '.join(containers)} {what}: `rdmaprov lab down`, then up")
+    older = [node.name for node in nodes if not node.qemu_args.exists()]
+    if older:
+        raise UserError(f"{', '.join(older)} booted by an older rdmaprov (no qemu.args): `rdmaprov lab down`, then up")
+    for node in nodes:
+        restart_vm(node, lab.marker)
+        lab.state["nodes"] = [node.to_dict() if n["name"] == node.name else n for n in lab.state["nodes"]]
+        lab.save()
+    deadline = time.monotonic() + boot_timeout
+    jobs = [gevent.spawn(_collect, _wait_for_node, lab, node, deadline) for node in nodes]
+    gevent.joinall(jobs)
+    pinned = set(lab.known_hosts.read_text().splitlines())
+    problems: list[Problem] = []
+    for node, job in zip(nodes, jobs, strict=True):
+        keys = job.get()
+        if isinstance(keys, UserError):
+            problems += keys.problems
+        elif not set(keys) <= pinned:
+            message = f"lab node {node.name} came back with other host keys than the lab pinned"
+            problems.append(Problem(file=str(lab.known_hosts), message=message))
+    if problems:
+        raise UserError(problems)
+    return names
+
+
 def down(lab: Lab) -> list[str]:
     """Stop every process and remove every link this lab recorded; return what was removed."""
     lab.load()
@@ -398,9 +431,17 @@ def status(lab: Lab) -> list[dict]:
                 "pid": node.pid,
                 "running": alive,
                 "ssh": reachable,
+                "kernel": _console_trouble(node),
             }
         )
     return rows
+
+
+def _console_trouble(node: Node) -> str | None:
+    """What the node's kernel last reported of a crash or a stalled NIC (VMs: their console)."""
+    if node.kind != "vm" or not node.console.exists():
+        return None
+    return kernel_trouble(node.console.read_bytes().decode(errors="replace"))
 
 
 def node_rss_kib(node: Node) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import subprocess
@@ -35,6 +36,11 @@ class Node:
     @property
     def console(self) -> Path:
         return Path(self.workdir) / "console.log"
+
+    @property
+    def qemu_args(self) -> Path:
+        """The command line a VM was booted with, to boot it again the same way."""
+        return Path(self.workdir) / "qemu.args"
 
     @property
     def report(self) -> Path:
@@ -101,10 +107,23 @@ def start_vm(node: Node, image: Image, bridge: str, authorized_key: str, memory_
         "-pidfile",
         str(workdir / "qemu.pid"),
     ]
-    node.console.unlink(missing_ok=True)
-    log = open(workdir / "qemu.log", "ab")
+    node.qemu_args.write_text(json.dumps(cmd))
+    _launch_vm(node, cmd)
+
+
+def _launch_vm(node: Node, cmd: list[str]) -> None:
+    if node.console.exists():  # the boot before keeps its last words (a VM booted again as hung)
+        node.console.replace(node.console.with_suffix(".log.1"))
+    log = open(Path(node.workdir) / "qemu.log", "ab")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     node.pid = proc.pid
+
+
+def restart_vm(node: Node, marker: str) -> None:
+    """Power a VM off and boot it again on the same disk and tap, with the same QEMU command line
+    (what it was converged to stays; its first-boot unit prints the same host keys again)."""
+    stop_process(node.pid, marker)
+    _launch_vm(node, json.loads(node.qemu_args.read_text()))
 
 
 def start_container(node: Node, image: Image, bridge: str, authorized_key: str, machine: str) -> None:
@@ -164,6 +183,7 @@ def stop_process(pid: int | None, marker: str, timeout: float = 20) -> None:
     if not pid or not _is_ours(pid, marker):
         return
     os.kill(pid, signal.SIGTERM)
+    os.kill(pid, signal.SIGCONT)  # a stopped process (a node frozen on purpose) acts on it now
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and _alive(pid):
         try:

@@ -46,7 +46,7 @@ def status_table(lab_dir: Path, rows: list[dict]) -> RenderableType:
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*(str(row[c]) for c in columns))
+        table.add_row(*("" if row[c] is None else str(row[c]) for c in columns))
     return table
 
 
