@@ -29,6 +29,14 @@ from tests.support.slurm_fleet import SINFO, sinfo_states
 pytestmark = [pytest.mark.e2e, pytest.mark.lab]
 
 
+@pytest.fixture(autouse=True)
+def _lab_vms_answering(request):
+    """Each lab test starts on VMs that answer: one whose emulated NIC hung in an earlier test is
+    booted again (TestLab.restart_hung says why), instead of failing every test after it."""
+    if "vm_lab" in request.fixturenames:
+        request.getfixturevalue("vm_lab").restart_hung()
+
+
 def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     assert "lab up: 3 vm nodes (Debian 12 ×2, Debian 13 ×1)" in vm_lab.up_output
     code, first = rdmaprov_json("apply", vm_lab.inventory, timeout=1500)
@@ -138,12 +146,18 @@ def _by_subject(result: dict, gate: str) -> dict[str, dict]:
     return {g["subject"]: g for g in result["gates"] if g["gate"] == gate}
 
 
-def _gates_until(inventory: str, settled, start_over=lambda: None, tries: int = 3, *args: str) -> tuple[int, dict]:
+def _gates_until(
+    vm_lab, inventory: str, settled, start_over=lambda: None, tries: int = 3, *args: str
+) -> tuple[int, dict]:
     """verify --gates until `settled(result)`, at most `tries` runs. Two rails share each lab VM's
     one emulated CPU, and now and then one of them completes nothing in its window under CI's
     load (seen: rxe1 0 Gb/s while rxe0 passed, once in three runs): a step that needs a healthy
-    rail runs again, as many as three times, instead of failing on the emulation."""
-    for _ in range(tries):
+    rail runs again, as many as three times, instead of failing on the emulation. A VM that
+    stopped answering meanwhile (its emulated NIC hung) is booted again before the next try;
+    start_over then puts back what the test set up on it by hand."""
+    for attempt in range(tries):
+        if attempt:
+            vm_lab.restart_hung()
         start_over()
         code, result = rdmaprov_json("verify", inventory, "--gates", *args, timeout=900)
         if settled(result):
@@ -151,7 +165,7 @@ def _gates_until(inventory: str, settled, start_over=lambda: None, tries: int = 
     return code, result
 
 
-def _stalled_lanes_rerun(inventory: str, gates: list[dict]) -> dict[tuple[str, str], dict]:
+def _stalled_lanes_rerun(vm_lab, inventory: str, gates: list[dict]) -> dict[tuple[str, str], dict]:
     """Gates by (gate, subject), the perftest lanes that failed measured again (_gates_until says
     why a lab lane can stall): a test asserting what else fails is not decided by the emulation."""
     found = {(g["gate"], g["subject"]): g for g in gates}
@@ -166,7 +180,7 @@ def _stalled_lanes_rerun(inventory: str, gates: list[dict]) -> dict[tuple[str, s
         def settled(result: dict) -> bool:
             return len(measured(result)) == len(stalled) and all(g["passed"] for g in measured(result))
 
-        _, again = _gates_until(inventory, settled, lambda: None, 3, "--limit", ",".join(hosts))
+        _, again = _gates_until(vm_lab, inventory, settled, lambda: None, 3, "--limit", ",".join(hosts))
         assert len(measured(again)) == len(stalled), (stalled, again["gates"])
         found.update({(g["gate"], g["subject"]): g for g in measured(again)})
     return found
@@ -181,8 +195,13 @@ def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_ow
     (seen with tbf while trying this)."""
     state = tmp_path / "state"
     monkeypatch.setenv("RDMAPROV_STATE", str(state))  # this test's own baselines
-    for i, node in enumerate(("node1", "node2")):
-        _second_rail(vm_lab, node, i)
+
+    def rails_up() -> None:  # made once, and again on a VM booted again by _gates_until
+        for i, node in enumerate(("node1", "node2")):
+            if vm_lab.ssh(node, "ip -o link show mv0").returncode != 0:
+                _second_rail(vm_lab, node, i)
+
+    rails_up()
     # Two rails share each VM's one emulated CPU: with 1 MiB messages for 10 s (perftest measures
     # the middle 6 s) both get a fair share; 3 s windows of 64 KiB ones sometimes saw no completion
     gates = {
@@ -198,8 +217,11 @@ def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_ow
         def both_passed(result: dict) -> bool:
             return all(g["passed"] for g in result["gates"] if g["gate"] in ("rail", "latency"))
 
-        # each attempt from no baselines, so that each rail's first figure is its baseline
-        _, first = _gates_until(inventory, both_passed, lambda: shutil.rmtree(state, ignore_errors=True))
+        def from_no_baselines() -> None:  # so that each rail's first figure is its baseline
+            rails_up()
+            shutil.rmtree(state, ignore_errors=True)
+
+        _, first = _gates_until(vm_lab, inventory, both_passed, from_no_baselines)
         bandwidth, latency = _by_subject(first, "rail"), _by_subject(first, "latency")
         assert sorted(bandwidth) == rails and sorted(latency) == rails, first["gates"]
         for subject in rails:
@@ -222,14 +244,21 @@ def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_ow
         stored = json.loads(path.read_text())
         stored["parts"][f"rail {rails[1]}"]["baseline"] = bandwidth[rails[1]]["measured"] * 10
         path.write_text(json.dumps(stored))
-        _, drifted = _gates_until(inventory, lambda result: _by_subject(result, "rail")[rails[1]]["passed"])
+        _, drifted = _gates_until(
+            vm_lab, inventory, lambda result: _by_subject(result, "rail")[rails[1]]["passed"], rails_up
+        )
         rail1 = _by_subject(drifted, "rail")[rails[1]]
         assert rail1["passed"] and rail1["status"] == "warn" and rail1["baseline"]["drift"], rail1
         assert "below its baseline" in rail1["reason"] and "gates.baseline.max_drop 60%" in rail1["reason"]
 
         # rail 1 policed under the floor: that HCA fails, the other passes
-        assert vm_lab.ssh("node1", police + "rate 1mbit burst 32k drop").returncode == 0
-        code, broken = _gates_until(inventory, lambda result: _by_subject(result, "rail")[rails[0]]["passed"])
+        def policed() -> None:
+            rails_up()
+            assert vm_lab.ssh("node1", police + "rate 1mbit burst 32k drop").returncode == 0
+
+        code, broken = _gates_until(
+            vm_lab, inventory, lambda result: _by_subject(result, "rail")[rails[0]]["passed"], policed
+        )
         bandwidth = _by_subject(broken, "rail")
         assert code == 4 and not bandwidth[rails[1]]["passed"] and bandwidth[rails[0]]["passed"], bandwidth
         assert "< 0.002 Gb/s = gates.rail.min_gbps" in bandwidth[rails[1]]["reason"]
@@ -475,7 +504,7 @@ def test_roce_qos_puts_the_declared_class_on_the_wire_and_check_names_a_node_off
 
         # On the lab bridge, every RoCE v2 packet of the gate carries DSCP 26 with ECN-capable (ToS 106).
         with roce_classes(vm_lab.bridge) as seen:
-            code, gated = _gates_until(inventory, lambda result: all(g["passed"] for g in result["gates"]))
+            code, gated = _gates_until(vm_lab, inventory, lambda result: all(g["passed"] for g in result["gates"]))
         assert code == 0, gated["gates"]
         assert sum(seen.values()) > 100 and set(seen) == {106}, seen
         classes = [g["details"]["traffic_class"] for g in gated["gates"] if g["gate"] == "ib_write_bw"]
@@ -685,7 +714,7 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
 
     code, result = rdmaprov_json("bootstrap", full, "--limit", "node3", timeout=1800)
     hosts = {h["name"]: h for h in result["hosts"]}
-    gates = _stalled_lanes_rerun(full, result["gates"])
+    gates = _stalled_lanes_rerun(vm_lab, full, result["gates"])
     assert result["command"] == "bootstrap"
     # changes made (2), and a gate failed (4): the all_reduce across the releases, and only it
     assert code == 6, (
@@ -869,6 +898,28 @@ def test_a_node_that_stops_answering_mid_gate_or_mid_diagnose_is_named_lost(vm_l
     assert "node2" not in diagnosis["suspects"] and "node2" not in diagnosis["cleared"]
     # node2 answers again once thawed: the lab goes on
     assert _wait_for(lambda: vm_lab.ssh("node2", "true").returncode == 0, 120)
+
+
+def test_lab_status_names_a_vm_that_stopped_answering_and_restart_boots_it_back_converged(vm_lab, tmp_path):
+    """node2's QEMU stopped where it stands: `lab status` says it runs but does not answer SSH
+    (exit 4); `lab restart node2` powers it off and boots it on its own disk, so it answers
+    with the host keys the lab pinned and still holds what apply gave it (verify: rxe0 up)."""
+    status = json.loads(rdmaprov("lab", "--dir", str(vm_lab.dir), "status", "--json", timeout=60).stdout)
+    [before] = [row for row in status if row["name"] == "node2"]
+    with vm_lab.frozen("node2"):
+        stopped = rdmaprov("lab", "--dir", str(vm_lab.dir), "status", timeout=60)
+        assert stopped.returncode == 4, stopped.stdout
+        status = json.loads(rdmaprov("lab", "--dir", str(vm_lab.dir), "status", "--json", timeout=60).stdout)
+        assert [(r["name"], r["running"], r["ssh"]) for r in status if r["name"] == "node2"] == [("node2", True, False)]
+        restarted = rdmaprov("lab", "--dir", str(vm_lab.dir), "restart", "node2", timeout=900)
+    assert restarted.returncode == 0, restarted.stderr
+    assert "lab restart: node2 booted again and answering SSH" in restarted.stdout
+    status = json.loads(rdmaprov("lab", "--dir", str(vm_lab.dir), "status", "--json", timeout=60).stdout)
+    [after] = [row for row in status if row["name"] == "node2"]
+    assert after["ssh"] and after["pid"] != before["pid"] and after["kernel"] is None, after
+    assert (vm_lab.dir / "nodes" / "node2" / "console.log.1").exists()  # the boot before, kept
+    code, result = rdmaprov_json("verify", vm_lab.inventory, "--limit", "node2", timeout=600)
+    assert code == 0 and [v["status"] for v in result["verify"]] == ["ok"], result["verify"]
 
 
 def test_netns_mode_needing_a_reboot_is_reported_and_rebooted_only_when_allowed(vm_lab, tmp_path):
