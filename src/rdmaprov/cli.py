@@ -386,8 +386,8 @@ def _cmd_lab_status(args: argparse.Namespace, out: Console, err: Console) -> int
 def _cmd_lab_restart(args: argparse.Namespace, out: Console, err: Console) -> int:
     from rdmaprov.lab.lab import restart
 
-    restarted = restart(_lab(args), args.nodes)
-    out.print(f"lab restart: {', '.join(restarted)} booted again and answering SSH", highlight=False)
+    for name, how in restart(_lab(args), args.nodes).items():
+        out.print(f"lab restart: {name} answering SSH again: {how}", highlight=False)
     return 0
 
 
@@ -586,9 +586,10 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
 
     restart = actions.add_parser(
         "restart",
-        help="boot VMs again on their own disks (one whose kernel or network hung), and wait for SSH",
-        description="Power the named VMs off and boot them again on the same disks, addresses and host keys: "
-        "what they were converged to stays. `lab status` says which VM stopped answering and why.",
+        help="get VMs that stopped answering going again (resume a stalled NIC, else boot again on their own disks)",
+        description="A VM whose QEMU stopped taking its NIC's transmits is paused and resumed (nothing is lost); any "
+        "other is powered off and booted again on the same disk, address and host keys, so what it was converged to "
+        "stays. `lab status` says which VM stopped answering and why.",
     )
     restart.add_argument("nodes", nargs="+", metavar="NODE")
     restart.set_defaults(handler=_cmd_lab_restart)

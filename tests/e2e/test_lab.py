@@ -902,18 +902,21 @@ def test_a_node_that_stops_answering_mid_gate_or_mid_diagnose_is_named_lost(vm_l
 
 def test_lab_status_names_a_vm_that_stopped_answering_and_restart_boots_it_back_converged(vm_lab, tmp_path):
     """node2's QEMU stopped where it stands: `lab status` says it runs but does not answer SSH
-    (exit 4); `lab restart node2` powers it off and boots it on its own disk, so it answers
-    with the host keys the lab pinned and still holds what apply gave it (verify: rxe0 up)."""
+    (exit 4), and that QEMU does not answer either; `lab restart node2`, finding no stalled NIC
+    to resume, powers it off and boots it on its own disk, so it answers with the host keys the
+    lab pinned and still holds what apply gave it (verify: rxe0 up)."""
     status = json.loads(rdmaprov("lab", "--dir", str(vm_lab.dir), "status", "--json", timeout=60).stdout)
     [before] = [row for row in status if row["name"] == "node2"]
     with vm_lab.frozen("node2"):
         stopped = rdmaprov("lab", "--dir", str(vm_lab.dir), "status", timeout=60)
         assert stopped.returncode == 4, stopped.stdout
         status = json.loads(rdmaprov("lab", "--dir", str(vm_lab.dir), "status", "--json", timeout=60).stdout)
-        assert [(r["name"], r["running"], r["ssh"]) for r in status if r["name"] == "node2"] == [("node2", True, False)]
+        [frozen] = [row for row in status if row["name"] == "node2"]
+        assert (frozen["running"], frozen["ssh"]) == (True, False), frozen
+        assert frozen["nic"].startswith("QEMU not asked: "), frozen  # a stopped QEMU answers nothing
         restarted = rdmaprov("lab", "--dir", str(vm_lab.dir), "restart", "node2", timeout=900)
     assert restarted.returncode == 0, restarted.stderr
-    assert "lab restart: node2 booted again and answering SSH" in restarted.stdout
+    assert "lab restart: node2 answering SSH again: booted again on its own disk" in restarted.stdout
     status = json.loads(rdmaprov("lab", "--dir", str(vm_lab.dir), "status", "--json", timeout=60).stdout)
     [after] = [row for row in status if row["name"] == "node2"]
     assert after["ssh"] and after["pid"] != before["pid"] and after["kernel"] is None, after

@@ -123,17 +123,18 @@ class TestLab:
                 os.kill(pid, signal.SIGCONT)
 
     def restart_hung(self) -> list[str]:
-        """Boot again any VM of the lab that runs but stopped answering SSH (a QEMU NIC that
-        stopped transmitting, seen in CI), naming it and what its kernel last said, so that one
-        emulation fault costs one test, not every test after it."""
+        """Get any VM of the lab that runs but stopped answering SSH going again through `lab
+        restart` (a QEMU NIC that stopped taking transmits, seen in CI), naming it, what its kernel
+        and QEMU said and what was done, so that one emulation fault costs one test at most, not
+        every test after it."""
         status = json.loads(rdmaprov("lab", "--dir", str(self.dir), "status", "--json", timeout=60).stdout)
         hung = [row for row in status if row["kind"] == "vm" and row["running"] and not row["ssh"]]
         if hung:
-            said = "; ".join(f"{row['name']} ({row['kernel'] or 'console silent'})" for row in hung)
-            warnings.warn(f"lab VM not answering SSH, restarted: {said}", stacklevel=2)
             names = [row["name"] for row in hung]
             restarted = rdmaprov("lab", "--dir", str(self.dir), "restart", *names, timeout=900)
             assert restarted.returncode == 0, restarted.stderr
+            said = "; ".join(f"{row['name']} ({row['kernel'] or 'console silent'}; {row['nic']})" for row in hung)
+            warnings.warn(f"lab VM not answering SSH: {said}; {restarted.stdout.strip()}", stacklevel=2)
         return [row["name"] for row in hung]
 
     def down(self) -> subprocess.CompletedProcess:

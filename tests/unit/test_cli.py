@@ -421,7 +421,16 @@ def _rendered(renderable) -> str:
 
 
 LAB_ROWS = [
-    {"name": "node1", "kind": "vm", "address": "10.77.0.10", "pid": 4242, "running": True, "ssh": True, "kernel": None},
+    {
+        "name": "node1",
+        "kind": "vm",
+        "address": "10.77.0.10",
+        "pid": 4242,
+        "running": True,
+        "ssh": True,
+        "kernel": None,
+        "nic": None,
+    },
     {
         "name": "node2",
         "kind": "container",
@@ -430,6 +439,7 @@ LAB_ROWS = [
         "running": False,
         "ssh": False,
         "kernel": None,
+        "nic": None,
     },
 ]
 
@@ -437,12 +447,12 @@ LAB_ROWS = [
 def test_lab_status_table_and_exit_code():
     assert _rendered(status_table(Path("/tmp/lab-x"), LAB_ROWS)) == (
         "lab /tmp/lab-x\n"
-        "┏━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━┳━━━━━━━━━┳━━━━━━━┳━━━━━━━━┓\n"
-        "┃ name  ┃ kind      ┃ address    ┃ pid  ┃ running ┃ ssh   ┃ kernel ┃\n"
-        "┡━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━╇━━━━━━━━━╇━━━━━━━╇━━━━━━━━┩\n"
-        "│ node1 │ vm        │ 10.77.0.10 │ 4242 │ True    │ True  │        │\n"
-        "│ node2 │ container │ 10.77.0.11 │      │ False   │ False │        │\n"
-        "└───────┴───────────┴────────────┴──────┴─────────┴───────┴────────┘\n"
+        "┏━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━┳━━━━━━━━━┳━━━━━━━┳━━━━━━━━┳━━━━━┓\n"
+        "┃ name  ┃ kind      ┃ address    ┃ pid  ┃ running ┃ ssh   ┃ kernel ┃ nic ┃\n"
+        "┡━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━╇━━━━━━━━━╇━━━━━━━╇━━━━━━━━╇━━━━━┩\n"
+        "│ node1 │ vm        │ 10.77.0.10 │ 4242 │ True    │ True  │        │     │\n"
+        "│ node2 │ container │ 10.77.0.11 │      │ False   │ False │        │     │\n"
+        "└───────┴───────────┴────────────┴──────┴─────────┴───────┴────────┴─────┘\n"
     )
     assert status_exit_code(LAB_ROWS) == 4
     assert status_exit_code(LAB_ROWS[:1]) == 0

@@ -25,6 +25,7 @@ from rdmaprov.lab.image import HOSTKEY_MARK, Image, ensure_image
 from rdmaprov.lab.network import check_subnet_free, create_bridge, delete_link
 from rdmaprov.lab.nodes import Node, restart_vm, start_container, start_vm, stop_node, stop_process
 from rdmaprov.lab.proc import require, run
+from rdmaprov.lab.qmp import QmpError, TxRing, nic_tx_ring, pause_and_resume
 from rdmaprov.lab.releases import DEFAULT_RELEASE, Release, find_release, node_releases
 from rdmaprov.parsers.console import kernel_trouble
 
@@ -358,9 +359,11 @@ def find_node(lab: Lab, name: str) -> Node:
     raise UserError(f"no lab node {name!r} in {lab.dir} (nodes: {names})")
 
 
-def restart(lab: Lab, names: list[str], boot_timeout: int = 600) -> list[str]:
-    """Boot VMs again on their own disks (a node whose kernel or NIC hung keeps what it was
-    converged to) and wait until each answers with the host keys the lab pinned for it."""
+def restart(lab: Lab, names: list[str], boot_timeout: int = 600) -> dict[str, str]:
+    """Get VMs that stopped answering going again, saying how for each: a VM whose QEMU stopped
+    taking its NIC's transmits is paused and resumed (a second; nothing lost); any other, or one
+    that still does not answer, is powered off and booted on its own disk (what it was converged
+    to stays) and must answer with the host keys the lab pinned for it."""
     nodes = [find_node(lab, name) for name in names]
     containers = [node.name for node in nodes if node.kind != "vm"]
     if containers:
@@ -369,25 +372,58 @@ def restart(lab: Lab, names: list[str], boot_timeout: int = 600) -> list[str]:
     older = [node.name for node in nodes if not node.qemu_args.exists()]
     if older:
         raise UserError(f"{', '.join(older)} booted by an older rdmaprov (no qemu.args): `rdmaprov lab down`, then up")
-    for node in nodes:
+    done = {node.name: f"transmits resumed ({ring.waiting} were waiting in QEMU)" for node, ring in _resumed(nodes)}
+    booting = [node for node in nodes if node.name not in done]
+    for node in booting:
         restart_vm(node, lab.marker)
         lab.state["nodes"] = [node.to_dict() if n["name"] == node.name else n for n in lab.state["nodes"]]
         lab.save()
     deadline = time.monotonic() + boot_timeout
-    jobs = [gevent.spawn(_collect, _wait_for_node, lab, node, deadline) for node in nodes]
+    jobs = [gevent.spawn(_collect, _wait_for_node, lab, node, deadline) for node in booting]
     gevent.joinall(jobs)
     pinned = set(lab.known_hosts.read_text().splitlines())
     problems: list[Problem] = []
-    for node, job in zip(nodes, jobs, strict=True):
+    for node, job in zip(booting, jobs, strict=True):
         keys = job.get()
         if isinstance(keys, UserError):
             problems += keys.problems
         elif not set(keys) <= pinned:
             message = f"lab node {node.name} came back with other host keys than the lab pinned"
             problems.append(Problem(file=str(lab.known_hosts), message=message))
+        else:
+            done[node.name] = "booted again on its own disk"
     if problems:
         raise UserError(problems)
-    return names
+    return {name: done[name] for name in names}
+
+
+def _resumed(nodes: list[Node], within: float = 15) -> list[tuple[Node, TxRing]]:
+    """The nodes whose QEMU held transmits it never took and that answer SSH again once paused
+    and resumed (lab/qmp.py says why that frees them)."""
+    stalled = []
+    for node in nodes:
+        try:
+            ring = nic_tx_ring(node.qmp)
+            if ring.waiting:
+                pause_and_resume(node.qmp)
+                stalled.append((node, ring))
+        except QmpError:
+            pass  # QEMU does not answer (a stopped or older VM): booting it again is what is left
+    deadline = time.monotonic() + within
+    answering: list[tuple[Node, TxRing]] = []
+    while stalled and time.monotonic() < deadline:
+        answering += [(node, ring) for node, ring in stalled if _ssh_answers(node)]
+        stalled = [(node, ring) for node, ring in stalled if (node, ring) not in answering]
+        gevent.sleep(1)
+    return answering
+
+
+def _ssh_answers(node: Node) -> bool:
+    try:
+        with socket.create_connection((node.address, 22), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def down(lab: Lab) -> list[str]:
@@ -415,13 +451,7 @@ def status(lab: Lab) -> list[dict]:
     rows = []
     for node in lab.nodes():
         alive = bool(node.pid) and Path(f"/proc/{node.pid}").exists()
-        reachable = False
-        if alive:
-            try:
-                with socket.create_connection((node.address, 22), timeout=2):
-                    reachable = True
-            except OSError:
-                pass
+        reachable = alive and _ssh_answers(node)
         rows.append(
             {
                 "name": node.name,
@@ -432,6 +462,7 @@ def status(lab: Lab) -> list[dict]:
                 "running": alive,
                 "ssh": reachable,
                 "kernel": _console_trouble(node),
+                "nic": _nic(node) if alive and not reachable and node.kind == "vm" else None,
             }
         )
     return rows
@@ -442,6 +473,14 @@ def _console_trouble(node: Node) -> str | None:
     if node.kind != "vm" or not node.console.exists():
         return None
     return kernel_trouble(node.console.read_bytes().decode(errors="replace"))
+
+
+def _nic(node: Node) -> str:
+    """QEMU's view of a silent VM's transmit ring (lab/qmp.py)."""
+    try:
+        return str(nic_tx_ring(node.qmp))
+    except QmpError as exc:
+        return f"QEMU not asked: {exc}"
 
 
 def node_rss_kib(node: Node) -> int:

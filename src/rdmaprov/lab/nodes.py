@@ -38,6 +38,12 @@ class Node:
         return Path(self.workdir) / "console.log"
 
     @property
+    def qmp(self) -> Path:
+        """A VM's QEMU machine protocol socket: how the lab asks QEMU about a VM whose network
+        stopped answering, and gets its transmits going again (lab/qmp.py)."""
+        return Path(self.workdir) / "qmp.sock"
+
+    @property
     def qemu_args(self) -> Path:
         """The command line a VM was booted with, to boot it again the same way."""
         return Path(self.workdir) / "qemu.args"
@@ -104,6 +110,8 @@ def start_vm(node: Node, image: Image, bridge: str, authorized_key: str, memory_
         "none",
         "-monitor",
         "none",
+        "-qmp",
+        f"unix:{node.qmp},server=on,wait=off",
         "-pidfile",
         str(workdir / "qemu.pid"),
     ]

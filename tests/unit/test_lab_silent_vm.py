@@ -1,0 +1,51 @@
+"""Why a lab VM stopped answering, on real outputs: its console (parsers/console.py) and its
+QEMU's view of the NIC's transmit ring (lab/qmp.py)."""
+
+from __future__ import annotations
+
+import json
+
+from rdmaprov.lab.qmp import TxRing, tx_ring
+from rdmaprov.parsers.console import kernel_trouble
+from tests.conftest import FIXTURES
+
+LAB = FIXTURES / "lab"
+
+
+def test_a_healthy_boot_reports_nothing():
+    """Firmware warnings and host-key lines are not trouble."""
+    assert kernel_trouble((LAB / "console_boot_debian12.txt").read_text()) is None
+    assert kernel_trouble("") is None
+
+
+def test_a_hung_virtio_nic_is_named_by_its_latest_line():
+    text = (LAB / "console_boot_debian12.txt").read_text() + (
+        LAB / "console_virtio_tx_timeout_debian12.txt"
+    ).read_text()
+    assert kernel_trouble(text) == (
+        "virtio_net virtio0 eth0: TX timeout on queue: 0, sq: output.0, vq: 0x1, name: output.0, 25632000 usecs ago"
+    )
+
+
+def _ring(state: str) -> TxRing:
+    def reply(name: str) -> dict:
+        return json.loads((LAB / "qmp" / f"tx_queue_{name}_{state}.json").read_text())["return"]
+
+    return tx_ring(reply("status"), reply("element"))
+
+
+def test_a_stalled_tx_ring_is_told_from_a_healthy_one():
+    """QEMU 7.2's replies for node2 while it answered nothing (the guest queued 221 transmits past
+    the last QEMU took) and for node1 at rest (every index equal)."""
+    stalled, healthy = _ring("stalled"), _ring("healthy")
+    assert stalled == TxRing(queued=57798, taken=57577, completed=57577, signalled=57577)
+    assert stalled.waiting == 221 and str(stalled) == (
+        "tx ring: guest queued 57798, QEMU took 57577, completed 57577, signalled 57577: "
+        "QEMU stopped taking the guest's transmits (221 waiting)"
+    )
+    assert healthy.waiting == 0 and str(healthy).endswith("signalled 7116: nothing pending in QEMU")
+
+
+def test_ring_indices_wrap_at_65536():
+    """virtio's indices are 16-bit: a guest just past the wrap is ahead, not 65,000 behind."""
+    assert TxRing(queued=5, taken=65530, completed=65530, signalled=65530).waiting == 11
