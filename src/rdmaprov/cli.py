@@ -391,6 +391,13 @@ def _cmd_lab_restart(args: argparse.Namespace, out: Console, err: Console) -> in
     return 0
 
 
+def _cmd_lab_nic_watch(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from rdmaprov.lab.nicwatch import watch
+
+    watch(_lab(args), log=lambda line: print(line, flush=True))
+    return 0
+
+
 def _cmd_lab_ssh(args: argparse.Namespace, out: Console, err: Console) -> NoReturn:
     """Replace this process with ssh, so that the terminal and the remote exit status are the user's."""
     import os
@@ -593,6 +600,12 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
     )
     restart.add_argument("nodes", nargs="+", metavar="NODE")
     restart.set_defaults(handler=_cmd_lab_restart)
+
+    watch = actions.add_parser(
+        "nic-watch",
+        help="resume any VM whose QEMU stopped taking its NIC's transmits, until the lab is down (up starts it)",
+    )
+    watch.set_defaults(handler=_cmd_lab_nic_watch)
 
     ssh = actions.add_parser("ssh", help="log into a node (or run a command there)")
     ssh.add_argument("node")

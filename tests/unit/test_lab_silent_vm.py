@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from rdmaprov.lab.nicwatch import StallTracker
 from rdmaprov.lab.qmp import TxRing, tx_ring
 from rdmaprov.parsers.console import kernel_trouble
 from tests.conftest import FIXTURES
@@ -49,3 +50,19 @@ def test_a_stalled_tx_ring_is_told_from_a_healthy_one():
 def test_ring_indices_wrap_at_65536():
     """virtio's indices are 16-bit: a guest just past the wrap is ahead, not 65,000 behind."""
     assert TxRing(queued=5, taken=65530, completed=65530, signalled=65530).waiting == 11
+
+
+def test_the_nic_watch_acts_on_a_ring_qemu_stopped_taking_not_on_a_busy_one():
+    """Transmits waiting with QEMU taking none for `patience` seconds is a stall; waiting while
+    QEMU keeps taking is a busy NIC, and an empty ring starts the count over."""
+    tracker = StallTracker(patience=4)
+    stalled = _ring("stalled")
+    assert not tracker.stalled("node2", stalled, now=100)
+    assert not tracker.stalled("node2", stalled, now=103)
+    assert tracker.stalled("node2", stalled, now=104)
+    busy = StallTracker(patience=4)
+    for second in range(10):
+        ring = TxRing(queued=1000 + 10 * second, taken=995 + 10 * second, completed=990, signalled=990)
+        assert not busy.stalled("node1", ring, now=second)
+    assert not tracker.stalled("node2", _ring("healthy"), now=105)
+    assert not tracker.stalled("node2", stalled, now=106)  # counted from now again

@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -315,6 +316,8 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
         lab.known_hosts.write_text("\n".join(known) + "\n")
         timings["boot_to_ssh_s"] = time.monotonic() - step
         _check_login(lab, nodes)
+        if settings.kind == "vm":
+            lab.state["nicwatch_pid"] = _start_nic_watch(lab)
     except BaseException:
         down(lab)
         raise
@@ -323,6 +326,13 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
     lab.state["timings"] = timings
     lab.save()
     return lab.state
+
+
+def _start_nic_watch(lab: Lab) -> int:
+    """`lab nic-watch` in the background for as long as the lab is up (lab/nicwatch.py says why)."""
+    log = open(lab.dir / "nic-watch.log", "ab")
+    command = [sys.executable, "-m", "rdmaprov", "lab", "--dir", str(lab.dir), "nic-watch"]
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True).pid
 
 
 def ssh_command(lab: Lab, node: Node, command: list[str] | None = None, tty: bool = False) -> list[str]:
@@ -430,6 +440,7 @@ def down(lab: Lab) -> list[str]:
     """Stop every process and remove every link this lab recorded; return what was removed."""
     lab.load()
     removed: list[str] = []
+    stop_process(lab.state.get("nicwatch_pid"), lab.marker)
     for node in lab.nodes():
         stop_node(node, lab.marker)
         removed.append(node.name)
