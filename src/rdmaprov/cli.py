@@ -584,11 +584,17 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
         "--netdev", help="the cluster network's interface (default: the one private network each machine has)"
     )
     vagrant.set_defaults(handler=_cmd_lab_vagrant_inventory)
+    _add_running_lab_actions(actions)
 
+
+def _add_running_lab_actions(actions: argparse._SubParsersAction) -> None:
+    """The lab actions on a lab that is up: look at it, get a silent VM going, log in, take it down."""
     down = actions.add_parser("down", help="stop every node and remove what the lab created")
     down.set_defaults(handler=_cmd_lab_down)
 
-    status = actions.add_parser("status", help="nodes, their PIDs and whether SSH answers", parents=[_json_option()])
+    status = actions.add_parser(
+        "status", help="nodes, their PIDs, whether SSH answers, and why a silent VM is", parents=[_json_option()]
+    )
     status.set_defaults(handler=_cmd_lab_status)
 
     restart = actions.add_parser(

@@ -138,6 +138,11 @@ class TestLab:
         return [row["name"] for row in hung]
 
     def down(self) -> subprocess.CompletedProcess:
+        """The lab down, with whatever its nic-watch did said as a warning (how often QEMU's
+        transmit stall struck this run, in CI's log)."""
+        watched = self.dir / "nic-watch.log"
+        if watched.exists() and watched.read_text().strip():
+            warnings.warn(f"lab nic-watch in {self.dir}:\n{watched.read_text()}", stacklevel=2)
         return rdmaprov("lab", "--dir", str(self.dir), "down", timeout=300)
 
     def leftovers(self) -> list[str]:

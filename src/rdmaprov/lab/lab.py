@@ -296,14 +296,7 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
         server = mirror.serve(lab.dir, host_address, MIRROR_PORT)
         lab.state["mirror_pid"] = server.pid
         step = time.monotonic()
-        for index, node in enumerate(nodes, start=1):
-            image = images[node.release]
-            if settings.kind == "vm":
-                start_vm(node, image, settings.bridge, pubkey, settings.memory_mb, index)
-            else:
-                start_container(node, image, settings.bridge, pubkey, f"{settings.bridge}c{index}")
-            lab.state["nodes"].append(node.to_dict())
-            lab.save()
+        _start_nodes(lab, settings, nodes, images, pubkey)
         deadline = time.monotonic() + settings.boot_timeout
         jobs = [gevent.spawn(_collect, _wait_for_node, lab, node, deadline) for node in nodes]
         gevent.joinall(jobs)
@@ -326,6 +319,18 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
     lab.state["timings"] = timings
     lab.save()
     return lab.state
+
+
+def _start_nodes(lab: Lab, settings: LabSettings, nodes: list[Node], images: dict[str, Image], pubkey: str) -> None:
+    """Start each node, recording it in the lab's state as soon as it runs (for `down`)."""
+    for index, node in enumerate(nodes, start=1):
+        image = images[node.release]
+        if settings.kind == "vm":
+            start_vm(node, image, settings.bridge, pubkey, settings.memory_mb, index)
+        else:
+            start_container(node, image, settings.bridge, pubkey, f"{settings.bridge}c{index}")
+        lab.state["nodes"].append(node.to_dict())
+        lab.save()
 
 
 def _start_nic_watch(lab: Lab) -> int:
