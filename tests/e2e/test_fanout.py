@@ -231,15 +231,18 @@ def test_ctrl_c_while_nodes_wait_for_or_pull_a_copy_reports_them_interrupted(six
                 text=True,
                 cwd=REPO,
             )
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and "sleep 60" not in six.ssh(node2, "ps -eo args").stdout:
-                time.sleep(0.5)  # node4 and node6 are pulling from node2 now
+            deadline, pulling = time.monotonic() + 120, False
+            while time.monotonic() < deadline and not pulling:
+                pulling = "sleep 60" in six.ssh(node2, "ps -eo args").stdout  # node4 and node6 pull from it
+                time.sleep(0.5)
             proc.send_signal(signal.SIGINT)
             time.sleep(1)
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=60)
         finally:
             six.ssh(node2, "pkill -f 'sleep 60' || true")
+    # interrupted before any node pulled, the run proves nothing of a pull: say so, not a status
+    assert pulling, f"no node pulled from node2 within 120 s; the run said: {err[-2000:]}"
     assert out, err
     doc = json.loads(out)
     assert proc.returncode == 130 and doc["interrupted"] is True, err
