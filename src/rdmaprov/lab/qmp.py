@@ -89,13 +89,16 @@ def tx_ring(queue: dict[str, Any], element: dict[str, Any]) -> TxRing:
 
 def nic_tx_ring(socket_path: Path) -> TxRing:
     """The VM's virtio NIC's first transmit ring (queue 1: queue 0 receives), asked of its QEMU."""
-    devices = execute(socket_path, "x-query-virtio")
-    [path] = [device["path"] for device in devices if device["name"] == "virtio-net"]
-    where = {"path": path, "queue": 1}
-    return tx_ring(
-        execute(socket_path, "x-query-virtio-queue-status", where),
-        execute(socket_path, "x-query-virtio-queue-element", where),
-    )
+    try:
+        devices = execute(socket_path, "x-query-virtio")
+        [path] = [device["path"] for device in devices if device["name"] == "virtio-net"]
+        where = {"path": path, "queue": 1}
+        return tx_ring(
+            execute(socket_path, "x-query-virtio-queue-status", where),
+            execute(socket_path, "x-query-virtio-queue-element", where),
+        )
+    except (KeyError, TypeError, ValueError) as exc:  # not the one virtio NIC a lab VM has
+        raise QmpError(f"{socket_path}: unexpected answer about the VM's NIC ({exc!r})") from exc
 
 
 def pause_and_resume(socket_path: Path) -> None:
