@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from rdmaprov.lab.nicwatch import StallTracker
+from rdmaprov.lab.nicwatch import Silence
 from rdmaprov.lab.qmp import TxRing, tx_ring
 from rdmaprov.parsers.console import kernel_trouble
 from tests.conftest import FIXTURES
@@ -52,17 +52,19 @@ def test_ring_indices_wrap_at_65536():
     assert TxRing(queued=5, taken=65530, completed=65530, signalled=65530).waiting == 11
 
 
-def test_the_nic_watch_acts_on_a_ring_qemu_stopped_taking_not_on_a_busy_one():
-    """Transmits waiting with QEMU taking none for `patience` seconds is a stall; waiting while
-    QEMU keeps taking is a busy NIC, and an empty ring starts the count over."""
-    tracker = StallTracker(patience=4)
-    stalled = _ring("stalled")
-    assert not tracker.stalled("node2", stalled, now=100)
-    assert not tracker.stalled("node2", stalled, now=103)
-    assert tracker.stalled("node2", stalled, now=104)
-    busy = StallTracker(patience=4)
-    for second in range(10):
-        ring = TxRing(queued=1000 + 10 * second, taken=995 + 10 * second, completed=990, signalled=990)
-        assert not busy.stalled("node1", ring, now=second)
-    assert not tracker.stalled("node2", _ring("healthy"), now=105)
-    assert not tracker.stalled("node2", stalled, now=106)  # counted from now again
+def test_the_nic_watch_acts_once_on_a_vm_that_sent_nothing_and_answers_nothing():
+    """Silent twice in a row (no packet on its tap, no answer on port 22) is acted on, once; a VM
+    that keeps sending, or answers when asked, is not; sending again starts the count over."""
+    silence = Silence(patience=2)
+    deaf = lambda: False  # noqa: E731
+    assert not silence.silent("node2", 500, deaf)  # first look: nothing to compare with
+    assert not silence.silent("node2", 500, deaf)  # silent once
+    assert silence.silent("node2", 500, deaf)  # silent twice: act
+    assert not silence.silent("node2", 500, deaf)  # acted on: left alone while it stays silent
+    assert not silence.silent("node2", 501, deaf)  # it sent: counted from here again
+    assert not silence.silent("node2", 501, deaf)
+    assert silence.silent("node2", 501, deaf)
+    busy, idle = Silence(patience=2), Silence(patience=2)
+    for look in range(6):
+        assert not busy.silent("node1", 1000 + look, deaf)  # sending: never asked
+        assert not idle.silent("node3", 7, lambda: True)  # idle but answering

@@ -1,57 +1,81 @@
 """Keeping a VM lab's NICs transmitting: `lab up` starts this watcher beside the VMs.
 
 QEMU 7.2 under TCG now and then stops taking a VM's transmits (lab/qmp.py says how it was
-caught), about once in four rail tests of the test lab. Left alone, the VM answers nothing
-until it is booted again; paused and resumed, it sends what it queued and goes on. The
-watcher asks each VM's QEMU for its transmit ring every few seconds and resumes a VM whose
-QEMU took nothing for a while with transmits waiting, so that neither a user's run nor a test
-meets the fault. Each time it acts it says so in the lab's nic-watch.log."""
+caught): left alone, the VM answers nothing until it is booted again; paused and resumed, it
+sends what it queued and goes on. The watcher looks at each VM from the host side only: the
+packets its tap received from it, and, when those stopped, whether its sshd still answers.
+Only a VM silent twice in a row is asked about over QMP (reading its ring from guest memory
+is not free of side effects: polled many times a second, it stalled a VM within a minute) and
+paused and resumed once. Each time it acts it says so in the lab's nic-watch.log."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 
 from rdmaprov.lab.lab import Lab
-from rdmaprov.lab.qmp import QmpError, TxRing, nic_tx_ring, pause_and_resume
+from rdmaprov.lab.nodes import Node
+from rdmaprov.lab.qmp import QmpError, nic_tx_ring, pause_and_resume
 
 
 @dataclass
-class StallTracker:
-    """Which rings have had transmits waiting, with QEMU taking none, for `patience` seconds.
-    A busy healthy ring has transmits waiting too, but QEMU keeps taking them."""
+class Silence:
+    """Which VMs have gone silent: no packet from them on their tap since the last look and no
+    answer on port 22, `patience` looks in a row. A VM acted on is left alone until it sends."""
 
-    patience: float
-    _since: dict[str, tuple[int, float]] = field(default_factory=dict)  # name: (taken, first seen)
+    patience: int = 2
+    _seen: dict[str, int] = field(default_factory=dict)  # name: its tap's rx_packets at the last look
+    _silent: dict[str, int] = field(default_factory=dict)  # name: looks in a row without an answer
+    _acted: set[str] = field(default_factory=set)
 
-    def stalled(self, name: str, ring: TxRing, now: float) -> bool:
-        if not ring.waiting:
-            self._since.pop(name, None)
+    def silent(self, name: str, sent: int, answers: Callable[[], bool]) -> bool:
+        """True once, when `name` has been silent `patience` looks in a row."""
+        quiet = self._seen.get(name) == sent
+        self._seen[name] = sent
+        if not quiet or answers():
+            self._silent.pop(name, None)
+            self._acted.discard(name)
             return False
-        taken, since = self._since.get(name, (ring.taken, now))
-        if taken != ring.taken:
-            taken, since = ring.taken, now
-        self._since[name] = (taken, since)
-        return now - since >= self.patience
-
-    def forget(self, name: str) -> None:
-        self._since.pop(name, None)
+        self._silent[name] = self._silent.get(name, 0) + 1
+        if self._silent[name] < self.patience or name in self._acted:
+            return False
+        self._acted.add(name)
+        return True
 
 
-def watch(lab: Lab, log: Callable[[str], None], interval: float = 2, patience: float = 4) -> None:
-    """Until the lab is down: resume every VM whose QEMU stopped taking its transmits."""
-    tracker = StallTracker(patience)
+def _tap_rx_packets(node: Node) -> int:
+    """Packets the VM sent: what its tap on the host received."""
+    try:
+        return int(Path(f"/sys/class/net/{node.link}/statistics/rx_packets").read_text())
+    except (OSError, ValueError):
+        return -1
+
+
+def _sshd_answers(node: Node) -> bool:
+    try:
+        with socket.create_connection((node.address, 22), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def watch(lab: Lab, log: Callable[[str], None], interval: float = 2) -> None:
+    """Until the lab is down: pause and resume each VM that went silent, once per silence."""
+    silence = Silence()
     while lab.state_file.exists() and lab.load().state.get("nodes"):
         for node in lab.nodes():
-            if node.kind != "vm":
+            answers = partial(_sshd_answers, node)
+            if node.kind != "vm" or not silence.silent(node.name, _tap_rx_packets(node), answers):
                 continue
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
             try:
                 ring = nic_tx_ring(node.qmp)
-                if tracker.stalled(node.name, ring, time.monotonic()):
-                    pause_and_resume(node.qmp)
-                    tracker.forget(node.name)
-                    log(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {node.name}: paused and resumed ({ring})")
-            except QmpError:
-                tracker.forget(node.name)  # booting, being restarted, or stopped on purpose
+                pause_and_resume(node.qmp)
+                log(f"{stamp} {node.name}: silent; paused and resumed ({ring})")
+            except QmpError as exc:  # booting again, or stopped on purpose
+                log(f"{stamp} {node.name}: silent, and QEMU did not answer ({exc})")
         time.sleep(interval)

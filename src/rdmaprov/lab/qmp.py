@@ -5,7 +5,12 @@ Under QEMU 7.2 TCG a VM's virtio NIC now and then stops taking transmits during 
 traffic: the guest keeps queueing, QEMU takes none (its transmit bottom half is never run
 again), and the VM answers nothing. Pausing and resuming the VM makes QEMU schedule that
 bottom half anew: everything queued goes out within a second, and nothing in the guest is lost
-(seen on the test lab, 2026-11-27: 224 transmits waiting, all taken after stop and cont)."""
+(seen on the test lab, 2026-11-27: 224 transmits waiting, all taken after stop and cont).
+
+Asking for the ring is not free: x-query-virtio-queue-element reads the guest's ring index into
+QEMU's own copy, and polled twenty times a second while a VM sent, it stalled that VM within a
+minute, with a few transmits waiting that pausing did not free. So only a VM already silent is
+asked (lab/nicwatch.py, `lab status`, `lab restart`)."""
 
 from __future__ import annotations
 
