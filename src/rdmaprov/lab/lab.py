@@ -427,13 +427,14 @@ def _resumed(nodes: list[Node], within: float = 15) -> list[tuple[Node, TxRing]]
     deadline = time.monotonic() + within
     answering: list[tuple[Node, TxRing]] = []
     while stalled and time.monotonic() < deadline:
-        answering += [(node, ring) for node, ring in stalled if _ssh_answers(node)]
+        answering += [(node, ring) for node, ring in stalled if ssh_answers(node)]
         stalled = [(node, ring) for node, ring in stalled if (node, ring) not in answering]
         gevent.sleep(1)
     return answering
 
 
-def _ssh_answers(node: Node) -> bool:
+def ssh_answers(node: Node) -> bool:
+    """Whether the node's sshd accepts a connection (a VM whose NIC stalled does not)."""
     try:
         with socket.create_connection((node.address, 22), timeout=2):
             return True
@@ -467,7 +468,7 @@ def status(lab: Lab) -> list[dict]:
     rows = []
     for node in lab.nodes():
         alive = bool(node.pid) and Path(f"/proc/{node.pid}").exists()
-        reachable = alive and _ssh_answers(node)
+        reachable = alive and ssh_answers(node)
         rows.append(
             {
                 "name": node.name,

@@ -10,14 +10,13 @@ paused and resumed once. Each time it acts it says so in the lab's nic-watch.log
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from rdmaprov.lab.lab import Lab
+from rdmaprov.lab.lab import Lab, ssh_answers
 from rdmaprov.lab.nodes import Node
 from rdmaprov.lab.qmp import QmpError, nic_tx_ring, pause_and_resume
 
@@ -55,20 +54,12 @@ def _tap_rx_packets(node: Node) -> int:
         return -1
 
 
-def _sshd_answers(node: Node) -> bool:
-    try:
-        with socket.create_connection((node.address, 22), timeout=2):
-            return True
-    except OSError:
-        return False
-
-
 def watch(lab: Lab, log: Callable[[str], None], interval: float = 2) -> None:
     """Until the lab is down: pause and resume each VM that went silent, once per silence."""
     silence = Silence()
     while lab.state_file.exists() and lab.load().state.get("nodes"):
         for node in lab.nodes():
-            answers = partial(_sshd_answers, node)
+            answers = partial(ssh_answers, node)
             if node.kind != "vm" or not silence.silent(node.name, _tap_rx_packets(node), answers):
                 continue
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
