@@ -146,6 +146,15 @@ def _wait_for_node(lab: Lab, node: Node, deadline: float) -> list[str]:
     raise UserError(f"lab node {node.name} did not answer SSH within the boot timeout; console log: {node.console}")
 
 
+def _wait_for_nodes(lab: Lab, nodes: list[Node], timeout: float) -> list[list[str] | UserError]:
+    """_wait_for_node for every node at once: each one's known_hosts lines, or why it did not answer."""
+    deadline = time.monotonic() + timeout
+    jobs = [gevent.spawn(_collect, _wait_for_node, lab, node, deadline) for node in nodes]
+    gevent.joinall(jobs)
+    # get() re-raises what killed a greenlet (_collect catches only UserError); .value was None.
+    return [job.get() for job in jobs]
+
+
 _T = TypeVar("_T")
 
 
@@ -297,11 +306,7 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
         lab.state["mirror_pid"] = server.pid
         step = time.monotonic()
         _start_nodes(lab, settings, nodes, images, pubkey)
-        deadline = time.monotonic() + settings.boot_timeout
-        jobs = [gevent.spawn(_collect, _wait_for_node, lab, node, deadline) for node in nodes]
-        gevent.joinall(jobs)
-        # get() re-raises what killed a greenlet (_collect catches only UserError); .value was None.
-        results = [job.get() for job in jobs]
+        results = _wait_for_nodes(lab, nodes, settings.boot_timeout)
         errors = [result for result in results if isinstance(result, UserError)]
         if errors:
             raise UserError([p for e in errors for p in e.problems])
@@ -393,13 +398,10 @@ def restart(lab: Lab, names: list[str], boot_timeout: int = 600) -> dict[str, st
         restart_vm(node, lab.marker)
         lab.state["nodes"] = [node.to_dict() if n["name"] == node.name else n for n in lab.state["nodes"]]
         lab.save()
-    deadline = time.monotonic() + boot_timeout
-    jobs = [gevent.spawn(_collect, _wait_for_node, lab, node, deadline) for node in booting]
-    gevent.joinall(jobs)
+    results = _wait_for_nodes(lab, booting, boot_timeout)
     pinned = set(lab.known_hosts.read_text().splitlines())
     problems: list[Problem] = []
-    for node, job in zip(booting, jobs, strict=True):
-        keys = job.get()
+    for node, keys in zip(booting, results, strict=True):
         if isinstance(keys, UserError):
             problems += keys.problems
         elif not set(keys) <= pinned:
