@@ -78,6 +78,9 @@ class SSHHost:
 
 
 _NEIGHBOURS = Path("/proc/sys/net/ipv4/neigh/default")
+# A Linux bridge takes at most 1,024 ports (BR_MAX_PORTS): a 2,000-host farm stopped at its
+# 1,024th host. Past this many, hosts go on further bridges joined to the first by a veth pair.
+_HOSTS_PER_BRIDGE = 1000
 
 
 def _hold_neighbours(hosts: int) -> dict[Path, str]:
@@ -180,11 +183,27 @@ class SSHHostFarm:
         veth = f"{self.prefix}v{index}"
         _run("ip", "netns", "add", netns)
         _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
-        _run("ip", "link", "set", veth, "master", self.bridge, "up")
+        _run("ip", "link", "set", veth, "master", self._bridge_for(index), "up")
         _run("ip", "-n", netns, "addr", "add", f"{address}/{self.network.prefixlen}", "dev", "eth0")
         _run("ip", "-n", netns, "link", "set", "eth0", "up")
         _run("ip", "-n", netns, "link", "set", "lo", "up")
         return SSHHost(name=name, address=address, netns=netns, workdir=workdir)
+
+    def _bridge_for(self, index: int) -> str:
+        """The bridge host `index` goes on; a further bridge is made and joined to the first (one
+        layer 2 segment, the address on the first) when the one before is full."""
+        extra = (index - 1) // _HOSTS_PER_BRIDGE
+        if extra == 0:
+            return self.bridge
+        bridge = f"{self.bridge}{extra}"
+        if (index - 1) % _HOSTS_PER_BRIDGE == 0:
+            _run("ip", "link", "add", bridge, "type", "bridge")
+            _run("ip", "link", "set", bridge, "up")
+            joint = f"{self.prefix}j{extra}"
+            _run("ip", "link", "add", joint, "type", "veth", "peer", "name", f"{self.prefix}k{extra}")
+            _run("ip", "link", "set", joint, "master", self.bridge, "up")
+            _run("ip", "link", "set", f"{self.prefix}k{extra}", "master", bridge, "up")
+        return bridge
 
     def start_sshd(self, host: SSHHost) -> None:
         self._launch_sshd(host)
@@ -283,6 +302,9 @@ class SSHHostFarm:
         for index in range(1, self.count + 1):  # by name: a start that failed half-way made some
             subprocess.run(["ip", "netns", "del", f"{self.prefix}n{index}"], capture_output=True)
             subprocess.run(["ip", "link", "del", f"{self.prefix}v{index}"], capture_output=True)
+        for extra in range((self.count - 1) // _HOSTS_PER_BRIDGE, 0, -1):
+            subprocess.run(["ip", "link", "del", f"{self.prefix}j{extra}"], capture_output=True)
+            subprocess.run(["ip", "link", "del", f"{self.bridge}{extra}"], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
         for path, value in self.saved_neighbours.items():
