@@ -58,6 +58,10 @@ SLURM_NODE = {
     "rhel": ["munge", "slurm", "slurm-slurmd", "dbus"],
 }
 
+# Containers for training jobs (opt-in): podman, rootful, from the distro (Debian 12: 4.3; RHEL: 4+).
+# crun asks systemd for each container's cgroup over D-Bus ("cannot open sd-bus" on a server without it).
+CONTAINERS = {"debian": ["podman", "dbus"], "rhel": ["podman", "dbus"]}
+
 # node-check runs on the node's own python3 (stdlib only).
 NODE_CHECK = {"debian": ["python3"], "rhel": ["python3"]}
 
@@ -65,6 +69,6 @@ NODE_CHECK = {"debian": ["python3"], "rhel": ["python3"]}
 def lab_packages() -> list[str]:
     """Everything the node stack can install on a Debian 12 lab node (the lab mirror's content)."""
     names: list[str] = []
-    for table in (RDMA_USERSPACE, OPENMPI, BUILD_TOOLS, EXPORTER, SLURM_CONTROLLER, SLURM_NODE, NODE_CHECK):
+    for table in (RDMA_USERSPACE, OPENMPI, BUILD_TOOLS, EXPORTER, SLURM_CONTROLLER, SLURM_NODE, NODE_CHECK, CONTAINERS):
         names.extend(p for p in table["debian"] if p not in names)
     return names

@@ -80,6 +80,13 @@ def config_word(value: str, what: str) -> str:
     return value
 
 
+def toml_string(value: str, what: str) -> str:
+    """A TOML basic string ("…", backslash and quote escaped) on one line, as containers.conf reads it."""
+    config_value(value, what)
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
 def systemd_arg(value: str) -> str:
     """One argument of a systemd ExecStart= line: quoted, with `%` specifiers and `$` expansion
     escaped, so systemd passes exactly `value` (systemd.service(5), "Command lines")."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from rdmaprov.schemas import load_schema
 from tests.conftest import REPO, rdmaprov, rdmaprov_json
 from tests.support.browser import CHROMIUM, MISSING, chromium, console
 from tests.support.capture import roce_classes
+from tests.support.container_image import IMAGE, image_script
 from tests.support.pages import Page
 from tests.support.promtool import promtool_check
 from tests.support.slurm_fleet import SINFO, sinfo_states
@@ -326,6 +328,50 @@ def test_the_site_workload_runs_as_one_job_and_its_figure_transport_and_failure_
     # mpirun printed its box with the exit code in some lab runs and not in others: either is right
     reason = gate["reason"].replace(" (a process exited 3)", "")
     assert code == 4 and reason == "mpirun from node1 exited with an error: loading the model | no such file: model.pt"
+
+
+def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_bw(vm_lab, tmp_path):
+    """containers.runtime podman: podman from the lab's mirror and rdmaprov's containers.conf drop-in;
+    a container started with no flags at all sees rxe0, may pin memory and has the node's NCCL
+    variables, and ib_write_bw runs between containers on the two VMs over SoftRoCE. With locked
+    memory withheld on the command line the same client fails to register its buffer."""
+    data = yaml.safe_load(open(vm_lab.inventory))
+    data["defaults"]["containers"] = {"runtime": "podman"}
+    inventory = tmp_path / "containers.yaml"
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, first = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=900)
+    assert code == 2 and {h["status"] for h in first["hosts"]} == {"changed"}, first["hosts"]
+    code, again = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
+    assert code == 0 and {h["status"] for h in again["hosts"]} == {"unchanged"}, again["hosts"]
+    run = f"podman run --rm --pull=never {IMAGE}"
+    for node in ("node1", "node2"):
+        made = vm_lab.ssh(node, f"bash -c {shlex.quote(image_script())}")
+        assert made.returncode == 0, made.stderr
+        inside = vm_lab.ssh(node, f"{run} sh -c 'ulimit -l; ls /dev/infiniband; ibv_devices; env'")
+        assert inside.returncode == 0, inside.stderr
+        lines = inside.stdout.splitlines()
+        assert lines[0] == "unlimited" and {"uverbs0", "rdma_cm"} <= set(lines), lines
+        assert "rxe0" in inside.stdout and "NCCL_IB_HCA=rxe" in lines, lines
+    server = data["groups"]["nodes"]["hosts"]["node2"]["address"]
+    bw = "ib_write_bw -d rxe0 -x 1 -D 2 -F --report_gbits"
+    try:
+        for limit, expect in (("", r"^ 65536\s+\d+\s+[0-9.]+\s+([0-9.]+)"), ("--ulimit memlock=65536:65536 ", "")):
+            started = vm_lab.ssh("node2", f"podman run -d --rm --name rdmaprov-bw --pull=never {IMAGE} {bw}")
+            assert started.returncode == 0, started.stderr
+            time.sleep(2)
+            client = vm_lab.ssh("node1", f"podman run --rm --pull=never {limit}{IMAGE} {bw} {server}")
+            vm_lab.ssh("node2", "podman rm -f rdmaprov-bw")
+            if expect:
+                measured = re.search(expect, client.stdout, re.M)
+                assert client.returncode == 0 and measured and float(measured[1]) > 0, client.stdout + client.stderr
+            else:
+                assert client.returncode != 0 and "Couldn't allocate MR" in client.stdout + client.stderr, client
+    finally:
+        vm_lab.ssh("node2", "podman rm -f rdmaprov-bw")
+    data["defaults"]["containers"] = {"runtime": "none"}
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, off = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
+    assert code == 2 and vm_lab.ssh("node1", "ls /etc/containers/containers.conf.d").stdout.strip() == ""
 
 
 def test_a_softroce_inventory_from_before_the_rail_and_latency_gates_still_passes(vm_lab, tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ applies there, so all hosts share one operation sequence (pyinfra matches ops by
 from __future__ import annotations
 
 from rdmaprov.deploys.builds import builds
+from rdmaprov.deploys.containers import containers
 from rdmaprov.deploys.erdma import erdma
 from rdmaprov.deploys.exporter import exporter
 from rdmaprov.deploys.gate_tools import gate_tools
@@ -40,6 +41,7 @@ STACK: dict[str, Deploy] = {
     "ssh_trust": ssh_trust,
     "limits": limits,
     "nccl_env": nccl_env,
+    "containers": containers,
     "nccl": nccl,
     "gate_tools": gate_tools,
     "builds": builds,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from rdmaprov.inventory.containers import ContainerConfig
 from rdmaprov.inventory.roce_qos import RoceQos
 from rdmaprov.quoting import sh
 
@@ -263,6 +264,7 @@ class NodeConfig:
     tags: tuple[str, ...]
     builds: tuple[Mapping[str, Any], ...]
     roce_qos: RoceQos = field(default_factory=RoceQos)
+    containers: ContainerConfig = field(default_factory=ContainerConfig)
 
     @classmethod
     def from_settings(cls, node: dict[str, Any]) -> NodeConfig:
@@ -497,4 +499,5 @@ _READERS: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
     ("tags", "tags", lambda node: strings(node.get("tags"))),
     ("builds", "builds", lambda node: tuple(_frozen(build) for build in node.get("builds") or ())),
     ("roce_qos", "roce_qos", lambda node: RoceQos.from_settings(node["roce_qos"])),
+    ("containers", "containers", lambda node: ContainerConfig.from_settings(node["containers"])),
 )

@@ -188,9 +188,17 @@ def _qos_issues(node: NodeConfig) -> list[NodeIssue]:
     return issues
 
 
+def _container_issues(node: NodeConfig) -> list[NodeIssue]:
+    """A shared-memory size that would never be used: with ipc host, /dev/shm is the node's."""
+    if node.containers.shm_size is None or node.containers.ipc != "host":
+        return []
+    why = "containers.shm_size sizes a container's own /dev/shm, but with ipc: host containers use the node's"
+    return [NodeIssue(("containers", "shm_size"), why, "set containers.ipc: private, or drop shm_size")]
+
+
 # The top-level node keys the checks below read: a host whose own vars touch none of them has
 # the issues of its groups' settings (the loader reuses them instead of checking 10,000 times).
-ISSUE_KEYS = frozenset({"fabric", "gpu", "nccl", "erdma", "builds", "rdma", "mtu", "mpi", "roce_qos"})
+ISSUE_KEYS = frozenset({"fabric", "gpu", "nccl", "erdma", "builds", "rdma", "mtu", "mpi", "roce_qos", "containers"})
 
 
 def node_issues(node: NodeConfig) -> list[NodeIssue]:
@@ -202,6 +210,7 @@ def node_issues(node: NodeConfig) -> list[NodeIssue]:
         + _build_issues(node)
         + _derived_issues(node)
         + _qos_issues(node)
+        + _container_issues(node)
     )
 
 
