@@ -368,10 +368,46 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
                 assert client.returncode != 0 and "Couldn't allocate MR" in client.stdout + client.stderr, client
     finally:
         vm_lab.ssh("node2", "podman rm -f rdmaprov-bw")
+    _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory)
     data["defaults"]["containers"] = {"runtime": "none"}
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     code, off = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
     assert code == 2 and vm_lab.ssh("node1", "ls /etc/containers/containers.conf.d").stdout.strip() == ""
+
+
+def _container_gate(vm_lab, tmp_path, image: str) -> tuple[int, list[dict]]:
+    """verify --gates with the container gate alone (ib_write_bw's pairs and lab bounds kept)."""
+    path = _gates_only(vm_lab, tmp_path, "container-gate.yaml", ["rxe0"], {"container": {"image": image}})
+    data = yaml.safe_load(open(path))
+    lab_gates = yaml.safe_load(open(vm_lab.inventory))["cluster"]["gates"]
+    data["cluster"]["gates"]["ib_write_bw"] = {**lab_gates.get("ib_write_bw", {}), "enabled": False}
+    data["defaults"]["containers"] = {"runtime": "podman"}
+    Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
+    code, result = rdmaprov_json("verify", path, "--gates", timeout=600)
+    return code, [g for g in result["gates"] if g["gate"] == "container"]
+
+
+def _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory) -> None:
+    """The container gate in the image made on the VMs: it passes with rdmaprov's drop-in; with the
+    device taken out of node1's drop-in, memlock held low there, or an image no node has, it fails
+    saying so."""
+    code, gates = _container_gate(vm_lab, tmp_path, IMAGE)
+    assert code == 0 and gates and all(g["status"] == "pass" and g["measured"] > 0 for g in gates), gates
+    assert gates[0]["details"]["image"] == IMAGE and gates[0]["subject"] in ("node1 -> node2", "node2 -> node1")
+    code, gates = _container_gate(vm_lab, tmp_path, "localhost/site-train:missing")
+    assert code == 4 and "the image localhost/site-train:missing is not on the node" in gates[0]["reason"], gates
+    conf = "/etc/containers/containers.conf.d/50-rdmaprov.conf"
+    # the drop-in's memlock taken out would leave the login's (limits: unlimited): a low one is put in
+    withheld = (
+        ("/^devices /d", "sees no RDMA device"),
+        ('s/^default_ulimits .*/default_ulimits = ["memlock=65536:65536"]/', "may not lock memory"),
+    )
+    for edit, lacked in withheld:
+        assert vm_lab.ssh("node1", f"sed -i {shlex.quote(edit)} {conf}").returncode == 0
+        code, gates = _container_gate(vm_lab, tmp_path, IMAGE)
+        assert code == 4 and any(lacked in g["reason"] and "(on node1)" in g["reason"] for g in gates), gates
+        code, fixed = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
+        assert code == 2 and {h["name"]: h["status"] for h in fixed["hosts"]}["node1"] == "changed", fixed
 
 
 def test_a_softroce_inventory_from_before_the_rail_and_latency_gates_still_passes(vm_lab, tmp_path, monkeypatch):

@@ -142,6 +142,20 @@ class WorkloadGate:
 
 
 @dataclass(frozen=True)
+class ContainerGate:
+    """ib_write_bw between containers of the site's image on the ib_write_bw gate's pairs; off unless written."""
+
+    enabled: bool
+    image: str
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any] | None) -> ContainerGate:
+        if not settings:
+            return cls(False, "")
+        return cls(settings["enabled"], settings.get("image", ""))  # left out only where enabled is false
+
+
+@dataclass(frozen=True)
 class GatesConfig:
     node: NodeGate
     ib_write_bw: IbWriteBwGate
@@ -150,6 +164,7 @@ class GatesConfig:
     latency: LatencyGate
     baseline: BaselineConfig
     workload: WorkloadGate = WorkloadGate.from_settings(None)
+    container: ContainerGate = ContainerGate.from_settings(None)
     via: str = "ssh"  # how workloads are launched: ssh (mpirun, commands over SSH) or slurm (srun)
 
     @classmethod
@@ -200,5 +215,6 @@ class GatesConfig:
             ),
             BaselineConfig(bl["enabled"], bl["max_drop"], bl["runs"], bl["action"], bl["max_latency_rise"]),
             WorkloadGate.from_settings(gates.get("workload")),
+            ContainerGate.from_settings(gates.get("container")),
             gates.get("via") or ("slurm" if slurm else "ssh"),
         )

@@ -427,7 +427,7 @@ def _nodes(run: Run) -> str:
 
 # Gates: all_reduce's sweep, pairs, the node × rail matrix, latency per pair, baselines
 
-GATE_ORDER = ("node", "ib_write_bw", "rail", "latency", "all_reduce", "workload")
+GATE_ORDER = ("node", "ib_write_bw", "container", "rail", "latency", "all_reduce", "workload")
 SEVERITY = {"fail": 3, "warn": 2, "pass": 1, "skipped": 0}
 RESULT_HEADERS = ("gate", "subject", "verdict", "measured", "threshold", "why")
 
@@ -682,6 +682,10 @@ def _gates(run: Run) -> str:
         parts.append("<h3>ib_write_bw: each pair's first HCA</h3>")
         parts.append(_bars("ib_write_bw per pair", by_gate["ib_write_bw"], _pair_label, "bandwidth"))
         parts.append(_results(by_gate["ib_write_bw"], "ib_write_bw"))
+    if by_gate["container"]:
+        parts.append(
+            "<h3>container: ib_write_bw in the site's image</h3>" + _results(by_gate["container"], "container")
+        )
     if lanes := _lanes(run.gates, "rail"):
         parts.append(_rail_matrix(run, lanes, "rails: node × rail, ib_write_bw on every HCA"))
     if lanes := _lanes(run.gates, "latency"):

@@ -107,11 +107,34 @@ class LaneOutput:
 
 @dataclass(frozen=True)
 class Tool:
-    """A perftest program and how a gate runs it: its arguments and how long one run may take."""
+    """A perftest program and how a gate runs it: its arguments, how long one run may take, and
+    the site's image it runs in (the container gate; None: on the host)."""
 
     program: str  # ib_write_bw, ib_write_lat
     args: tuple[str, ...]
     timeout_s: int
+    image: str | None = None
+
+    def container(self, tcp_port: int) -> str:
+        """The name of a lane's container: one per program and port on a node, as for processes."""
+        return f"rdmaprov-{self.program}-{tcp_port}"
+
+    def launched(self, words: list[str], tcp_port: int) -> list[str]:
+        """The words as run: on the host, or by podman in a container of the image. The node's
+        containers.conf gives it the RDMA devices, memlock and the host's network; the image is
+        never pulled (air-gapped nodes); --replace takes the name from a container left behind."""
+        if self.image is None:
+            return words
+        name = self.container(tcp_port)
+        return ["podman", "run", "--rm", "--replace", "--pull=never", "--name", name, self.image, *words]
+
+    def stray_kill(self, ports: set[int]) -> str:
+        """Kill the servers of these ports still running. In a container the program is its PID 1,
+        which ignores SIGTERM: the container is killed (and removed, --rm) by name instead."""
+        if self.image is None:
+            return stray_server_kill(self.program, ports)
+        names = sh_join(self.container(port) for port in sorted(ports))
+        return f"podman kill {names} >/dev/null 2>&1; true"
 
 
 def rail_devices(node: NodeConfig, report: NodeReport) -> list[str]:
@@ -148,7 +171,7 @@ def perftest_words(tool: Tool, side: Endpoint, tcp_port: int, server_address: st
         words = ["env", "CUDA_DEVICE_ORDER=PCI_BUS_ID", *words, f"--use_cuda={side.gpu}"]
     if server_address:
         words.append(server_address)
-    return words
+    return tool.launched(words, tcp_port)
 
 
 def lanes_script(commands: Sequence[list[str]], timeout_s: int) -> str:
@@ -256,7 +279,7 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
         server_job.join(timeout=10)
     finally:
         if not server_job.ready() and server not in session.lost:
-            session.run(server, stray_server_kill(tool.program, ports))
+            session.run(server, tool.stray_kill(ports))
             launch.stop(server)
             server_job.join(timeout=10)
     if isinstance(server_job.value, HostLost):

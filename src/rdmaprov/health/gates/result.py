@@ -15,8 +15,9 @@ JOB_GATES = frozenset({"all_reduce", "workload"})
 
 @dataclass
 class GateResult:
-    gate: str  # "node", "ib_write_bw", "rail", "latency", "all_reduce" or "workload"
-    # the node, "node1 -> node2", "node1:mlx5_0 -> node2:mlx5_0" (a rail), or "node1,node2" (a job)
+    gate: str  # "node", "ib_write_bw", "container", "rail", "latency", "all_reduce" or "workload"
+    # the node, "node1 -> node2" (a pair, in containers too), "node1:mlx5_0 -> node2:mlx5_0" (a
+    # rail), or "node1,node2" (a job)
     subject: str
     passed: bool
     reason: str

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rdmaprov.engine.session import Session
 from rdmaprov.health.baselines import apply_baselines
 from rdmaprov.health.gates.all_reduce import run_all_reduce
+from rdmaprov.health.gates.container import run_container_gate
 from rdmaprov.health.gates.ib_write_bw import run_ib_write_bw
 from rdmaprov.health.gates.latency import run_latency_gate
 from rdmaprov.health.gates.node import run_node_gate
@@ -32,6 +33,9 @@ def run_gates(
         with session.during("the ib_write_bw gate"):
             pairs = run_ib_write_bw(session, hosts, readable, newcomers)
     results.extend(pairs)
+    if gates.container.enabled:
+        with session.during("the container gate"):
+            results.extend(run_container_gate(session, hosts, readable, newcomers))
     if gates.rail.enabled:
         with session.during("the rail gate"):
             results.extend(run_rail_gate(session, hosts, readable, newcomers))

@@ -1,0 +1,69 @@
+"""The container gate's parts: its settings, how a lane runs in the image, and what a container
+lacked, read from real podman and perftest outputs (tests/fixtures/containers/)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rdmaprov.health.gates.ib_write_bw import bandwidth_tool
+from rdmaprov.health.gates.perftest import Tool
+from rdmaprov.inventory.loader import load_inventory
+from rdmaprov.parsers.container import container_lack, provider_name
+from rdmaprov.parsers.perftest import parse_bw_output
+from tests.conftest import FIXTURES
+from tests.support.inventories import gates_config, problems, write
+
+CAPTURED = FIXTURES / "containers"
+IMAGE = "localhost/rdmaprov-rdma:lab"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "words"),
+    [
+        ("ib_write_bw_client_memlock_64k.txt", "may not lock memory (memlock is limited in it)"),
+        ("ib_write_bw_no_dev_infiniband.txt", "sees no RDMA device: /dev/infiniband was not passed in"),
+        ("ib_write_bw_no_verbs_provider.txt", "has no verbs provider for rxe0 (librxe-rdmav*.so"),
+        ("podman_image_not_known.txt", f"the image {IMAGE} is not on the node: pull or load it"),
+        ("podman_no_program_in_image.txt", f"the image {IMAGE} has no ib_send_bw: install perftest"),
+    ],
+)
+def test_what_the_container_lacked_is_named(fixture, words):
+    assert words in container_lack((CAPTURED / fixture).read_text(), "rxe0", IMAGE)
+
+
+def test_a_run_that_lacked_nothing_is_judged_on_its_figure():
+    text = (CAPTURED / "ib_write_bw_client_podman_rxe.txt").read_text()
+    assert container_lack(text, "rxe0", IMAGE) is None
+    assert parse_bw_output(text).average_gbps == 0.21
+
+
+def test_provider_names():
+    assert [provider_name(d) for d in ("mlx5_0", "rxe0", "bnxt_re1", "erdma_0", "irdma1")] == [
+        "mlx5", "rxe", "bnxt_re", "erdma", "irdma"
+    ]  # fmt: skip
+
+
+def test_a_lane_runs_in_a_named_container_of_the_image_and_a_stray_one_is_killed_by_name():
+    on_host = bandwidth_tool(gates_config().ib_write_bw)
+    in_image = Tool(on_host.program, on_host.args, on_host.timeout_s, IMAGE)
+    words = ["ib_write_bw", "-d", "rxe0", "-p", "18515"]
+    assert on_host.launched(words, 18515) == words
+    assert in_image.launched(words, 18515) == [
+        "podman", "run", "--rm", "--replace", "--pull=never", "--name", "rdmaprov-ib_write_bw-18515", IMAGE, *words
+    ]  # fmt: skip
+    assert in_image.stray_kill({18516, 18515}) == (
+        "podman kill rdmaprov-ib_write_bw-18515 rdmaprov-ib_write_bw-18516 >/dev/null 2>&1; true"
+    )
+    assert on_host.stray_kill({18515}).startswith("for p in '^ib_write_bw .*-p 18515( |$)'")
+
+
+def test_the_gate_is_off_unless_written_and_needs_an_image(tmp_path):
+    assert not gates_config().container.enabled
+    gate = gates_config({"container": {"image": IMAGE}}).container
+    assert gate.enabled and gate.image == IMAGE
+    hosts = "groups:\n  g:\n    hosts: {n1: {address: 10.0.0.1}}\n"
+    inventory = write(tmp_path, "cluster:\n  name: c\n  gates:\n    container: {enabled: true}\n" + hosts)
+    [problem] = problems(inventory, require_files=False)
+    assert f"{inventory}:4:" in problem and "cluster.gates.container" in problem and "image" in problem
+    off = write(tmp_path, "cluster:\n  name: c\n  gates:\n    container: {enabled: false}\n" + hosts, "off.yaml")
+    assert not load_inventory(off, require_files=False).gates.container.enabled
