@@ -725,7 +725,8 @@ def _add_health_parsers(sub, via: _Parser) -> None:
             _selection_options(),
             _flag(
                 "--gates",
-                help_text="also run the gates (node, ib_write_bw pairs, rails, latency, all_reduce, workload)",
+                help_text="also run the gates "
+                "(node, ib_write_bw pairs, container, rails, latency, all_reduce, workload)",
             ),
             _flag(
                 "--deep",

@@ -87,6 +87,11 @@ def toml_string(value: str, what: str) -> str:
     return f'"{escaped}"'
 
 
+def toml_list(values: Iterable[str], what: str) -> str:
+    """A TOML array of basic strings on one line."""
+    return "[" + ", ".join(toml_string(value, what) for value in values) + "]"
+
+
 def systemd_arg(value: str) -> str:
     """One argument of a systemd ExecStart= line: quoted, with `%` specifiers and `$` expansion
     escaped, so systemd passes exactly `value` (systemd.service(5), "Command lines")."""

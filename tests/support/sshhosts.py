@@ -152,9 +152,7 @@ class SSHHostFarm:
     def _start(self) -> SSHHostFarm:
         self.saved_neighbours = _hold_neighbours(self.count)
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.client_key))
-        _run("ip", "link", "add", self.bridge, "type", "bridge")
-        _run("ip", "addr", "add", f"{self.network.network_address + 1}/{self.network.prefixlen}", "dev", self.bridge)
-        _run("ip", "link", "set", self.bridge, "up")
+        self._add_bridges()
         lines = []
         for index in range(1, self.count + 1):
             host = self._create(index)
@@ -189,21 +187,23 @@ class SSHHostFarm:
         _run("ip", "-n", netns, "link", "set", "lo", "up")
         return SSHHost(name=name, address=address, netns=netns, workdir=workdir)
 
-    def _bridge_for(self, index: int) -> str:
-        """The bridge host `index` goes on; a further bridge is made and joined to the first (one
-        layer 2 segment, the address on the first) when the one before is full."""
-        extra = (index - 1) // _HOSTS_PER_BRIDGE
-        if extra == 0:
-            return self.bridge
-        bridge = f"{self.bridge}{extra}"
-        if (index - 1) % _HOSTS_PER_BRIDGE == 0:
+    def _add_bridges(self) -> None:
+        """The first bridge (the hosts' gateway address on it) and, past _HOSTS_PER_BRIDGE hosts,
+        further ones joined to it by a veth pair: one layer 2 segment."""
+        _run("ip", "link", "add", self.bridge, "type", "bridge")
+        _run("ip", "addr", "add", f"{self.network.network_address + 1}/{self.network.prefixlen}", "dev", self.bridge)
+        _run("ip", "link", "set", self.bridge, "up")
+        for extra in range(1, (self.count - 1) // _HOSTS_PER_BRIDGE + 1):
+            bridge, joint, peer = f"{self.bridge}{extra}", f"{self.prefix}j{extra}", f"{self.prefix}k{extra}"
             _run("ip", "link", "add", bridge, "type", "bridge")
             _run("ip", "link", "set", bridge, "up")
-            joint = f"{self.prefix}j{extra}"
-            _run("ip", "link", "add", joint, "type", "veth", "peer", "name", f"{self.prefix}k{extra}")
+            _run("ip", "link", "add", joint, "type", "veth", "peer", "name", peer)
             _run("ip", "link", "set", joint, "master", self.bridge, "up")
-            _run("ip", "link", "set", f"{self.prefix}k{extra}", "master", bridge, "up")
-        return bridge
+            _run("ip", "link", "set", peer, "master", bridge, "up")
+
+    def _bridge_for(self, index: int) -> str:
+        extra = (index - 1) // _HOSTS_PER_BRIDGE
+        return f"{self.bridge}{extra}" if extra else self.bridge
 
     def start_sshd(self, host: SSHHost) -> None:
         self._launch_sshd(host)

@@ -107,7 +107,7 @@ OPTIONS = {
         (("--limit", "-l"), None, None, "PATTERN"),
         (
             ("--gates",),
-            "also run the gates (node, ib_write_bw pairs, rails, latency, all_reduce, workload)",
+            "also run the gates (node, ib_write_bw pairs, container, rails, latency, all_reduce, workload)",
             False,
             None,
         ),

@@ -20,21 +20,27 @@ IMAGE = "localhost/rdmaprov-rdma:lab"
 @pytest.mark.parametrize(
     ("fixture", "words"),
     [
-        ("ib_write_bw_client_memlock_64k.txt", "may not lock memory (memlock is limited in it)"),
-        ("ib_write_bw_no_dev_infiniband.txt", "sees no RDMA device: /dev/infiniband was not passed in"),
-        ("ib_write_bw_no_verbs_provider.txt", "has no verbs provider for rxe0 (librxe-rdmav*.so"),
+        ("ib_write_bw_client_memlock_64k.txt", "may not lock memory (memlock is limited in it): rdmaprov apply"),
+        ("ib_write_bw_no_dev_infiniband.txt", "sees no RDMA device: rdmaprov apply --tags containers puts back"),
+        ("ib_write_bw_no_verbs_provider.txt", "no verbs provider for rxe0 (libibverbs could not load librxe-rdmav*"),
         ("podman_image_not_known.txt", f"the image {IMAGE} is not on the node: pull or load it"),
         ("podman_no_program_in_image.txt", f"the image {IMAGE} has no ib_send_bw: install perftest"),
     ],
 )
 def test_what_the_container_lacked_is_named(fixture, words):
-    assert words in container_lack((CAPTURED / fixture).read_text(), "rxe0", IMAGE)
+    assert words in container_lack((CAPTURED / fixture).read_text(), IMAGE, "rxe0")
 
 
 def test_a_run_that_lacked_nothing_is_judged_on_its_figure():
     text = (CAPTURED / "ib_write_bw_client_podman_rxe.txt").read_text()
-    assert container_lack(text, "rxe0", IMAGE) is None
+    assert container_lack(text, IMAGE, "rxe0") is None
     assert parse_bw_output(text).average_gbps == 0.21
+
+
+def test_a_provider_is_named_only_where_libibverbs_named_it():
+    text = (CAPTURED / "ib_write_bw_no_verbs_provider.txt").read_text()
+    assert "for mlx5_bond_0 (no provider loaded)" in container_lack(text, IMAGE, "mlx5_bond_0")
+    assert "for the HCA (no provider loaded)" in container_lack(text, IMAGE)
 
 
 def test_provider_names():
@@ -49,7 +55,8 @@ def test_a_lane_runs_in_a_named_container_of_the_image_and_a_stray_one_is_killed
     words = ["ib_write_bw", "-d", "rxe0", "-p", "18515"]
     assert on_host.launched(words, 18515) == words
     assert in_image.launched(words, 18515) == [
-        "podman", "run", "--rm", "--replace", "--pull=never", "--name", "rdmaprov-ib_write_bw-18515", IMAGE, *words
+        "podman", "run", "--rm", "--replace", "--pull=never", f"--timeout={on_host.timeout_s}",
+        "--name", "rdmaprov-ib_write_bw-18515", IMAGE, *words
     ]  # fmt: skip
     assert in_image.stray_kill({18516, 18515}) == (
         "podman kill rdmaprov-ib_write_bw-18515 rdmaprov-ib_write_bw-18516 >/dev/null 2>&1; true"
@@ -67,3 +74,14 @@ def test_the_gate_is_off_unless_written_and_needs_an_image(tmp_path):
     assert f"{inventory}:4:" in problem and "cluster.gates.container" in problem and "image" in problem
     off = write(tmp_path, "cluster:\n  name: c\n  gates:\n    container: {enabled: false}\n" + hosts, "off.yaml")
     assert not load_inventory(off, require_files=False).gates.container.enabled
+
+
+def test_the_gate_is_refused_where_its_containers_would_start_under_srun(tmp_path):
+    inventory = write(
+        tmp_path,
+        "cluster:\n  name: c\n  gates:\n    via: slurm\n    container: {image: x}\n"
+        "groups:\n  g:\n    hosts: {n1: {address: 10.0.0.1}}\n",
+    )
+    [problem] = [p for p in problems(inventory, require_files=False) if "gates.container" in p]
+    assert "cluster.gates.container: the container gate starts its containers over SSH only" in problem
+    assert "(fix: set gates.via: ssh, or turn the container gate off (enabled: false))" in problem

@@ -15,13 +15,9 @@ from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.services import unit_running
 from rdmaprov.packages import CONTAINERS
-from rdmaprov.quoting import toml_string
+from rdmaprov.quoting import toml_list, toml_string
 
 CONF = "/etc/containers/containers.conf.d/50-rdmaprov.conf"
-
-
-def _toml_list(values: list[str], what: str) -> str:
-    return "[" + ", ".join(toml_string(value, what) for value in values) + "]"
 
 
 def render_containers_conf(config: ContainerConfig, env: dict[str, str]) -> str:
@@ -32,15 +28,15 @@ def render_containers_conf(config: ContainerConfig, env: dict[str, str]) -> str:
         "# Managed by rdmaprov (containers): what every container on this node gets for training jobs.",
         "# Edits are reported as drift and replaced on the next apply.",
         "[containers]",
-        f"devices = {_toml_list([RDMA_DEVICES], 'containers device')}",
-        f"default_ulimits = {_toml_list(['memlock=-1:-1'], 'containers ulimit')}",
+        f"devices = {toml_list([RDMA_DEVICES], 'containers device')}",
+        f"default_ulimits = {toml_list(['memlock=-1:-1'], 'containers ulimit')}",
         'netns = "host"',
         f"ipcns = {toml_string(config.ipc, 'containers.ipc')}",
     ]
     if config.shm is not None:
         lines.append(f"shm_size = {toml_string(config.shm, 'containers.shm_size')}")
     variables = [f"{key}={value}" for key, value in env.items()]
-    lines.append(f"env = {_toml_list(variables, 'NCCL variable')}")
+    lines.append(f"env = {toml_list(variables, 'NCCL variable')}")
     return "\n".join(lines) + "\n"
 
 

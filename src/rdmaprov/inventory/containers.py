@@ -23,8 +23,9 @@ DEFAULT_SHM = "8g"
 
 @dataclass(frozen=True)
 class ContainerConfig:
-    """`runtime` none: rdmaprov installs and configures no container runtime (and removes its own
-    configuration from a node where it did)."""
+    """`runtime`: none (rdmaprov installs and configures no container runtime, and removes its
+    own configuration where it did) or podman; `ipc`: host (the node's IPC namespace and /dev/shm)
+    or private (each container its own /dev/shm, `shm_size` or 8g)."""
 
     runtime: str = "none"
     ipc: str = "host"

@@ -288,6 +288,16 @@ def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap, slurm
                 "enable cluster.slurm (mode full or health_check), or use via: ssh",
             )
         )
+    container, via = gates.get("container") or {}, gates.get("via") or ("slurm" if slurm else "ssh")
+    if container and container.get("enabled", True) and via == "slurm":
+        problems.append(
+            smap.problem(
+                ("cluster", "gates", "container"),
+                "the container gate starts its containers over SSH only: under srun they would run outside "
+                "the job's cgroup, and Slurm could neither hold nor stop them",
+                "set gates.via: ssh, or turn the container gate off (enabled: false)",
+            )
+        )
     for gate in ("all_reduce", "workload"):
         problems += host_list_problems(
             (gates.get(gate) or {}).get("hosts") or [],

@@ -2,8 +2,8 @@
 started by the node's podman with nothing but what rdmaprov's containers.conf gives every
 container (deploys/containers.py). It passes where a training job in that image could use the
 fabric, and judges the figure like the host's ib_write_bw gate; a failure says what the container
-lacked (parsers/container.py): the image or perftest in it, the RDMA device, the HCA's verbs
-provider, locked memory.
+lacked and where (parsers/container.py): the image or perftest in it, the RDMA device, the HCA's
+verbs provider, locked memory.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rdmaprov.engine.session import Session
-from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool, judge_bandwidth, pair_bounds
+from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, judge_bandwidth, pair_bounds, run_first_lane
 from rdmaprov.health.gates.pairs import gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import LaneOutput, pair_lanes, run_lanes
+from rdmaprov.health.gates.perftest import LaneOutput, pair_problem
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.parsers.container import container_lack
 from rdmaprov.parsers.node import NodeReport
@@ -26,10 +26,22 @@ def _lacked(output: LaneOutput, image: str) -> tuple[str, str] | None:
     lane = output.lane
     for host, text, device in ((lane.client.host, output.client, lane.client.device),
                                (lane.server.host, output.server, lane.server.device)):  # fmt: skip
-        lack = container_lack(text, device, image)
+        lack = container_lack(text, image, device)
         if lack:
             return host, lack
     return None
+
+
+def _without_runtime(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> str:
+    """Why the pair cannot run containers at all ("" when it can): a node that cannot be reached,
+    or one rdmaprov set up no container runtime on."""
+    problem = pair_problem(session, server, client, reports)
+    if problem:
+        return problem
+    for name in (server, client):
+        if not session.inventory.hosts[name].node.containers.enabled:
+            return f"{name} has no container runtime from rdmaprov (containers.runtime: none): set it to podman"
+    return ""
 
 
 def run_container_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> GateResult:
@@ -37,23 +49,22 @@ def run_container_pair(session: Session, server: str, client: str, reports: dict
     inventory = session.inventory
     image, settings = inventory.gates.container.image, inventory.gates.ib_write_bw
     subject = f"{server} -> {client}"
-    for name in (server, client):
-        if not inventory.hosts[name].node.containers.enabled:
-            why = f"{name} has no container runtime from rdmaprov (containers.runtime: none): set it to podman"
-            return GateResult(GATE, subject, False, why)
-    lanes, problems, _ = pair_lanes(session, GATE, server, client, reports, TCP_PORT)
-    if not lanes:
-        return problems[0]
+    why = _without_runtime(session, server, client, reports)
+    if why:
+        return GateResult(GATE, subject, False, why, details={"image": image})
     tool = replace(bandwidth_tool(settings), image=image)
-    outputs = run_lanes(session, tool, lanes[:1])
-    if isinstance(outputs, str):
-        lack = container_lack(outputs, lanes[0].server.device, image)
-        return GateResult(GATE, subject, False, f"{lack} (on {server}): {outputs}" if lack else outputs)
-    lacked = _lacked(outputs[0], image)
+    output = run_first_lane(session, GATE, server, client, reports, tool)
+    if not isinstance(output, LaneOutput):
+        [result] = output
+        lack = container_lack(result.reason, image)  # the server never listened: its device is not known here
+        reason = f"{lack} (on {server}): {result.reason}" if lack else result.reason
+        return replace(result, reason=reason, details={**result.details, "image": image})
+    lacked = _lacked(output, image)
+    details = {"image": image, "via": output.via, "rail": output.lane.rail}
     if lacked:
         host, lack = lacked
-        return GateResult(GATE, subject, False, f"{lack} (on {host})", details={"image": image, "host": host})
-    result = judge_bandwidth(GATE, subject, outputs[0], pair_bounds(settings))
+        return GateResult(GATE, subject, False, f"{lack} (on {host})", details={**details, "host": host})
+    result = judge_bandwidth(GATE, subject, output, pair_bounds(settings))
     return replace(result, details={**result.details, "image": image})
 
 

@@ -72,20 +72,27 @@ def judge_bandwidth(gate: str, subject: str, output: LaneOutput, bounds: Bounds)
     return GateResult.of(gate, subject, verdict, details=details)
 
 
-def run_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> list[GateResult]:
-    """ib_write_bw from the server's first RDMA device to the client's."""
-    inventory = session.inventory
-    settings = inventory.gates.ib_write_bw
-    subject = f"{server} -> {client}"
-    lanes, problems, _ = pair_lanes(session, "ib_write_bw", server, client, reports, TCP_PORT)
+def run_first_lane(
+    session: Session, gate: str, server: str, client: str, reports: dict[str, NodeReport], tool: Tool
+) -> LaneOutput | list[GateResult]:
+    """`tool` from the server's first RDMA device to the client's (the quick check: the rail gate
+    tests them all): its output, or the failure that kept it from running."""
+    lanes, problems, _ = pair_lanes(session, gate, server, client, reports, TCP_PORT)
     if not lanes:
         return problems
-    # the quick check: the first rail of each node only (the rail gate tests them all)
-    lane = lanes[0]
-    outputs = run_lanes(session, bandwidth_tool(settings), [lane])
+    outputs = run_lanes(session, tool, lanes[:1])
     if isinstance(outputs, str):
-        return [GateResult("ib_write_bw", subject, False, outputs)]
-    return [judge_bandwidth("ib_write_bw", subject, outputs[0], pair_bounds(settings))]
+        return [GateResult(gate, f"{server} -> {client}", False, outputs)]
+    return outputs[0]
+
+
+def run_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> list[GateResult]:
+    """ib_write_bw from the server's first RDMA device to the client's."""
+    settings = session.inventory.gates.ib_write_bw
+    output = run_first_lane(session, "ib_write_bw", server, client, reports, bandwidth_tool(settings))
+    if not isinstance(output, LaneOutput):
+        return output
+    return [judge_bandwidth("ib_write_bw", f"{server} -> {client}", output, pair_bounds(settings))]
 
 
 def run_ib_write_bw(

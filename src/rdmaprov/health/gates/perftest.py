@@ -122,11 +122,13 @@ class Tool:
     def launched(self, words: list[str], tcp_port: int) -> list[str]:
         """The words as run: on the host, or by podman in a container of the image. The node's
         containers.conf gives it the RDMA devices, memlock and the host's network; the image is
-        never pulled (air-gapped nodes); --replace takes the name from a container left behind."""
+        never pulled (air-gapped nodes); --timeout has conmon kill the container when the run is
+        over time (the `timeout` around podman ends only podman: the program, PID 1 in there,
+        ignores the SIGTERM podman passes on); --replace takes the name from one left behind."""
         if self.image is None:
             return words
-        name = self.container(tcp_port)
-        return ["podman", "run", "--rm", "--replace", "--pull=never", "--name", name, self.image, *words]
+        podman = ["podman", "run", "--rm", "--replace", "--pull=never", f"--timeout={self.timeout_s}"]
+        return [*podman, "--name", self.container(tcp_port), self.image, *words]
 
     def stray_kill(self, ports: set[int]) -> str:
         """Kill the servers of these ports still running. In a container the program is its PID 1,
