@@ -28,6 +28,16 @@ def problems(path: Path, require_files: bool = True) -> list[str]:
     return [p.format() for p in info.value.problems]
 
 
+def defaults_problems(tmp_path: Path, defaults: str) -> tuple[Path, list[str]]:
+    """An inventory of one host whose `defaults:` section is `defaults` (YAML lines indented two
+    spaces), and every problem loading it reports."""
+    inventory = write(
+        tmp_path,
+        f"cluster: {{name: c}}\ndefaults:\n{defaults}groups:\n  g:\n    hosts: {{n1: {{address: 10.0.0.1}}}}\n",
+    )
+    return inventory, problems(inventory, require_files=False)
+
+
 def node_config(settings: dict) -> NodeConfig:
     """A node's typed settings from a partial mapping, its defaults filled from the schema as the
     loader fills them."""

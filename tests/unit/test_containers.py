@@ -9,7 +9,7 @@ from rdmaprov.deploys.containers import render_containers_conf
 from rdmaprov.inventory.containers import ContainerConfig
 from rdmaprov.packages import lab_packages
 from rdmaprov.quoting import toml_string
-from tests.support.inventories import node_config, problems, write
+from tests.support.inventories import defaults_problems, node_config
 
 
 def _conf(settings: dict) -> dict:
@@ -51,12 +51,7 @@ def test_nccl_values_reach_podman_exactly_as_written():
 
 
 def test_a_shared_memory_size_that_would_never_be_used_is_refused(tmp_path):
-    inventory = write(
-        tmp_path,
-        "cluster: {name: c}\ndefaults:\n  containers: {runtime: podman, shm_size: 16g}\n"
-        "groups:\n  g:\n    hosts: {n1: {address: 10.0.0.1}}\n",
-    )
-    found = problems(inventory, require_files=False)
+    inventory, found = defaults_problems(tmp_path, "  containers: {runtime: podman, shm_size: 16g}\n")
     assert len(found) == 1
     assert f"{inventory}:3:" in found[0] and "defaults.containers.shm_size" in found[0]
     assert "with ipc: host containers use the node's" in found[0]
@@ -68,10 +63,5 @@ def test_a_shared_memory_size_that_would_never_be_used_is_refused(tmp_path):
     [("{runtime: docker}", "runtime"), ("{runtime: podman, ipc: private, shm_size: 8x}", "shm_size")],
 )
 def test_unknown_runtimes_and_sizes_are_refused(tmp_path, section, words):
-    inventory = write(
-        tmp_path,
-        f"cluster: {{name: c}}\ndefaults:\n  containers: {section}\n"
-        "groups:\n  g:\n    hosts: {n1: {address: 10.0.0.1}}\n",
-    )
-    found = problems(inventory, require_files=False)
+    _, found = defaults_problems(tmp_path, f"  containers: {section}\n")
     assert len(found) == 1 and f"containers.{words}" in found[0], found

@@ -26,7 +26,7 @@ from rdmaprov.operations.roce_qos import chain_now
 from rdmaprov.parsers.node import NodeReport, parse_node_report
 from rdmaprov.parsers.roce_qos import QosState, dscp_value, parse_dcb, parse_mlnx_qos, parse_qos_state, pause_counters
 from tests.conftest import FIXTURES, REPO
-from tests.support.inventories import gates_config, lab_host, node_config, problems, write
+from tests.support.inventories import defaults_problems, gates_config, lab_host, node_config, problems, write
 from tests.support.ops import commands, run_notes
 
 
@@ -86,12 +86,7 @@ def test_nccl_variables_that_agree_are_kept_and_ones_that_disagree_are_refused_n
 
 
 def test_cnps_in_the_roce_class_are_refused(tmp_path):
-    inventory = write(
-        tmp_path,
-        "cluster: {name: c}\ndefaults:\n  fabric: roce\n  roce_qos: {profile: dcqcn, cnp: {priority: 3}}\n"
-        "groups:\n  g:\n    hosts: {n1: {address: 10.0.0.1}}\n",
-    )
-    found = problems(inventory, require_files=False)
+    _, found = defaults_problems(tmp_path, "  fabric: roce\n  roce_qos: {profile: dcqcn, cnp: {priority: 3}}\n")
     assert len(found) == 1 and "defaults.roce_qos.cnp: roce_qos.cnp.priority is the RoCE priority 3" in found[0]
 
 
