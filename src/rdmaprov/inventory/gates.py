@@ -141,6 +141,12 @@ class WorkloadGate:
         )
 
 
+def launched_via(gates: dict[str, Any], slurm: bool) -> str:
+    """How the gates launch their jobs: gates.via as written, else slurm where the inventory
+    declares Slurm, else ssh."""
+    return gates.get("via") or ("slurm" if slurm else "ssh")
+
+
 @dataclass(frozen=True)
 class ContainerGate:
     """ib_write_bw between containers of the site's image on the ib_write_bw gate's pairs; off unless written."""
@@ -216,5 +222,5 @@ class GatesConfig:
             BaselineConfig(bl["enabled"], bl["max_drop"], bl["runs"], bl["action"], bl["max_latency_rise"]),
             WorkloadGate.from_settings(gates.get("workload")),
             ContainerGate.from_settings(gates.get("container")),
-            gates.get("via") or ("slurm" if slurm else "ssh"),
+            launched_via(gates, slurm),
         )

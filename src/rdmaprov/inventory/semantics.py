@@ -13,6 +13,7 @@ from typing import Any
 
 from rdmaprov.errors import Problem
 from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.inventory.gates import launched_via
 from rdmaprov.inventory.model import fill_defaults
 from rdmaprov.inventory.slurm import MARGIN_S
 from rdmaprov.inventory.source import DocPath, SourceMap, format_path
@@ -288,8 +289,8 @@ def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap, slurm
                 "enable cluster.slurm (mode full or health_check), or use via: ssh",
             )
         )
-    container, via = gates.get("container") or {}, gates.get("via") or ("slurm" if slurm else "ssh")
-    if container and container.get("enabled", True) and via == "slurm":
+    container = gates.get("container") or {}
+    if container and container.get("enabled", True) and launched_via(gates, slurm) == "slurm":
         problems.append(
             smap.problem(
                 ("cluster", "gates", "container"),
