@@ -33,6 +33,7 @@ from rdmaprov.health.gates.pairs import ring_pairs
 from rdmaprov.health.gates.perftest import Endpoint, Lane, LaneOutput
 from rdmaprov.health.gates.rail import RAIL_BASE_PORT, rail_bounds
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.health.verify import HostVerification
 from rdmaprov.parsers.nccl_tests import parse_nccl_tests
 from rdmaprov.parsers.node import Gpu, NodeReport, parse_node_report
@@ -107,7 +108,9 @@ def pair_results(pairs: list[tuple[str, str]], bad: str | None) -> list[GateResu
     """ib_write_bw between each pair's first HCAs (rail 0: the bad node's slow rail is another)."""
     bounds = pair_bounds(GATES.ib_write_bw)
     return [
-        judge_bandwidth("ib_write_bw", f"{s} -> {c}", LaneOutput(_lane(s, c, 0, TCP_PORT), BW_OK, 0, "", 0), bounds)
+        judge_bandwidth(
+            "ib_write_bw", Subject.pair(s, c), LaneOutput(_lane(s, c, 0, TCP_PORT), BW_OK, 0, "", 0), bounds
+        )
         for s, c in pairs
     ]
 
@@ -115,7 +118,9 @@ def pair_results(pairs: list[tuple[str, str]], bad: str | None) -> list[GateResu
 def node_results(names: list[str]) -> list[GateResult]:
     """The node gate on each node: the 8 × A100 sweep against the model's default."""
     return [
-        GateResult.of("node", name, judge_node(SWEEP, True, A100, GATES.node), details={"gpus": 8, "via": "ssh"})
+        GateResult.of(
+            "node", Subject.node(name), judge_node(SWEEP, True, A100, GATES.node), details={"gpus": 8, "via": "ssh"}
+        )
         for name in names
     ]
 
@@ -125,7 +130,7 @@ def all_reduce_result(names: list[str], sweep: str) -> GateResult:
     run = parse_nccl_tests(sweep)
     details = {"kind": "nccl-tests", "ranks": 8 * len(names), "via": "ssh", "rows": sweep_rows(run)}
     verdict = judge_run(run, all_reduce_bounds(GATES.all_reduce), None)
-    return GateResult.of("all_reduce", ",".join(names), verdict, 1, details)
+    return GateResult.of("all_reduce", Subject.job(names), verdict, 1, details)
 
 
 def verifications(names: list[str], bad: str | None) -> list[HostVerification]:

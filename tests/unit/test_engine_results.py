@@ -11,6 +11,7 @@ import pytest
 from rdmaprov.engine.results import HostResult, OpResult, RunResult
 from rdmaprov.health.findings import Finding
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.health.verify import HostVerification
 from rdmaprov.schemas import load_schema
 
@@ -118,12 +119,15 @@ def test_exit_code_counts_a_failed_or_unreachable_verification_as_a_failure():
 
 def test_exit_code_counts_a_failed_gate_but_not_a_warned_or_skipped_one():
     passed = [
-        GateResult("ib_write_bw", "n1 -> n2", True, "ok"),
-        GateResult("all_reduce", "n1,n2", True, "slow", status="warn"),
-        GateResult("node", "n1", True, "skipped (one GPU)", status="skipped"),
+        GateResult("ib_write_bw", Subject.parse("n1 -> n2"), True, "ok"),
+        GateResult("all_reduce", Subject.parse("n1,n2"), True, "slow", status="warn"),
+        GateResult("node", Subject.parse("n1"), True, "skipped (one GPU)", status="skipped"),
     ]
     assert _run(_host(), gates=passed).exit_code == 0
-    assert _run(_host(), gates=passed + [GateResult("all_reduce", "n1,n2", False, "below 80%")]).exit_code == 4
+    assert (
+        _run(_host(), gates=passed + [GateResult("all_reduce", Subject.parse("n1,n2"), False, "below 80%")]).exit_code
+        == 4
+    )
 
 
 def test_an_empty_verify_or_gate_list_is_no_failure():
@@ -180,8 +184,10 @@ def test_to_json_with_verify_and_gates_matches_the_schema():
     )
     verify = [HostVerification("n1", "10.0.0.1", "failed", None, [finding])]
     gates = [
-        GateResult("ib_write_bw", "n1 -> n2", True, "ok", 23.5, 20.0, "Gb/s", 1, {"size": 65536}, "pass", 25.0),
-        GateResult("all_reduce", "n1,n2", False, "below", 1.0, 2.0, "GB/s", 2),
+        GateResult(
+            "ib_write_bw", Subject.parse("n1 -> n2"), True, "ok", 23.5, 20.0, "Gb/s", 1, {"size": 65536}, "pass", 25.0
+        ),
+        GateResult("all_reduce", Subject.parse("n1,n2"), False, "below", 1.0, 2.0, "GB/s", 2),
     ]
     doc = _valid(_run(_host(), verify=verify, gates=gates).to_json())
     assert doc["verify"][0]["findings"][0]["id"] == "rdma.port_state"
@@ -204,13 +210,15 @@ def test_to_json_of_a_check_with_drift_and_skipped_batches_matches_the_schema():
 
 
 def test_to_json_is_plain_json():
-    gates = [GateResult("all_reduce", "x", True, "ok", details={"sizes": [1, 2]})]
+    gates = [GateResult("all_reduce", Subject.parse("x"), True, "ok", details={"sizes": [1, 2]})]
     doc = _run(_host("changed"), verify=[HostVerification("n1", "a")], gates=gates).to_json()
     assert json.loads(json.dumps(doc)) == doc
 
 
 def test_to_json_with_a_node_gate_matches_the_schema():
-    gates = [GateResult("node", "n1", True, "skipped (one GPU: nothing to reduce across)", status="skipped")]
+    gates = [
+        GateResult("node", Subject.parse("n1"), True, "skipped (one GPU: nothing to reduce across)", status="skipped")
+    ]
     _valid(_run(_host(), gates=gates).to_json())
 
 

@@ -14,12 +14,13 @@ from rdmaprov.health.gates.deadline import (
     sweep_sizes,
 )
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 
 MIB = 1 << 20
 
 
 def _pair(subject: str, gbps: float | None) -> GateResult:
-    return GateResult("ib_write_bw", subject, gbps is not None, "", gbps, unit="Gb/s")
+    return GateResult("ib_write_bw", Subject.parse(subject), gbps is not None, "", gbps, unit="Gb/s")
 
 
 def test_the_sweep_and_what_each_rank_sends():

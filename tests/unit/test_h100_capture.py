@@ -14,6 +14,7 @@ from rdmaprov.health.checks import verify_node
 from rdmaprov.health.gates.all_reduce import nccl_transport, transport_verdict
 from rdmaprov.health.gates.bandwidth import Verdict
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.health.report import print_facts, print_gates
 from rdmaprov.parsers.node import NodeReport, parse_node_report
 from tests.conftest import FIXTURES
@@ -102,5 +103,5 @@ def test_the_gates_table_shows_brackets_a_reason_quotes():
     """rich took `[rank 0]` for markup and dropped it from the table on the H100 run."""
     out = io.StringIO()
     reason = "NCCL used TCP sockets, not RDMA, on h100 [rank 0] (NET/IB: no device found)"
-    print_gates([GateResult("workload", "h100 [x]", False, reason)], Console(file=out, width=300))
+    print_gates([GateResult("workload", Subject.parse("h100 [x]"), False, reason)], Console(file=out, width=300))
     assert "h100 [rank 0] (NET/IB" in out.getvalue() and "h100 [x]" in out.getvalue()

@@ -25,6 +25,7 @@ from rdmaprov.health.gates.node import default_threshold, judge_node, node_comma
 from rdmaprov.health.gates.pairs import all_pairs, ring_pairs, rounds
 from rdmaprov.health.gates.perftest import Endpoint, perftest_words
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.health.verify import HostVerification
 from rdmaprov.parsers.ibv_devinfo import parse_ibv_devinfo
 from rdmaprov.parsers.limits import pam_memlock, parse_setting_lines, systemd_memlock
@@ -388,7 +389,7 @@ def _pair_test(slow: set[str], log: list[list[tuple[str, str]]]):
         log.append(pairs)
         return [
             GateResult(
-                "ib_write_bw", f"{a} -> {b}", not {a, b} & slow, "2.1 Gb/s < 22.5 Gb/s" if {a, b} & slow else "ok"
+                "ib_write_bw", Subject.pair(a, b), not {a, b} & slow, "2.1 Gb/s < 22.5 Gb/s" if {a, b} & slow else "ok"
             )
             for a, b in pairs
         ]
@@ -415,11 +416,25 @@ def test_a_pairs_rails_make_one_verdict_that_fails_on_any_slow_rail():
     """One slow HCA of eight fails its pair (the diagnosis then tells which node), and the
     failing rail is the reason; a lost node stays named."""
     rails = [
-        GateResult("rail", f"a:mlx5_{i} -> b:mlx5_{i}", i != 4, "185.1 Gb/s < 360 Gb/s" if i == 4 else "ok")
+        GateResult(
+            "rail", Subject.parse(f"a:mlx5_{i} -> b:mlx5_{i}"), i != 4, "185.1 Gb/s < 360 Gb/s" if i == 4 else "ok"
+        )
         for i in range(8)
-    ] + [GateResult("rail", "c:mlx5_0 -> d:mlx5_0", False, "not judged: d stopped answering", details={"lost": "d"})]
+    ] + [
+        GateResult(
+            "rail",
+            Subject.parse("c:mlx5_0 -> d:mlx5_0"),
+            False,
+            "not judged: d stopped answering",
+            details={"lost": "d"},
+        )
+    ]
     slow, lost, untested = pair_verdicts([("a", "b"), ("c", "d"), ("e", "f")], rails)
-    assert (slow.subject, slow.passed, slow.reason) == ("a -> b", False, "a:mlx5_4 -> b:mlx5_4: 185.1 Gb/s < 360 Gb/s")
+    assert (str(slow.subject), slow.passed, slow.reason) == (
+        "a -> b",
+        False,
+        "a:mlx5_4 -> b:mlx5_4: 185.1 Gb/s < 360 Gb/s",
+    )
     assert len(slow.details["rails"]) == 8 and lost.details["lost"] == "d"
     assert (untested.passed, untested.reason) == (False, "no rail of the pair was tested")
     [fine] = pair_verdicts([("a", "b")], [r for r in rails if r.passed])
@@ -437,7 +452,7 @@ def test_a_node_lost_during_the_pair_tests_is_lost_and_its_peer_is_tested_again(
         return [
             GateResult.broken("ib_write_bw", f"{a} -> {b}", lost)
             if "n4" in (a, b)
-            else GateResult("ib_write_bw", f"{a} -> {b}", True, "ok")
+            else GateResult("ib_write_bw", Subject.pair(a, b), True, "ok")
             for a, b in pairs
         ]
 
@@ -716,7 +731,7 @@ def test_a_pair_test_that_raises_is_that_pairs_result_and_prints_no_traceback(ca
         raise ValueError("no such device")
 
     results = run_in_rounds("ib_write_bw", [("node1", "node2"), ("node3", "node4")], test)
-    assert [(r.subject, r.passed, r.reason, r.details) for r in results] == [
+    assert [(str(r.subject), r.passed, r.reason, r.details) for r in results] == [
         (
             "node1 -> node2",
             False,

@@ -34,8 +34,9 @@ from rdmaprov.health.gates.perftest import (
     stray_server_kill,
 )
 from rdmaprov.health.gates.rail import gpudirect_missing, rail_bounds
-from rdmaprov.health.gates.result import GateResult, subject_hosts
+from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.runner import cluster_gate_failed
+from rdmaprov.health.gates.subject import End, Subject
 from rdmaprov.parsers.node import Gpu, NodeReport, parse_node_report
 from rdmaprov.parsers.nvidia_topo import parse_topo_matrix
 from rdmaprov.parsers.perftest import parse_lat_output
@@ -150,7 +151,7 @@ def test_gpudirect_required_fails_a_gpu_nodes_rail_that_would_run_in_host_memory
         return Lane(0, ends[0], ends[1], 18600)
 
     missing = gpudirect_missing([lane("gpu1", "gpu2"), lane("gpu1", "cpu1")], memory, reports)
-    assert missing == {
+    assert {str(subject): why for subject, why in missing.items()} == {
         "gpu1:mlx5_0 -> gpu2:mlx5_0": "GPUDirect required (gates.rail.gpudirect): gpu2: host memory: the "
         "peer-memory module is not loaded (modprobe nvidia_peermem)"
     }
@@ -251,7 +252,7 @@ def test_a_rail_is_held_to_its_port_rate_with_the_sums_shown():
     assert result.reason == (
         "23.14 Gb/s (92.6% of the port rate) < 23.75 Gb/s = 0.95 × the port rate (irdma0 on node1 at 25 Gb/s)"
     )
-    assert result.subject == "node1:irdma0 -> node2:irdma0" and result.details["rail"] == 2
+    assert str(result.subject) == "node1:irdma0 -> node2:irdma0" and result.details["rail"] == 2
     settings = gates_config({"rail": {"fraction": 0.9, "warn_fraction": 0.95}})
     lenient = rail_bounds(settings.rail, settings.ib_write_bw)
     warned = judge_bandwidth("rail", output.lane.subject, output, lenient)
@@ -388,10 +389,21 @@ def test_baselines_are_kept_per_cluster_and_flag_a_part_that_fell_even_while_it_
 
     def rail(value: float, status: str = "pass") -> GateResult:
         return GateResult(
-            "rail", "node1:mlx5_0 -> node2:mlx5_0", status != "fail", "x", value, 380.0, "Gb/s", status=status
+            "rail",
+            Subject.parse("node1:mlx5_0 -> node2:mlx5_0"),
+            status != "fail",
+            "x",
+            value,
+            380.0,
+            "Gb/s",
+            status=status,
         )
 
-    first = [rail(395.0), rail(10.0, "fail"), GateResult("node", "node1", True, "skipped", status="skipped")]
+    first = [
+        rail(395.0),
+        rail(10.0, "fail"),
+        GateResult("node", Subject.parse("node1"), True, "skipped", status="skipped"),
+    ]
     apply_baselines(first, "prod", settings)
     assert first[0].reason == "x; baseline recorded: 395 Gb/s" and first[0].baseline["value"] == 395.0
     assert first[1].baseline is None and first[2].baseline is None  # failures and skips are no baseline
@@ -431,7 +443,7 @@ def test_a_damaged_baselines_file_costs_only_its_damaged_parts(tmp_path, monkeyp
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"parts": damaged}))
     assert list(load_parts("prod")) == [f"rail {subject}"]
-    again = [GateResult("rail", subject, True, "x", 380.0, 300.0, "Gb/s")]
+    again = [GateResult("rail", Subject.parse(subject), True, "x", 380.0, 300.0, "Gb/s")]
     apply_baselines(again, "prod", gates_config().baseline)
     assert again[0].baseline["value"] == 390.0 and not again[0].baseline["drift"]
 
@@ -445,7 +457,9 @@ def test_runs_at_once_on_one_cluster_each_keep_their_figures(tmp_path, monkeypat
 
     def record(pair: str) -> None:
         for _ in range(40):
-            apply_baselines([GateResult("ib_write_bw", pair, True, "x", 95.0, 90.0, "Gb/s")], "prod", settings)
+            apply_baselines(
+                [GateResult("ib_write_bw", Subject.parse(pair), True, "x", 95.0, 90.0, "Gb/s")], "prod", settings
+            )
 
     runs = [multiprocessing.get_context("fork").Process(target=record, args=(p,)) for p in ("a -> b", "c -> d")]
     for run in runs:
@@ -462,26 +476,46 @@ def test_runs_at_once_on_one_cluster_each_keep_their_figures(tmp_path, monkeypat
 
 def test_only_a_cluster_gate_that_ran_and_fell_short_calls_for_a_diagnosis():
     # an all_reduce that ran names each node's MPI too: only the refusal before it ran is left alone
-    slow = GateResult("all_reduce", "a,b", False, "0.1 GB/s < 1 GB/s", 0.1, 1.0, "GB/s", details={"mpi": {"a": "4"}})
-    broke = GateResult("ib_write_bw", "a -> b", False, "ib_write_bw on b gave no result: Completion with error")
-    drift = GateResult("ib_write_bw", "a -> b", False, "x", 20.0, 10.0, "Gb/s", baseline={"drift": True})
-    mixed = GateResult(
-        "all_reduce", "a,b", False, "one MPI job cannot span", details={"mpi": {"a": "4.1.4"}, "mixed_mpi": True}
+    slow = GateResult(
+        "all_reduce", Subject.parse("a,b"), False, "0.1 GB/s < 1 GB/s", 0.1, 1.0, "GB/s", details={"mpi": {"a": "4"}}
     )
-    rail = GateResult("rail", "a:mlx5_0 -> b:mlx5_0", False, "slow", 1.0, 10.0, "Gb/s")
+    broke = GateResult(
+        "ib_write_bw", Subject.parse("a -> b"), False, "ib_write_bw on b gave no result: Completion with error"
+    )
+    drift = GateResult("ib_write_bw", Subject.parse("a -> b"), False, "x", 20.0, 10.0, "Gb/s", baseline={"drift": True})
+    mixed = GateResult(
+        "all_reduce",
+        Subject.parse("a,b"),
+        False,
+        "one MPI job cannot span",
+        details={"mpi": {"a": "4.1.4"}, "mixed_mpi": True},
+    )
+    rail = GateResult("rail", Subject.parse("a:mlx5_0 -> b:mlx5_0"), False, "slow", 1.0, 10.0, "Gb/s")
     assert cluster_gate_failed([slow]) and cluster_gate_failed([broke, drift])
     assert not cluster_gate_failed([drift, mixed, rail])
 
 
-def test_subjects_name_their_hosts():
-    assert subject_hosts("node1:mlx5_0 -> node-2.b:mlx5_0") == ["node1", "node-2.b"]
-    assert subject_hosts("a -> b rail 3") == ["a", "b"] and subject_hosts("a,b,c") == ["a", "b", "c"]
-    assert subject_hosts("gpu7") == ["gpu7"]
+def test_subjects_hold_their_nodes_and_hcas_and_read_back_as_shown():
+    rail = Subject.pair(End("node1", "mlx5_0"), End("node-2.b", "mlx5_0"))
+    kinds = {
+        "gpu7": Subject.node("gpu7"),
+        "a -> b": Subject.pair("a", "b"),
+        "node1:mlx5_0 -> node-2.b:mlx5_0": rail,
+        "a -> b rail 3": Subject.pair("a", "b", rail=3),
+        "a,b,c": Subject.job(["a", "b", "c"]),
+    }
+    for shown, subject in kinds.items():
+        assert str(subject) == shown and Subject.parse(shown) == subject
+    assert rail.hosts == ["node1", "node-2.b"] and [end.hca for end in rail.ends] == ["mlx5_0", "mlx5_0"]
+    assert kinds["a -> b rail 3"].rail == 3 and kinds["a,b,c"].hosts == ["a", "b", "c"]
+    # JSON shows the subject as its text; the nodes travel as values
+    result = GateResult("rail", rail, True, "ok")
+    assert result.to_json()["subject"] == "node1:mlx5_0 -> node-2.b:mlx5_0" and result.hosts == ["node1", "node-2.b"]
 
 
 def test_all_reduce_pairs_localize_like_ib_write_bw_pairs():
     def test(pairs):
-        return [GateResult("all_reduce", f"{a},{b}", "n3" not in (a, b), "busbw") for a, b in pairs]
+        return [GateResult("all_reduce", Subject.job([a, b]), "n3" not in (a, b), "busbw") for a, b in pairs]
 
     diagnosis = localize(["n1", "n2", "n3", "n4"], test)
     assert list(diagnosis.suspects) == ["n3"] and diagnosis.cleared == ["n1", "n2", "n4"]
@@ -489,10 +523,10 @@ def test_all_reduce_pairs_localize_like_ib_write_bw_pairs():
 
 def test_a_suspects_rails_name_the_slow_hca():
     rails = [
-        GateResult("rail", "n2:mlx5_2 -> n7:mlx5_2", False, "ib_write_bw on n7 gave no result"),
-        GateResult("rail", "n2:mlx5_0 -> n7:mlx5_0", True, "ok", 392.0, unit="Gb/s"),
-        GateResult("rail", "n2:mlx5_3 -> n7:mlx5_3", False, "48 Gb/s < 380 Gb/s", 48.0, unit="Gb/s"),
-        GateResult("rail", "n2:mlx5_1 -> n7:mlx5_1", True, "ok", 389.5, unit="Gb/s"),
+        GateResult("rail", Subject.parse("n2:mlx5_2 -> n7:mlx5_2"), False, "ib_write_bw on n7 gave no result"),
+        GateResult("rail", Subject.parse("n2:mlx5_0 -> n7:mlx5_0"), True, "ok", 392.0, unit="Gb/s"),
+        GateResult("rail", Subject.parse("n2:mlx5_3 -> n7:mlx5_3"), False, "48 Gb/s < 380 Gb/s", 48.0, unit="Gb/s"),
+        GateResult("rail", Subject.parse("n2:mlx5_1 -> n7:mlx5_1"), True, "ok", 389.5, unit="Gb/s"),
     ]
     assert rail_evidence("n7", rails) == [
         "n2:mlx5_2 -> n7:mlx5_2: ib_write_bw on n7 gave no result",
@@ -503,13 +537,13 @@ def test_a_suspects_rails_name_the_slow_hca():
 
 
 def test_a_run_with_rail_latency_gates_and_a_diagnosis_matches_the_result_schema():
-    rail = GateResult("rail", "a:mlx5_0 -> b:mlx5_0", True, "ok", 390.0, 380.0, "Gb/s", expected=400.0)
+    rail = GateResult("rail", Subject.parse("a:mlx5_0 -> b:mlx5_0"), True, "ok", 390.0, 380.0, "Gb/s", expected=400.0)
     rail.baseline, rail.duration_s = {"value": 392.0, "runs": 3, "since": "2026-11-23", "change": -0.005}, 5.2
-    latency = GateResult("latency", "a:mlx5_0 -> b:mlx5_0", True, "p99", 1.6, 4.2, "µs")
-    failed = GateResult("ib_write_bw", "a -> b", False, "slow", 2.0, 22.5, "Gb/s")
+    latency = GateResult("latency", Subject.parse("a:mlx5_0 -> b:mlx5_0"), True, "p99", 1.6, 4.2, "µs")
+    failed = GateResult("ib_write_bw", Subject.parse("a -> b"), False, "slow", 2.0, 22.5, "Gb/s")
     diagnosis = localize(
         ["a", "b", "c"],
-        lambda pairs: [GateResult("ib_write_bw", f"{x} -> {y}", "b" not in (x, y), "2 Gb/s") for x, y in pairs],
+        lambda pairs: [GateResult("ib_write_bw", Subject.pair(x, y), "b" not in (x, y), "2 Gb/s") for x, y in pairs],
     )
     result = RunResult("verify", "inv.yaml", "c", "2026-01-01T00:00:00+00:00", 1.0, [], [], [rail, latency, failed])
     result.diagnosis = diagnosis

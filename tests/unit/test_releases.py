@@ -120,20 +120,21 @@ def test_one_series_at_different_versions_runs_but_a_pass_is_only_a_warning():
     same version everywhere: the gate runs and says so, and its pass becomes a warning."""
     from rdmaprov.health.gates.all_reduce import skewed
     from rdmaprov.health.gates.result import GateResult
+    from rdmaprov.health.gates.subject import Subject
 
     versions = {"node1": MpiVersion("Open MPI", "4.1.4"), "node2": MpiVersion("Open MPI", "4.1.6")}
     assert mixed_mpi_reason(versions) is None
-    result = skewed(GateResult("all_reduce", "node1,node2", True, "busbw 90 GB/s >= 80 GB/s"), versions)
+    result = skewed(GateResult("all_reduce", Subject.parse("node1,node2"), True, "busbw 90 GB/s >= 80 GB/s"), versions)
     assert (result.passed, result.status) == (True, "warn")
     assert result.reason == (
         "busbw 90 GB/s >= 80 GB/s; the nodes run different versions of their MPI (Open MPI 4.1.4 on node1; "
         "Open MPI 4.1.6 on node2): Open MPI supports a job only with the same version on every node; install one "
         "(mpi.source: archive ships one)"
     )
-    failed = skewed(GateResult("all_reduce", "node1,node2", False, "slow", status="fail"), versions)
+    failed = skewed(GateResult("all_reduce", Subject.parse("node1,node2"), False, "slow", status="fail"), versions)
     assert failed.status == "fail" and "different versions of their MPI" in failed.reason
     same = {"node1": versions["node1"], "node2": versions["node1"]}
-    assert skewed(GateResult("all_reduce", "node1,node2", True, "ok"), same).status == "pass"
+    assert skewed(GateResult("all_reduce", Subject.parse("node1,node2"), True, "ok"), same).status == "pass"
 
 
 def test_mixed_mpi_groups_come_in_inventory_order_whoever_answers_first(tmp_path):

@@ -321,9 +321,10 @@ def test_metrics_parse_as_prometheus_text(tmp_path):
 def test_textfile_promtool_finds_nothing_to_lint(tmp_path):
     """The file node_exporter serves, every family present (gates too), in base units and names."""
     from rdmaprov.health.gates.result import GateResult
+    from rdmaprov.health.gates.subject import Subject
 
     result = _check_result()
-    result.gates = [GateResult("ib_write_bw", "node1 -> node2", False, "slow", status="fail")]
+    result.gates = [GateResult("ib_write_bw", Subject.parse("node1 -> node2"), False, "slow", status="fail")]
     path = tmp_path / "rdmaprov.prom"
     write_textfile(str(path), render_metrics(result, now=1790000000))
     assert "rdmaprov_gate_passed{" in path.read_text()
@@ -338,6 +339,7 @@ def test_every_host_the_gates_leave_out_is_named_with_why(tmp_path, monkeypatch)
     from rich.console import Console
 
     from rdmaprov.health.gates.result import GateResult
+    from rdmaprov.health.gates.subject import Subject
     from rdmaprov.health.report import print_gates_not_run
     from rdmaprov.health.verify import Health
     from rdmaprov.workflows import apply
@@ -355,7 +357,9 @@ def test_every_host_the_gates_leave_out_is_named_with_why(tmp_path, monkeypatch)
         verifications = [HostVerification(n, "a", status="failed" if n == "n3" else "ok") for n in hosts]
         chosen = gate_hosts(verifications) if gate_hosts else hosts
         gated.append(chosen)
-        return Health(verifications, [GateResult("ib_write_bw", "n4 -> n5", True, "ok")] if chosen else [])
+        return Health(
+            verifications, [GateResult("ib_write_bw", Subject.parse("n4 -> n5"), True, "ok")] if chosen else []
+        )
 
     monkeypatch.setattr(apply, "post_deploy", post_deploy)
     options = RunOptions("apply", list(inventory.hosts), [limits])

@@ -16,6 +16,7 @@ from rdmaprov.health.gates.all_reduce import transport_checked
 from rdmaprov.health.gates.bandwidth import Verdict
 from rdmaprov.health.gates.launch import Launcher, SlurmLauncher
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.health.gates.workload import PLACE, judge_figure, last_words, transport_required, workload_job
 from rdmaprov.inventory import load_inventory
 from rdmaprov.inventory.gates import BaselineConfig, Figure
@@ -280,7 +281,10 @@ def test_a_lower_is_better_figure_drifts_when_it_rises(tmp_path, monkeypatch):
 
     def run(step_s: float) -> GateResult:
         result = GateResult.of(
-            "workload", "node1,node2", Verdict("pass", step_s, None, "s", f"{step_s} s"), details={"better": "lower"}
+            "workload",
+            Subject.parse("node1,node2"),
+            Verdict("pass", step_s, None, "s", f"{step_s} s"),
+            details={"better": "lower"},
         )
         apply_baselines([result], "lab", settings)
         return result

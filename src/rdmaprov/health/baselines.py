@@ -128,7 +128,13 @@ def _judge(results: list[GateResult], kept: dict[str, Any], settings: BaselineCo
         record = parts.get(key, {})
         if record.get("unit") not in (None, result.unit):
             record = {}  # the figure changed meaning (a gate's unit): start over
-        record = {**record, "gate": result.gate, "subject": result.subject, "hosts": result.hosts, "unit": result.unit}
+        record = {
+            **record,
+            "gate": result.gate,
+            "subject": str(result.subject),
+            "hosts": result.hosts,
+            "unit": result.unit,
+        }
         lower = result.gate in LOWER_IS_BETTER or result.details.get("better") == "lower"
         comparison, parts[key] = compare(result.measured, result.unit, record, settings, lower, now)
         result.baseline = {

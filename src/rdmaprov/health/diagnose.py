@@ -26,7 +26,8 @@ from rdmaprov.health.gates.ib_write_bw import run_pairs
 from rdmaprov.health.gates.node import run_node_gate
 from rdmaprov.health.gates.perftest import rail_devices
 from rdmaprov.health.gates.rail import run_rails
-from rdmaprov.health.gates.result import GateResult, subject_hosts
+from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.parsers.counters import ALL_COUNTER_FILES, parse_port_counters, trouble_growth
 from rdmaprov.parsers.node import NodeReport
 
@@ -141,8 +142,8 @@ def localize(names: list[str], test: PairTest) -> Diagnosis:
 
 
 def _pair(result: GateResult) -> tuple[str, str]:
-    """(server, client) of a pair test's subject ("a -> b", or "a,b" for an all_reduce pair)."""
-    hosts = subject_hosts(result.subject)
+    """(server, client) of a pair test (an all_reduce over a pair too: its two nodes)."""
+    hosts = result.hosts
     return (hosts[0], hosts[-1]) if hosts else ("", "")
 
 
@@ -174,7 +175,7 @@ def pair_verdicts(pairs: list[tuple[str, str]], rails: list[GateResult]) -> list
         if lost:
             details["lost"] = lost
         verdicts.append(
-            GateResult("rail", f"{server} -> {client}", bool(mine) and not failing, reason, details=details)
+            GateResult("rail", Subject.pair(server, client), bool(mine) and not failing, reason, details=details)
         )
     return verdicts
 

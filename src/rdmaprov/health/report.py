@@ -135,7 +135,7 @@ def print_gates(results: list[GateResult], console: Console) -> None:
         # reasons quote what nodes and programs printed: data, never markup (`[rank 0]` stays)
         table.add_row(
             Text(gate.gate),
-            Text(gate.subject),
+            Text(str(gate.subject)),
             verdict,
             Text(measured),
             Text(gate.reason + (f" (attempt {gate.attempts})" if gate.attempts > 1 else "")),

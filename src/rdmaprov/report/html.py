@@ -12,7 +12,6 @@ node names, reasons and findings come from inventories and remote hosts.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,8 @@ from rdmaprov.errors import Problem, UserError
 from rdmaprov.health.diagnose import STEPS as DIAGNOSIS_STEPS
 from rdmaprov.health.diagnose import Diagnosis
 from rdmaprov.health.findings import CHECKS
-from rdmaprov.health.gates.result import JOB_GATES, subject_hosts
+from rdmaprov.health.gates.result import JOB_GATES
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.report.output import write_output
 from rdmaprov.report.svg import Axis, Bar, Rule, Series, bar_chart, line_chart
 from rdmaprov.schemas import load_schema
@@ -139,7 +139,7 @@ def _fold(summary: str, body: str, open_: bool = False) -> str:
 
 def _short(subject: str) -> str:
     """A subject as a heading shows it: an all_reduce over many nodes by their count."""
-    hosts = subject.split(",")
+    hosts = Subject.parse(subject).hosts
     return subject if len(hosts) <= 4 else f"{len(hosts)} nodes ({hosts[0]}, {hosts[1]} … {hosts[-1]})"
 
 
@@ -245,7 +245,7 @@ class Run:
         names = [v["name"] for v in self.verify or []] + [h["name"] for h in self.hosts]
         for result in self.gates + list((self.diagnosis or {}).get("tests", [])):
             if result["gate"] not in JOB_GATES:
-                names += subject_hosts(result["subject"])
+                names += Subject.parse(result["subject"]).hosts
         names += list((self.diagnosis or {}).get("suspects", {}))
         return list(dict.fromkeys(names))
 
@@ -285,7 +285,7 @@ def _failures(run: Run) -> list[Failure]:
     found = _node_failures(run)
     for result in run.gates:
         if _status(result) == "fail":
-            hosts = () if result["gate"] in JOB_GATES else tuple(subject_hosts(result["subject"]))
+            hosts = () if result["gate"] in JOB_GATES else tuple(Subject.parse(result["subject"]).hosts)
             found.append(Failure(hosts, f"{result['gate']} {_short(result['subject'])}: {result['reason']}"))
     diagnosis = run.diagnosis or {}
     for name, evidence in diagnosis.get("suspects", {}).items():
@@ -392,7 +392,7 @@ def _node_cells(host: Doc | None, gates: list[Doc]) -> list[object]:
     failed = [f for f in findings if not f["ok"] and not f.get("unknown")]
     count = {kind: sum(_kind(f) == kind for f in failed) for kind in ("checks", "health findings", "fleet outliers")}
     gate_failures = sum(
-        _status(g) == "fail" and host["name"] in subject_hosts(g["subject"])
+        _status(g) == "fail" and host["name"] in Subject.parse(g["subject"]).hosts
         for g in gates
         if g["gate"] not in JOB_GATES
     )
@@ -477,8 +477,7 @@ def _rail(result: Doc) -> int | None:
     rail = _details(result).get("rail")
     if isinstance(rail, int) and not isinstance(rail, bool):
         return rail
-    match = re.search(r" rail (\d+)$", result["subject"])
-    return int(match.group(1)) if match else None
+    return Subject.parse(result["subject"]).rail
 
 
 def _worst(results: Sequence[Doc], higher_is_worse: bool) -> Doc:
@@ -518,7 +517,7 @@ def _matrix(
 
 
 def _pair_label(result: Doc) -> str:
-    hosts = subject_hosts(result["subject"])
+    hosts = Subject.parse(result["subject"]).hosts
     return " -> ".join(hosts[:1] + hosts[-1:]) if len(hosts) > 1 else result["subject"]
 
 
@@ -590,7 +589,7 @@ def _rail_matrix(run: Run, lanes: list[Doc], title: str) -> str:
     and as client, the lowest figure shown."""
     cells: dict[tuple[str, int | None], list[Doc]] = {}
     for lane in lanes:
-        for host in dict.fromkeys(subject_hosts(lane["subject"])):
+        for host in dict.fromkeys(Subject.parse(lane["subject"]).hosts):
             cells.setdefault((host, _rail(lane)), []).append(lane)
     tested = list(dict.fromkeys(host for host, _ in cells))
     rows = [node for node in run.nodes() if node in tested] + [h for h in tested if h not in run.nodes()]

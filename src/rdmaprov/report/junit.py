@@ -33,7 +33,7 @@ def junit_xml(cluster: str, verifications: list[HostVerification], gates: list[G
         suites, "testsuite", name="gates", tests=str(len(gates)), failures=str(sum(not g.passed for g in gates))
     )
     for gate in gates:
-        case = ET.SubElement(suite, "testcase", classname=gate.gate, name=gate.subject)
+        case = ET.SubElement(suite, "testcase", classname=gate.gate, name=str(gate.subject))
         if not gate.passed:
             ET.SubElement(case, "failure", message=gate.reason)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True)

@@ -80,7 +80,7 @@ def render_metrics(result: RunResult, now: float | None = None) -> str:
         for gate in result.gates:
             lines.append(
                 f'rdmaprov_gate_passed{{cluster="{cluster}",gate="{_label(gate.gate)}",'
-                f'subject="{_label(gate.subject)}"}} {int(gate.passed)}'
+                f'subject="{_label(str(gate.subject))}"}} {int(gate.passed)}'
             )
     lines += [
         "# HELP rdmaprov_check_exit_code The check's exit code (0 no drift, 2 drift, 4 failures, 6 both).",

@@ -29,6 +29,7 @@ from rdmaprov.health.gates.launch import Job, launcher
 from rdmaprov.health.gates.mpi import mixed_mpi_reason, read_mpi_versions, shown, version_skew
 from rdmaprov.health.gates.pairs import Pair, run_in_rounds
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.inventory.gates import AllReduceGate
 from rdmaprov.parsers.mpi import MpiVersion
@@ -165,19 +166,17 @@ def job_over(
     try:
         return run(over)
     except HostLost as lost:
-        return GateResult.broken(gate, ",".join(over), lost)
+        return GateResult.broken(gate, Subject.job(over), lost)
 
 
-def job_mpi(
-    gate: str, session: Session, hosts: list[str], subject: str
-) -> tuple[dict[str, MpiVersion | str], GateResult | None]:
+def job_mpi(gate: str, session: Session, hosts: list[str]) -> tuple[dict[str, MpiVersion | str], GateResult | None]:
     """Each node's MPI (`mpirun --version`), and the refusal when their series cannot share a job."""
     versions = read_mpi_versions(session, hosts)
     mixed = mixed_mpi_reason(versions)
     if not mixed:
         return versions, None
     details = {"mpi": shown(versions), "mixed_mpi": True}
-    return versions, GateResult(gate, subject, False, mixed, details=details)
+    return versions, GateResult(gate, Subject.job(hosts), False, mixed, details=details)
 
 
 def run_all_reduce_pairs(session: Session, pairs: list[Pair], reports: dict[str, NodeReport]) -> list[GateResult]:
@@ -194,11 +193,11 @@ def all_reduce_over(
     """The gate over exactly `hosts`, its deadline scaled to the slowest of the ib_write_bw `pairs`
     just measured. A run stopped at its deadline is not retried: the fabric, not chance, stopped it."""
     settings = session.inventory.gates.all_reduce
-    subject = ",".join(hosts)
-    refused = refusal("all_reduce", session, hosts, reports, subject)
+    subject = Subject.job(hosts)
+    refused = refusal("all_reduce", session, hosts, reports)
     if refused is not None:
         return refused
-    versions, mixed = job_mpi("all_reduce", session, hosts, subject)
+    versions, mixed = job_mpi("all_reduce", session, hosts)
     if mixed is not None:
         return mixed
     mpi = shown(versions)
@@ -258,10 +257,11 @@ def all_reduce_over(
 
 
 def refusal(
-    gate: str, session: Session, hosts: list[str], reports: dict[str, NodeReport], subject: str, alone: bool = False
+    gate: str, session: Session, hosts: list[str], reports: dict[str, NodeReport], alone: bool = False
 ) -> GateResult | None:
     """Why a job across `hosts` does not run (a node lost or unreadable: a failure; one host,
     unless it may run `alone`: skipped, the node gate judges it), None when it can."""
+    subject = Subject.job(hosts)
     lost = [str(session.lost[h]) for h in hosts if h in session.lost]
     if lost:
         return GateResult(gate, subject, False, f"not run: {'; '.join(lost)}")

@@ -15,6 +15,7 @@ from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, judge_bandwidth, p
 from rdmaprov.health.gates.pairs import gate_pairs, run_in_rounds
 from rdmaprov.health.gates.perftest import LaneOutput, pair_problem
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.parsers.container import container_lack
 from rdmaprov.parsers.node import NodeReport
 
@@ -48,7 +49,7 @@ def run_container_pair(session: Session, server: str, client: str, reports: dict
     """ib_write_bw from a container on the server's first RDMA device to one on the client's."""
     inventory = session.inventory
     image, settings = inventory.gates.container.image, inventory.gates.ib_write_bw
-    subject = f"{server} -> {client}"
+    subject = Subject.pair(server, client)
     why = _without_runtime(session, server, client, reports)
     if why:
         return GateResult(GATE, subject, False, why, details={"image": image})

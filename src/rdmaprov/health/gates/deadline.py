@@ -51,9 +51,9 @@ def bytes_per_rank(low: int, high: int, ranks: int, iterations: int) -> float:
 def slowest_link(pairs: list[GateResult], hosts: list[str]) -> tuple[float, str] | None:
     """The lowest ib_write_bw measurement between two of `hosts` (Gb/s) and its pair."""
     measured = [
-        (r.measured, r.subject)
+        (r.measured, str(r.subject))
         for r in pairs
-        if r.gate == "ib_write_bw" and r.measured and all(h.strip() in hosts for h in r.subject.split("->"))
+        if r.gate == "ib_write_bw" and r.measured and all(h in hosts for h in r.hosts)
     ]
     return min(measured) if measured else None
 

@@ -18,6 +18,7 @@ from rdmaprov.health.gates.perftest import (
     run_lanes,
 )
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.inventory.gates import IbWriteBwGate, RailGate
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
@@ -35,7 +36,7 @@ def pair_bounds(settings: IbWriteBwGate) -> Bounds:
     return Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)
 
 
-def judge_bandwidth(gate: str, subject: str, output: LaneOutput, bounds: Bounds) -> GateResult:
+def judge_bandwidth(gate: str, subject: Subject, output: LaneOutput, bounds: Bounds) -> GateResult:
     """The verdict on one lane's ib_write_bw: the client's figure against the link's rate."""
     lane = output.lane
     try:
@@ -82,7 +83,7 @@ def run_first_lane(
         return problems
     outputs = run_lanes(session, tool, lanes[:1])
     if isinstance(outputs, str):
-        return [GateResult(gate, f"{server} -> {client}", False, outputs)]
+        return [GateResult(gate, Subject.pair(server, client), False, outputs)]
     return outputs[0]
 
 
@@ -92,7 +93,7 @@ def run_pair(session: Session, server: str, client: str, reports: dict[str, Node
     output = run_first_lane(session, "ib_write_bw", server, client, reports, bandwidth_tool(settings))
     if not isinstance(output, LaneOutput):
         return output
-    return [judge_bandwidth("ib_write_bw", f"{server} -> {client}", output, pair_bounds(settings))]
+    return [judge_bandwidth("ib_write_bw", Subject.pair(server, client), output, pair_bounds(settings))]
 
 
 def run_ib_write_bw(

@@ -16,6 +16,7 @@ from rdmaprov.health.gates.all_reduce import judge_run
 from rdmaprov.health.gates.bandwidth import Bounds, Verdict, failed
 from rdmaprov.health.gates.launch import launcher
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.inventory.gates import NodeGate
 from rdmaprov.parsers.nccl_tests import parse_nccl_tests
 from rdmaprov.parsers.node import Gpu, NodeReport
@@ -86,11 +87,11 @@ def run_node_gate(session: Session, hosts: list[str], reports: dict[str, NodeRep
     for name in hosts:
         report = reports.get(name)
         if name in session.unreachable or report is None:
-            results[name] = GateResult("node", name, False, "not reachable or not readable")
+            results[name] = GateResult("node", Subject.node(name), False, "not reachable or not readable")
         elif len(report.gpus) < 2:
             found = "no GPU" if not report.gpus else "one GPU"
             results[name] = GateResult(
-                "node", name, True, f"skipped ({found}: nothing to reduce across)", status="skipped"
+                "node", Subject.node(name), True, f"skipped ({found}: nothing to reduce across)", status="skipped"
             )
         else:
             runnable.append(name)
@@ -103,11 +104,15 @@ def run_node_gate(session: Session, hosts: list[str], reports: dict[str, NodeRep
         command = node.mpi.site_env + node_command(node.nccl.all_reduce_perf, env, len(gpus), settings)
         result = launch.run(name, command, settings.timeout_s, gpus=len(gpus))
         verdict = judge_node(result.stdout, result.ok, gpus, settings)
-        return GateResult.of("node", name, verdict, details={"command": command, "gpus": len(gpus), "via": launch.via})
+        return GateResult.of(
+            "node", Subject.node(name), verdict, details={"command": command, "gpus": len(gpus), "via": launch.via}
+        )
 
     launch = launcher(session)
 
     done = session.each(runnable, run)
     for name, outcome in done.items():
-        results[name] = outcome if isinstance(outcome, GateResult) else GateResult.broken("node", name, outcome)
+        results[name] = (
+            outcome if isinstance(outcome, GateResult) else GateResult.broken("node", Subject.node(name), outcome)
+        )
     return [results[name] for name in hosts if name in results]

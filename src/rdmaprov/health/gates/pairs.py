@@ -9,6 +9,7 @@ from collections.abc import Callable
 import gevent
 
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 
 Pair = tuple[str, str]  # (server, client)
 
@@ -72,7 +73,7 @@ def run_in_rounds(gate: str, pairs: list[Pair], test: Callable[[str, str], list[
         try:
             results = test(server, client)
         except Exception as exc:  # the pair's result, not a greenlet's traceback on stderr
-            results = [GateResult.broken(gate, f"{server} -> {client}", exc)]
+            results = [GateResult.broken(gate, Subject.pair(server, client), exc)]
         for result in results:
             result.duration_s = round(time.monotonic() - started, 3)
         return results

@@ -28,6 +28,7 @@ from rdmaprov.health.gates.bandwidth import Reference, Verdict
 from rdmaprov.health.gates.gpudirect import MemoryChoice, memory_plan
 from rdmaprov.health.gates.launch import launcher
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import End, Subject
 from rdmaprov.inventory.config import NodeConfig
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.quoting import sh, sh_join
@@ -75,8 +76,8 @@ class Lane:
     tcp_port: int
 
     @property
-    def subject(self) -> str:
-        return f"{self.server.name} -> {self.client.name}"
+    def subject(self) -> Subject:
+        return Subject.pair(End(self.server.host, self.server.device), End(self.client.host, self.client.device))
 
     def reference(self) -> Reference | None:
         """What the link can carry. Declared rates (rdma.rate_gbps) are the operator's word for
@@ -320,7 +321,7 @@ def pair_lanes(
 ) -> tuple[list[Lane], list[GateResult], dict[str, MemoryChoice]]:
     """The lanes of a pair, one per rail both nodes have; a failure for each rail only one node
     has (or for the pair when it cannot be tested); the memory each endpoint writes from."""
-    subject = f"{server} -> {client}"
+    subject = Subject.pair(server, client)
     problem = pair_problem(session, server, client, reports)
     if problem:
         return [], [GateResult(gate, subject, False, problem)], {}
@@ -339,7 +340,7 @@ def pair_lanes(
     missing = [
         GateResult(
             gate,
-            f"{subject} rail {i}",
+            Subject.pair(server, client, rail=i),
             False,
             f"{longer[i].name} has no peer: {other} has {len(lanes)} compute HCA(s) (rdma.devices differ)",
         )

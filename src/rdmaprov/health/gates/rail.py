@@ -17,6 +17,7 @@ from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, judge_bandwidth
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
 from rdmaprov.health.gates.perftest import Lane, pair_lanes, run_lanes
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.inventory.gates import IbWriteBwGate, RailGate
 from rdmaprov.parsers.node import NodeReport
 
@@ -35,10 +36,10 @@ def rail_bounds(settings: RailGate, pair_gate: IbWriteBwGate) -> Bounds:
 
 def gpudirect_missing(
     lanes: list[Lane], memory: dict[str, MemoryChoice], reports: dict[str, NodeReport]
-) -> dict[str, str]:
+) -> dict[Subject, str]:
     """{lane: why} for each lane with a side on a GPU node that would run in host memory: with
     `gpudirect: required` it fails without being run."""
-    missing: dict[str, str] = {}
+    missing: dict[Subject, str] = {}
     for lane in lanes:
         for end in (lane.server, lane.client):
             if end.gpu is None and reports[end.host].gpus and lane.subject not in missing:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rdmaprov.engine.session import HostLost
 from rdmaprov.health.gates.bandwidth import Verdict
+from rdmaprov.health.gates.subject import Subject
 
 # Gates that judge one job across the nodes: a failure is the job's, not one named node's.
 JOB_GATES = frozenset({"all_reduce", "workload"})
@@ -16,9 +16,7 @@ JOB_GATES = frozenset({"all_reduce", "workload"})
 @dataclass
 class GateResult:
     gate: str  # "node", "ib_write_bw", "container", "rail", "latency", "all_reduce" or "workload"
-    # the node, "node1 -> node2" (a pair, in containers too), "node1:mlx5_0 -> node2:mlx5_0" (a
-    # rail), or "node1,node2" (a job)
-    subject: str
+    subject: Subject  # the node, the pair (in containers too; a rail: its HCAs), or the job's nodes
     passed: bool
     reason: str
     measured: float | None = None
@@ -37,7 +35,7 @@ class GateResult:
 
     @classmethod
     def of(
-        cls, gate: str, subject: str, verdict: Verdict, attempts: int = 1, details: dict[str, Any] | None = None
+        cls, gate: str, subject: Subject, verdict: Verdict, attempts: int = 1, details: dict[str, Any] | None = None
     ) -> GateResult:
         return cls(
             gate,
@@ -54,7 +52,7 @@ class GateResult:
         )
 
     @classmethod
-    def broken(cls, gate: str, subject: str, error: BaseException) -> GateResult:
+    def broken(cls, gate: str, subject: Subject, error: BaseException) -> GateResult:
         """The failure of a test that raised instead of giving a verdict: a host lost on the way
         (engine/session.HostLost) is named with when and where, not reported as a crash."""
         if isinstance(error, HostLost):
@@ -62,15 +60,8 @@ class GateResult:
         return cls(gate, subject, False, f"gate crashed: {error}")
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "subject": str(self.subject)}
 
     @property
     def hosts(self) -> list[str]:
-        return subject_hosts(self.subject)
-
-
-def subject_hosts(subject: str) -> list[str]:
-    """The nodes a result is about, from its subject: "a", "a -> b", "a:mlx5_0 -> b:mlx5_0",
-    "a -> b rail 3", "a,b,c" (host names hold no spaces, commas or colons)."""
-    parts = re.split(r" -> |,", subject.split(" rail ")[0])
-    return [part.split(":")[0].strip() for part in parts if part.strip()]
+        return self.subject.hosts

@@ -23,6 +23,7 @@ from rdmaprov.health.gates.bandwidth import Verdict, failed
 from rdmaprov.health.gates.launch import Job, launcher
 from rdmaprov.health.gates.mpi import shown
 from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
 from rdmaprov.inventory.gates import Figure, WorkloadGate
 from rdmaprov.parsers.figure import TAKE, Figures, read_figures
 from rdmaprov.parsers.mpi import mpirun_exit_code, split_job_log
@@ -117,13 +118,13 @@ def workload_over(
     session: Session, hosts: list[str], reports: dict[str, NodeReport], settings: WorkloadGate
 ) -> GateResult:
     """Run the command once across exactly `hosts` and judge its exit, its transport and its figure."""
-    subject = ",".join(hosts)
+    subject = Subject.job(hosts)
     if not hosts:
         return GateResult(GATE, subject, False, "no host selected to run it on")
-    refused = refusal(GATE, session, hosts, reports, subject, alone=True)
+    refused = refusal(GATE, session, hosts, reports, alone=True)
     if refused is not None:
         return refused
-    versions, mixed = job_mpi(GATE, session, hosts, subject)
+    versions, mixed = job_mpi(GATE, session, hosts)
     if mixed is not None:
         return mixed
     mpi = shown(versions)
