@@ -85,3 +85,28 @@ def test_the_gate_is_refused_where_its_containers_would_start_under_srun(tmp_pat
     [problem] = [p for p in problems(inventory, require_files=False) if "gates.container" in p]
     assert "cluster.gates.container: the container gate starts its containers over SSH only" in problem
     assert "(fix: set gates.via: ssh, or turn the container gate off (enabled: false))" in problem
+
+
+def test_a_new_image_starts_a_baseline_of_its_own(tmp_path, monkeypatch):
+    """The image's own libraries make the figure as much as the fabric: a figure in a new image is
+    recorded as that image's baseline, not held to the old image's (nor does it move the old one)."""
+    from rdmaprov.health.baselines import apply_baselines, load_parts
+    from rdmaprov.health.gates.result import GateResult
+    from rdmaprov.health.gates.subject import Subject
+
+    monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path))
+    settings = gates_config({"baseline": {"runs": 1}}).baseline
+
+    def run(image: str, gbps: float) -> GateResult:
+        result = GateResult("container", Subject.pair("a", "b"), True, "x", gbps, 1.0, "Gb/s", details={"image": image})
+        apply_baselines([result], "prod", settings)
+        return result
+
+    run("site/train:24.05", 390.0)
+    newer = run("site/train:24.06", 300.0)  # 23 % under 24.05's: a baseline of its own, no drift
+    assert newer.status == "pass" and newer.reason == "x; baseline recorded: 300 Gb/s", newer
+    assert sorted(load_parts("prod")) == [
+        "container a -> b in site/train:24.05",
+        "container a -> b in site/train:24.06",
+    ]
+    assert run("site/train:24.05", 300.0).baseline["drift"]  # the old image is still held to its own

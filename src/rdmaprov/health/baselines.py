@@ -38,7 +38,12 @@ def baseline_file(cluster: str) -> Path:
 
 
 def part_key(result: GateResult) -> str:
-    return f"{result.gate} {result.subject}"
+    """The part a figure belongs to: the gate and its subject; for the container gate the image
+    too, whose own libraries make the figure as much as the fabric does (a new image starts a
+    baseline of its own instead of being held to the old image's)."""
+    key = f"{result.gate} {result.subject}"
+    image = result.details.get("image") if result.gate == "container" else None
+    return f"{key} in {image}" if image else key
 
 
 @dataclass(frozen=True)

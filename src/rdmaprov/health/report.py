@@ -174,13 +174,13 @@ def print_baselines(parts: dict[str, Any], console: Console) -> None:
     table = Table(title="baselines")
     for column in ("gate", "part", "baseline", "runs", "since", "last"):
         table.add_column(column)
-    for _, part in sorted(parts.items()):
+    for key, part in sorted(parts.items()):
         unit = part.get("unit", "")
         value = part.get("baseline")
         since = part.get("since")
         table.add_row(
             Text(part.get("gate", "")),
-            Text(part.get("subject", "")),
+            Text(key.removeprefix(f"{part.get('gate', '')} ")),  # the subject, and what else the part is by
             f"{value:.4g} {unit}" if value is not None else "recording",
             str(len(part.get("samples", []))),
             datetime.fromtimestamp(since, timezone.utc).strftime("%Y-%m-%d %H:%M") if since else "",
