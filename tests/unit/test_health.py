@@ -450,7 +450,7 @@ def test_a_node_lost_during_the_pair_tests_is_lost_and_its_peer_is_tested_again(
     def test(pairs):
         log.append(pairs)
         return [
-            GateResult.broken("ib_write_bw", f"{a} -> {b}", lost)
+            GateResult.broken("ib_write_bw", Subject.pair(a, b), lost)
             if "n4" in (a, b)
             else GateResult("ib_write_bw", Subject.pair(a, b), True, "ok")
             for a, b in pairs

@@ -61,7 +61,7 @@ class Subject:
         """The subject a result saved as JSON shows (host names hold no spaces, commas or
         colons): "a", "a -> b", "a:mlx5_0 -> b:mlx5_0", "a -> b rail 3", "a,b,c"."""
         shown, _, rail = text.partition(" rail ")
-        if "," in shown:
+        if "," in shown or not shown:  # a job (one of one host reads back as that node)
             return cls.job([host.strip() for host in shown.split(",") if host.strip()])
         ends = tuple(End(*part.strip().split(":", 1)) for part in re.split(r" -> ", shown))
         if len(ends) == 1:
