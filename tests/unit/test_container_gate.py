@@ -3,7 +3,10 @@ lacked, read from real podman and perftest outputs (tests/fixtures/containers/).
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from rich.console import Console
 
 from rdmaprov.health.gates.ib_write_bw import bandwidth_tool
 from rdmaprov.health.gates.perftest import Tool
@@ -93,6 +96,7 @@ def test_a_new_image_starts_a_baseline_of_its_own(tmp_path, monkeypatch):
     from rdmaprov.health.baselines import apply_baselines, load_parts
     from rdmaprov.health.gates.result import GateResult
     from rdmaprov.health.gates.subject import Subject
+    from rdmaprov.health.report import print_baselines
 
     monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path))
     settings = gates_config({"baseline": {"runs": 1}}).baseline
@@ -110,3 +114,7 @@ def test_a_new_image_starts_a_baseline_of_its_own(tmp_path, monkeypatch):
         "container a -> b in site/train:24.06",
     ]
     assert run("site/train:24.05", 300.0).baseline["drift"]  # the old image is still held to its own
+    out = io.StringIO()
+    print_baselines(load_parts("prod"), Console(file=out, width=200))
+    shown = [line for line in out.getvalue().splitlines() if line.count("container") == 1]
+    assert ["a -> b in site/train:24.05" in shown[0], "a -> b in site/train:24.06" in shown[1]] == [True, True], shown

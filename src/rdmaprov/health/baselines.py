@@ -3,10 +3,9 @@ clears a 95 % threshold, but it is the slow drift (a dirty connector, a cable be
 port retraining) that absolute thresholds miss until the day it fails.
 
 Every gate result is a part: a node (node gate), a pair (ib_write_bw, and container: the same pair
-in the site's image, a part of its own), one rail of a pair (rail, latency) or a set of nodes
-(all_reduce), named by its gate and subject; a new image is held to the old image's baseline
-(`baseline --reset` starts anew). The median of a part's
-first `runs` passing figures is its baseline, fixed from then on, so that a slow slide is measured
+in the site's image, a part of its own for each image, by its name and tag), one rail of a pair
+(rail, latency) or a set of nodes (all_reduce), named by its gate and subject. The median of a
+part's first `runs` passing figures is its baseline, fixed from then on, so that a slow slide is measured
 against where the part started, not against last week. A later figure more than `max_drop`
 lower (bandwidth), or `max_latency_rise` higher (a p99 latency, which jitters more), is flagged: a
 warning, or a failure with `action: fail`.
