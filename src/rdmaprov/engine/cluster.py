@@ -26,8 +26,8 @@ T = TypeVar("T")
 
 
 def read_here(
-    state: State, cls: type[FactBase], kwargs: dict[str, Any], discovering: bool
-) -> tuple[dict[str, Any], list[str]]:
+    state: State, cls: type[FactBase], kwargs: dict[str, object], discovering: bool
+) -> tuple[dict[str, object], list[str]]:
     """The fact from every active host of `state`: ({host: value}, hosts still to be read).
 
     Discovering, a value not batched yet is only noted as wanted (that host is "still to be
@@ -35,7 +35,7 @@ def read_here(
     simply not known this run.
     """
     cache = cache_of(state)
-    found: dict[str, Any] = {}
+    found: dict[str, object] = {}
     needed: list[str] = []
     live = []
     for target in state.inventory:
@@ -89,7 +89,7 @@ def cluster_fact(cls: type[FactBase[T]], **kwargs: Any) -> dict[str, T]:
         return found
 
 
-def _read(state: State, cls: type[FactBase], kwargs: dict[str, Any], discovering: bool):
+def _read(state: State, cls: type[FactBase], kwargs: dict[str, object], discovering: bool):
     link = context_of(state).link
     if link is None:
         return read_here(state, cls, kwargs, discovering)

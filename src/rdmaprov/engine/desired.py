@@ -35,7 +35,7 @@ def _json_default(value: object) -> object:
     return repr(value)
 
 
-def fingerprint(args: tuple, kwargs: dict[str, Any]) -> str:
+def fingerprint(args: tuple, kwargs: dict[str, object]) -> str:
     """A stable hash of an operation's arguments (order of keyword arguments does not matter)."""
     text = json.dumps([list(args), kwargs], sort_keys=True, default=_json_default)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -38,7 +38,7 @@ class FactNeeded(Exception):
     """Raised while discovering: an operation asked for a fact that has not been read yet."""
 
 
-def _key(cls: type[FactBase], kwargs: dict[str, Any]) -> Key:
+def _key(cls: type[FactBase], kwargs: dict[str, object]) -> Key:
     return cls, tuple(sorted(kwargs.items()))
 
 
@@ -47,12 +47,12 @@ class FactCache:
 
     def __init__(self) -> None:
         self.values: dict[str, dict[Key, Any]] = {}
-        self.wanted: dict[str, dict[Key, dict[str, Any]]] = {}
+        self.wanted: dict[str, dict[Key, dict[str, object]]] = {}
         self.changed_hosts: set[str] = set()
         self.discovering = False
         self.passes = 0  # discovery passes begun: what a pass saw holds until the next one
 
-    def lookup(self, target, cls: type[FactBase], kwargs: dict[str, Any]) -> tuple[bool, Any]:
+    def lookup(self, target, cls: type[FactBase], kwargs: dict[str, object]) -> tuple[bool, Any]:
         """(True, value) when the value can be served without reading the host, else (False, None)."""
         if target.name in self.changed_hosts:
             return False, None
@@ -60,11 +60,11 @@ class FactCache:
         key = _key(cls, kwargs)
         return (True, known[key]) if key in known else (False, None)
 
-    def want(self, target, cls: type[FactBase], kwargs: dict[str, Any]) -> None:
+    def want(self, target, cls: type[FactBase], kwargs: dict[str, object]) -> None:
         """Note the fact for the host's next batch."""
         self.wanted.setdefault(target.name, {})[_key(cls, kwargs)] = kwargs
 
-    def get(self, target, cls: type[FactBase], kwargs: dict[str, Any]) -> Any:
+    def get(self, target, cls: type[FactBase], kwargs: dict[str, object]) -> Any:
         hit, value = self.lookup(target, cls, kwargs)
         if hit:
             return value
@@ -81,7 +81,7 @@ class FactCache:
     def mark_changed(self, name: str) -> None:
         self.changed_hosts.add(name)
 
-    def take_wanted(self) -> dict[str, dict[Key, dict[str, Any]]]:
+    def take_wanted(self) -> dict[str, dict[Key, dict[str, object]]]:
         wanted, self.wanted = self.wanted, {}
         return wanted
 
@@ -91,7 +91,7 @@ def cache_of(state: State | None) -> FactCache | None:
     return context_of(state).facts if state is not None else None
 
 
-def read_fact(state: State, target, cls: type[FactBase[T]], kwargs: dict[str, Any]) -> T:
+def read_fact(state: State, target, cls: type[FactBase[T]], kwargs: dict[str, object]) -> T:
     """`cls` on `target`: from this run's batch when it can be, else read by pyinfra (a failure
     raises for this host only, without failing it in pyinfra's state)."""
     cache = cache_of(state)
@@ -148,7 +148,7 @@ def parse_batch(lines: Iterable[str], count: int, nonce: str) -> dict[int, tuple
     return found
 
 
-def _batchable(cls: type[FactBase], kwargs: dict[str, Any]) -> str | None:
+def _batchable(cls: type[FactBase], kwargs: dict[str, object]) -> str | None:
     """The fact's shell command when it can share a batch (plain shell, no required binary)."""
     fact_obj = cls()
     if fact_obj.shell_executable or fact_obj.requires_command(**kwargs):
@@ -157,7 +157,7 @@ def _batchable(cls: type[FactBase], kwargs: dict[str, Any]) -> str | None:
     return command if isinstance(command, str) else None
 
 
-def read_batch(state: State, target, wanted: dict[Key, dict[str, Any]], cache: FactCache) -> None:
+def read_batch(state: State, target, wanted: dict[Key, dict[str, object]], cache: FactCache) -> None:
     """Read `wanted` facts on `target` in one command; store those that read cleanly."""
     facts: list[tuple[Key, str]] = []
     for key, kwargs in wanted.items():
@@ -220,7 +220,7 @@ def prefetch(
         if not (any(link.sync(("wanted", number), bool(wanted))) if link is not None else wanted):
             return
 
-        def read(name: str, wanted: dict[str, dict[Key, dict[str, Any]]] = wanted) -> None:
+        def read(name: str, wanted: dict[str, dict[Key, dict[str, object]]] = wanted) -> None:
             try:
                 read_batch(state, by_name[name], wanted[name], cache)
             except Exception:

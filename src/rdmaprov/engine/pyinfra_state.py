@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
 from pyinfra.api import Config, State, arguments, facts
 from pyinfra.api import Inventory as PyinfraInventory
@@ -29,10 +28,10 @@ def _remember_global_arguments() -> None:
 _remember_global_arguments()
 
 
-def connector_data(spec: HostSpec) -> dict[str, Any]:
+def connector_data(spec: HostSpec) -> dict[str, object]:
     """pyinfra host data for one host: SSH with host keys always verified, sudo when not root."""
     ssh = spec.ssh
-    data: dict[str, Any] = {
+    data: dict[str, object] = {
         "ssh_hostname": spec.address,
         "ssh_port": ssh.port,
         "ssh_user": ssh.user,
@@ -128,6 +127,6 @@ def connect(state: State) -> dict[str, str]:
     }
 
 
-def privileges(host) -> dict[str, Any]:
+def privileges(host) -> dict[str, object]:
     """The sudo arguments a command outside an operation needs (operations get them from host data)."""
     return {key: getattr(host.data, key) for key in ("_sudo", "_sudo_password") if getattr(host.data, key, None)}

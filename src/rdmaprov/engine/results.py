@@ -114,7 +114,7 @@ class RunResult:
             counts[host.status] = counts.get(host.status, 0) + 1
         return counts
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         from rdmaprov import __version__
 
         hosts = []
@@ -123,7 +123,7 @@ class RunResult:
             item["changed"] = host.changed
             item["failed"] = host.failed
             hosts.append(item)
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         if self.verify is not None:
             extra["verify"] = [v.to_json() for v in self.verify]
         if self.gates is not None:

@@ -162,7 +162,7 @@ class ShardLink:
                 self.bye.set()
                 return
 
-    def _serve(self, request: int, cls: type[FactBase], kwargs: dict[str, Any], discovering: bool) -> None:
+    def _serve(self, request: int, cls: type[FactBase], kwargs: dict[str, object], discovering: bool) -> None:
         """Another shard asked for a cluster fact: this shard's hosts' part of it."""
         try:
             answer = read_here(self.state, cls, kwargs, discovering) if self.state is not None else ({}, [])
@@ -185,8 +185,8 @@ class ShardLink:
         self.send(("leave", family))
 
     def cluster_read(
-        self, cls: type[FactBase], kwargs: dict[str, Any], discovering: bool, passes: int
-    ) -> tuple[dict[str, Any], list[str]]:
+        self, cls: type[FactBase], kwargs: dict[str, object], discovering: bool, passes: int
+    ) -> tuple[dict[str, object], list[str]]:
         """engine/cluster.py's read_here over every shard's hosts."""
         request = next(self.ids)
         return self._ask(("cluster", request), ("cluster", request, cls, kwargs, discovering, passes))
@@ -333,7 +333,7 @@ class _Coordinator:
 
     def _read_everywhere(
         self, cls: type[FactBase], kwargs: dict, discovering: bool
-    ) -> tuple[dict[str, Any], list[str]]:
+    ) -> tuple[dict[str, object], list[str]]:
         pending: list[AsyncResult] = []
         for shard in self.shards:
             if shard.ended and shard.result is None:
@@ -344,7 +344,7 @@ class _Coordinator:
             shard.asked.add(request)
             pending.append(reply)
             self.send(shard, ("read", request, cls, kwargs, discovering))
-        found: dict[str, Any] = {}
+        found: dict[str, object] = {}
         needed: list[str] = []
         for reply in pending:
             part, missing = reply.get() or ({}, [])

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.all_reduce import run_all_reduce_pairs
@@ -69,7 +68,7 @@ class Diagnosis:
     def exit_code(self) -> int:
         return 4 if self.suspects or self.undecided or self.lost else 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "suspects": self.suspects,
             "cleared": self.cleared,
@@ -170,7 +169,7 @@ def pair_verdicts(pairs: list[tuple[str, str]], rails: list[GateResult]) -> list
         reason = "; ".join(_evidence(r) for r in failing) or (
             f"all {len(mine)} rails pass" if mine else "no rail of the pair was tested"
         )
-        details: dict[str, Any] = {"rails": [r.to_json() for r in mine]}
+        details: dict[str, object] = {"rails": [r.to_json() for r in mine]}
         lost = next((r.details["lost"] for r in mine if r.details.get("lost")), None)
         if lost:
             details["lost"] = lost

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import requests
 
@@ -35,7 +34,7 @@ class HostVerification:
     def failures(self) -> list[Finding]:
         return [f for f in self.findings if not f.ok]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "name": self.name,
             "address": self.address,

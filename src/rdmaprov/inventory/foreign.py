@@ -15,7 +15,7 @@ _INI_SECTION = re.compile(r"^\[[^:\]\s]+(?::(?:vars|children|hosts))?\]\s*([#;].
 _INI_HOST_VAR = re.compile(r"^\S+\s+.*\bansible_\w+=")
 
 
-def _ansible_yaml(data: dict[str, Any]) -> bool:
+def _ansible_yaml(data: dict[str, object]) -> bool:
     """Top-level groups (`all:`), each a mapping of hosts/children/vars: Ansible's YAML inventory."""
     if "cluster" in data or not data:
         return False

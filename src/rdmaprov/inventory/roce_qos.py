@@ -41,7 +41,7 @@ class RoceQos:
         cnp = qos["cnp"]
         return cls(qos["profile"], qos["priority"], qos["dscp"], cnp["priority"], cnp["dscp"], qos["tool"])
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, object]:
         """The section back in the inventory's shape (what node-check's expectations carry)."""
         cnp = {"priority": self.cnp_priority, "dscp": self.cnp_dscp}
         return {"profile": self.profile, "priority": self.priority, "dscp": self.dscp, "cnp": cnp, "tool": self.tool}

@@ -7,8 +7,6 @@ Vagrant inventory lacked the rail and latency settings the gates had come to nee
 
 from __future__ import annotations
 
-from typing import Any
-
 # p99 of a 2-byte ib_write_lat over rxe0 on two TCG VMs: 4.5-11 ms, up to 34 ms while other VMs
 # loaded the same cores (tests/fixtures/lab/ib_write_lat_*): 100 ms fails only a stuck link.
 LAB_P99_US = 100000
@@ -19,7 +17,7 @@ LAB_P99_US = 100000
 LAB_BASELINE = {"max_drop": 0.6, "max_latency_rise": 10}
 
 
-def softroce_gates(launcher_ifname: str, rdma: bool = True) -> dict[str, Any]:
+def softroce_gates(launcher_ifname: str, rdma: bool = True) -> dict[str, object]:
     """cluster.gates for a lab whose nodes talk over `launcher_ifname`; without `rdma` (containers,
     no rxe in their kernel) only the all_reduce gate's CPU probe runs."""
     return {

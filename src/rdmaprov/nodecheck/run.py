@@ -21,7 +21,6 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rdmaprov.errors import Problem, UsageParser, UserError
 from rdmaprov.facts.node_report import node_report_command
@@ -140,7 +139,7 @@ class Outcome:
             lines.insert(0, f"node-check.report {self.host}: {self.report_error} (expected a node report)")
         return lines + self.slurm
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "host": self.host,
             "healthy": self.healthy,

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 # dcgmi's words when it cannot reach nv-hostengine (the nvidia-dcgm service)
 _NO_ENGINE = re.compile(r"host engine|connection to the specified host", re.IGNORECASE)
@@ -81,7 +80,7 @@ def parse_diag(text: str) -> DiagResult:
     return DiagResult(level, version, tests, None)
 
 
-def _find_document(text: str) -> tuple[dict[str, Any] | None, bool]:
+def _find_document(text: str) -> tuple[dict[str, object] | None, bool]:
     """The first JSON object in the text that is a diagnostic document, and whether any JSON parsed."""
     decoder = json.JSONDecoder()
     found_json = False
@@ -115,7 +114,7 @@ def _why_no_document(text: str, found_json: bool) -> str:
     return f"dcgmi output is not JSON: {first!r}"
 
 
-def _body(document: dict[str, Any]) -> dict[str, Any]:
+def _body(document: dict[str, object]) -> dict[str, object]:
     for key in _DOC_KEYS:
         value = document.get(key)
         if isinstance(value, dict):
@@ -123,7 +122,7 @@ def _body(document: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _version(document: dict[str, Any], body: dict[str, Any]) -> str | None:
+def _version(document: dict[str, object], body: dict[str, object]) -> str | None:
     metadata = document.get("metadata")
     for holder in (metadata if isinstance(metadata, dict) else {}, body, document):
         value = holder.get("version")
@@ -132,7 +131,7 @@ def _version(document: dict[str, Any], body: dict[str, Any]) -> str | None:
     return None
 
 
-def _level(document: dict[str, Any], body: dict[str, Any]) -> int | None:
+def _level(document: dict[str, object], body: dict[str, object]) -> int | None:
     metadata = document.get("metadata")
     for holder in (metadata if isinstance(metadata, dict) else {}, body, document):
         for key in ("level", "run_level", "runLevel"):
@@ -144,7 +143,7 @@ def _level(document: dict[str, Any], body: dict[str, Any]) -> int | None:
     return None
 
 
-def _tests(body: dict[str, Any]) -> list[DiagTest]:
+def _tests(body: dict[str, object]) -> list[DiagTest]:
     tests: list[DiagTest] = []
     for category in _dicts(body.get("test_categories")):
         name = str(category.get("category") or "")
@@ -153,7 +152,7 @@ def _tests(body: dict[str, Any]) -> list[DiagTest]:
     return tests
 
 
-def _test_results(category: str, test: dict[str, Any]) -> list[DiagTest]:
+def _test_results(category: str, test: dict[str, object]) -> list[DiagTest]:
     """One DiagTest per result; the 4.x test_summary too when it carries words of its own or is all there is."""
     name = str(test.get("name") or "")
     results = [_result(category, name, result) for result in _dicts(test.get("results"))]
@@ -163,12 +162,12 @@ def _test_results(category: str, test: dict[str, Any]) -> list[DiagTest]:
     return results
 
 
-def _result(category: str, name: str, result: dict[str, Any]) -> DiagTest:
+def _result(category: str, name: str, result: dict[str, object]) -> DiagTest:
     gpu, entity = _who(result)
     return DiagTest(category, name, gpu, _status(result.get("status")), _message(result), entity)
 
 
-def _who(result: dict[str, Any]) -> tuple[str | None, str | None]:
+def _who(result: dict[str, object]) -> tuple[str | None, str | None]:
     """(GPU index, other entity) a result names; (None, None) for a node-wide result."""
     group = result.get("entity_group")
     if "entity_id" in result:
@@ -188,7 +187,7 @@ def _status(value: object) -> str:
     return _STATUS.get(word, word) if word else "unknown"
 
 
-def _message(result: dict[str, Any]) -> str:
+def _message(result: dict[str, object]) -> str:
     parts: list[str] = []
     for key in ("errors", "warnings", "warning", "error", "info"):
         parts.extend(_texts(result.get(key)))
@@ -209,6 +208,6 @@ def _texts(value: object) -> list[str]:
     return []
 
 
-def _dicts(value: object) -> list[dict[str, Any]]:
+def _dicts(value: object) -> list[dict[str, object]]:
     """The objects of a JSON list; the nulls NVVS leaves between tests (and anything else) dropped."""
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []

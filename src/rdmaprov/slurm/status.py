@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
 
 from rdmaprov.parsers.slurm import SlurmNode
 
@@ -65,7 +64,7 @@ class NodeStatus:
             return f"{days} d {hours} h"
         return f"{hours} h {minutes} min" if hours else f"{minutes} min"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**asdict(self), "failing": self.failing}
 
 
@@ -140,7 +139,7 @@ class FleetStatus:
     def now(self) -> datetime:
         return datetime.fromisoformat(self.read_at) if self.read_at else datetime.now()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         now = self.now()
         return {
             "command": "status",

@@ -88,7 +88,7 @@ class _YamlReader:
                 host.vars[var] = Var(value, self.origin(path + (var,)))
 
 
-def read_yaml_inventory(inventory: AnsibleInventory, data: dict[str, Any], smap: SourceMap) -> None:
+def read_yaml_inventory(inventory: AnsibleInventory, data: dict[str, object], smap: SourceMap) -> None:
     """Fill `inventory` from a parsed YAML inventory; problems go to inventory.problems."""
     reader = _YamlReader(inventory, smap)
     for name, body in data.items():
