@@ -5,7 +5,6 @@ stored, and is read back (`Subject.parse`) only from saved JSON."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -63,7 +62,7 @@ class Subject:
         shown, _, rail = text.partition(" rail ")
         if "," in shown or not shown:  # a job (one of one host reads back as that node)
             return cls.job([host.strip() for host in shown.split(",") if host.strip()])
-        ends = tuple(End(*part.strip().split(":", 1)) for part in re.split(r" -> ", shown))
+        ends = tuple(End(*part.strip().split(":", 1)) for part in shown.split(" -> "))
         if len(ends) == 1:
             return cls("node", ends)
         return cls("pair", ends, int(rail) if rail.isdigit() else None)
