@@ -133,9 +133,12 @@ def test_vagrant_up_apply_check_and_destroy_on_libvirt(vagrant_project, tmp_path
             (h["name"], h["status"], h["error"], [o for o in h["ops"] if o["status"] == "failed"])
             for h in result["hosts"]
         ]
-        failed_gates = [g for g in result.get("gates") or [] if not g["passed"]]
+        # what failed, short enough that pytest's summary does not cut it off (it cut a whole gate's output)
+        failed_gates = [
+            (g["gate"], g["subject"], g["reason"][:300]) for g in result.get("gates") or [] if not g["passed"]
+        ]
         statuses = [(v["name"], v["status"], v["error"]) for v in result.get("verify", [])]
-        assert code == 2, (problems, failed_ops, statuses, failed_gates, result.get("gates_not_run"))
+        assert code == 2, (failed_gates, problems, failed_ops, statuses, result.get("gates_not_run"))
         assert [v["status"] for v in result["verify"]] == ["ok", "ok"]
         assert all(g["passed"] for g in result["gates"]), result["gates"]
         for node in ("node1", "node2"):
