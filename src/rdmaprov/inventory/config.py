@@ -18,6 +18,7 @@ from typing import Any
 
 from rdmaprov.inventory.containers import ContainerConfig
 from rdmaprov.inventory.roce_qos import RoceQos
+from rdmaprov.inventory.settings import Section
 from rdmaprov.quoting import sh
 
 # What each fabric needs when the inventory says nothing (field manuals; docs/inventory.md,
@@ -267,15 +268,17 @@ class NodeConfig:
     containers: ContainerConfig = field(default_factory=ContainerConfig)
 
     @classmethod
-    def from_settings(cls, node: dict[str, Any]) -> NodeConfig:
+    def from_settings(cls, node: Mapping[str, object]) -> NodeConfig:
         """The typed view of merged settings that fill_defaults completed."""
-        return cls(**{name: read(node) for _, name, read in _READERS})
+        settings = Section.of(node)
+        return cls(**{name: read(settings) for _, name, read in _READERS})
 
-    def with_settings(self, node: dict[str, Any], changed: Mapping[str, Any]) -> NodeConfig:
+    def with_settings(self, node: Mapping[str, object], changed: Mapping[str, object]) -> NodeConfig:
         """This config with only the sections named in `changed` read again from `node`: a host's
         own vars over its groups' settings touch a section or two, and reading every section
         again for each of 10,000 hosts was a tenth of loading them."""
-        fresh = {name: read(node) for section, name, read in _READERS if section in changed}
+        settings = Section.of(node)
+        fresh = {name: read(settings) for section, name, read in _READERS if section in changed}
         return replace(self, **fresh) if fresh else self
 
     @property
@@ -388,116 +391,147 @@ class SshTrustConfig:
     hosts_file: bool
 
     @classmethod
-    def from_settings(cls, trust: dict[str, Any]) -> SshTrustConfig:
-        return cls(trust["enabled"], trust["user"], trust["key_type"], trust["hosts_file"])
+    def from_settings(cls, trust: Mapping[str, object]) -> SshTrustConfig:
+        settings = Section.of(trust, ("ssh_trust",))
+        return cls(
+            settings.flag("enabled"), settings.text("user"), settings.text("key_type"), settings.flag("hosts_file")
+        )
 
 
-def _packages(node: dict[str, Any]) -> PackagesConfig:
-    packages = node["packages"]
-    return PackagesConfig(
-        None if packages.get("rdma") is None else strings(packages["rdma"]), strings(packages["extra"])
+def _packages(node: Section) -> PackagesConfig:
+    packages = node.section("packages")
+    return PackagesConfig(packages.optional_texts("rdma"), packages.texts("extra"))
+
+
+def _apt_mirror(node: Section) -> AptMirror | None:
+    apt = node.section("mirror").section("apt")
+    if not apt:
+        return None
+    return AptMirror(
+        apt.text("url"),
+        apt.optional_text("suite"),
+        apt.texts("components"),
+        apt.optional_text("key"),
+        apt.flag("exclusive"),
     )
 
 
-def _apt_mirror(node: dict[str, Any]) -> AptMirror | None:
-    apt = node.get("mirror", {}).get("apt")
-    return (
-        AptMirror(apt["url"], apt.get("suite"), strings(apt["components"]), apt.get("key"), apt["exclusive"])
-        if apt
-        else None
-    )
+def _yum_mirror(node: Section) -> YumMirror | None:
+    yum = node.section("mirror").section("yum")
+    return YumMirror(yum.text("baseurl"), yum.optional_text("gpgkey"), yum.flag("exclusive")) if yum else None
 
 
-def _yum_mirror(node: dict[str, Any]) -> YumMirror | None:
-    yum = node.get("mirror", {}).get("yum")
-    return YumMirror(yum["baseurl"], yum.get("gpgkey"), yum["exclusive"]) if yum else None
-
-
-def _rdma(node: dict[str, Any]) -> RdmaConfig:
-    rdma = node["rdma"]
+def _rdma(node: Section) -> RdmaConfig:
+    rdma = node.section("rdma")
     return RdmaConfig(
-        strings(rdma.get("devices")),
-        strings(rdma["storage_hcas"]),
-        strings(rdma.get("netdevs")),
-        rdma.get("rate_gbps"),
-        rdma.get("gid_index"),
-        rdma["port"],
+        rdma.texts("devices"),
+        rdma.texts("storage_hcas"),
+        rdma.texts("netdevs"),
+        rdma.optional_number("rate_gbps"),
+        rdma.optional_integer("gid_index"),
+        rdma.integer("port"),
     )
 
 
-def _mpi(node: dict[str, Any]) -> MpiConfig:
-    mpi = node["mpi"]
+def _mpi(node: Section) -> MpiConfig:
+    mpi = node.section("mpi")
+    archive = mpi.section("archive")
+    source = mpi.text("source")
     return MpiConfig(
-        mpi["source"],
-        mpi.get("prefix"),
-        MpiArchive(archive["path"], archive.get("sha256", ""), archive.get("version", "site"))
-        if (archive := mpi.get("archive")) and mpi["source"] == "archive"
+        source,
+        mpi.optional_text("prefix"),
+        MpiArchive(
+            archive.text("path"), archive.optional_text("sha256") or "", archive.optional_text("version") or "site"
+        )
+        if archive and source == "archive"
         else None,  # a node whose source is another keeps the default's archive unused
     )
 
 
-def _gpu(node: dict[str, Any]) -> GpuConfig | None:
-    gpu = node["gpu"]
-    if gpu["count"] <= 0:
+def _auto(section: Section, key: str) -> bool | None:
+    """A true/false/auto setting: None for auto."""
+    return None if section.get(key) == "auto" else section.flag(key)
+
+
+def _gpu(node: Section) -> GpuConfig | None:
+    gpu = node.section("gpu")
+    if gpu.integer("count") <= 0:
         return None
     return GpuConfig(
-        gpu["count"],
-        gpu.get("model"),
-        gpu.get("driver_version"),
-        gpu.get("cuda_version"),
-        gpu.get("arch"),
-        gpu.get("repo"),
-        gpu.get("repo_key"),
-        None if gpu["nvswitch"] == "auto" else bool(gpu["nvswitch"]),
-        gpu["kernel_modules"],
-        None if gpu["dcgm"] == "auto" else bool(gpu["dcgm"]),
+        gpu.integer("count"),
+        gpu.optional_text("model"),
+        gpu.optional_text("driver_version"),
+        gpu.optional_text("cuda_version"),
+        gpu.optional_text("arch"),
+        gpu.optional_text("repo"),
+        gpu.optional_text("repo_key"),
+        _auto(gpu, "nvswitch"),
+        gpu.text("kernel_modules"),
+        _auto(gpu, "dcgm"),
     )
 
 
-def _nccl(node: dict[str, Any]) -> NcclConfig:
-    nccl = node["nccl"]
+def _nccl(node: Section) -> NcclConfig:
+    nccl = node.section("nccl")
     return NcclConfig(
-        nccl.get("version"),
-        _frozen(nccl["source"]),
-        _frozen(nccl["tests"]),
-        nccl.get("gencode"),
-        nccl["prefix"],
-        _frozen(nccl.get("env") or {}),
-        bool(nccl["static_library"]),
-        strings(nccl.get("frameworks")),
+        nccl.optional_text("version"),
+        _frozen(nccl.section("source").data),
+        _frozen(nccl.section("tests").data),
+        nccl.optional_text("gencode"),
+        nccl.text("prefix"),
+        _frozen(nccl.section("env").data),
+        nccl.flag("static_library"),
+        nccl.texts("frameworks"),
     )
 
 
-def _erdma(node: dict[str, Any]) -> ErdmaConfig:
-    erdma = node["erdma"]
+def _erdma(node: Section) -> ErdmaConfig:
+    erdma = node.section("erdma")
     return ErdmaConfig(
-        erdma.get("repo"),
-        erdma.get("key"),
-        None if erdma.get("packages") is None else strings(erdma["packages"]),
-        erdma.get("aiacc_plugin"),
-        erdma["aiacc_version"],
-        erdma["jumbo_frames"],
+        erdma.optional_text("repo"),
+        erdma.optional_text("key"),
+        erdma.optional_texts("packages"),
+        erdma.optional_text("aiacc_plugin"),
+        erdma.text("aiacc_version"),
+        erdma.flag("jumbo_frames"),
     )
+
+
+def _memlock(limits: Section) -> str | int:
+    """limits.memlock: "unlimited" or a number of bytes."""
+    value = limits.get("memlock")
+    return value if isinstance(value, str) else limits.integer("memlock")
+
+
+def _exporter(exporter: Section) -> ExporterConfig:
+    return ExporterConfig(exporter.flag("enabled"), exporter.text("listen"))
+
+
+def _mtu(node: Section) -> Mapping[str, int]:
+    mtu = node.section("mtu")
+    return MappingProxyType({name: mtu.integer(name) for name in mtu.data})
 
 
 # (section of the node settings, NodeConfig field, its reader): each field depends on its
 # section alone, which is what lets NodeConfig.with_settings read again only what a host changed.
-_READERS: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
-    ("fabric", "fabric", lambda node: node.get("fabric")),
+# Each reader is typed; the table hands their values to NodeConfig by field name, which mypy
+# cannot follow, hence Any here alone.
+_READERS: tuple[tuple[str, str, Callable[[Section], Any]], ...] = (
+    ("fabric", "fabric", lambda node: node.optional_text("fabric")),
     ("packages", "packages", _packages),
     ("mirror", "apt_mirror", _apt_mirror),
     ("mirror", "yum_mirror", _yum_mirror),
     ("rdma", "rdma", _rdma),
-    ("mtu", "mtu", lambda node: MappingProxyType({name: int(v) for name, v in (node.get("mtu") or {}).items()})),
-    ("netns_mode", "netns_mode", lambda node: node.get("netns_mode")),
-    ("limits", "memlock", lambda node: node["limits"]["memlock"]),
+    ("mtu", "mtu", _mtu),
+    ("netns_mode", "netns_mode", lambda node: node.optional_text("netns_mode")),
+    ("limits", "memlock", lambda node: _memlock(node.section("limits"))),
     ("mpi", "mpi", _mpi),
     ("gpu", "gpu", _gpu),
     ("nccl", "nccl", _nccl),
     ("erdma", "erdma", _erdma),
-    ("exporter", "exporter", lambda node: ExporterConfig(node["exporter"]["enabled"], node["exporter"]["listen"])),
-    ("tags", "tags", lambda node: strings(node.get("tags"))),
-    ("builds", "builds", lambda node: tuple(_frozen(build) for build in node.get("builds") or ())),
-    ("roce_qos", "roce_qos", lambda node: RoceQos.from_settings(node["roce_qos"])),
-    ("containers", "containers", lambda node: ContainerConfig.from_settings(node["containers"])),
+    ("exporter", "exporter", lambda node: _exporter(node.section("exporter"))),
+    ("tags", "tags", lambda node: node.texts("tags")),
+    ("builds", "builds", lambda node: tuple(_frozen(build.data) for build in node.sections("builds"))),
+    ("roce_qos", "roce_qos", lambda node: RoceQos.from_settings(node.section("roce_qos").data)),
+    ("containers", "containers", lambda node: ContainerConfig.from_settings(node.section("containers").data)),
 )

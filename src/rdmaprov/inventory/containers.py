@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from rdmaprov.inventory.settings import Section
 
 # The directory of every RDMA character device (uverbsN, rdma_cm, umadN, issmN): podman adds each
 # device found in a directory given as a device.
@@ -32,9 +33,10 @@ class ContainerConfig:
     shm_size: str | None = None  # written only for ipc: private (semantics refuses it with host)
 
     @classmethod
-    def from_settings(cls, section: Mapping[str, Any]) -> ContainerConfig:
+    def from_settings(cls, settings: Mapping[str, object]) -> ContainerConfig:
         """The containers section after fill_defaults."""
-        return cls(section["runtime"], section["ipc"], section.get("shm_size"))
+        section = Section.of(settings, ("containers",))
+        return cls(section.text("runtime"), section.text("ipc"), section.optional_text("shm_size"))
 
     @property
     def enabled(self) -> bool:

@@ -3,10 +3,10 @@ fill_defaults). Which gates run, and how, is the workflows' business; what the s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from rdmaprov.inventory.config import strings
+from rdmaprov.inventory.settings import Section
 
 
 @dataclass(frozen=True)
@@ -122,29 +122,38 @@ class WorkloadGate:
     hosts: tuple[str, ...]  # empty: the hosts selected
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any] | None) -> WorkloadGate:
+    def from_settings(cls, settings: Section) -> WorkloadGate:
         if not settings:
             return cls(False, "", 1, None, True, 1800, 29500, ())
-        fg = settings.get("figure")
+        fg = settings.section("figure")
         figure = (
-            Figure(fg["pattern"], fg["unit"], fg["better"], fg["take"], fg.get("min"), fg.get("max")) if fg else None
+            Figure(
+                fg.text("pattern"),
+                fg.text("unit"),
+                fg.text("better"),
+                fg.text("take"),
+                fg.optional_number("min"),
+                fg.optional_number("max"),
+            )
+            if fg
+            else None
         )
         return cls(
-            settings["enabled"],
-            settings.get("command", ""),  # left out only where enabled is false
-            settings["per_node"],
+            settings.flag("enabled"),
+            settings.optional_text("command") or "",  # left out only where enabled is false
+            settings.integer("per_node"),
             figure,
-            settings["require_rdma"],
-            settings["timeout_s"],
-            settings["master_port"],
-            strings(settings.get("hosts")),
+            settings.flag("require_rdma"),
+            settings.integer("timeout_s"),
+            settings.integer("master_port"),
+            settings.texts("hosts"),
         )
 
 
-def launched_via(gates: dict[str, Any], slurm: bool) -> str:
+def launched_via(gates: Section, slurm: bool) -> str:
     """How the gates launch their jobs: gates.via as written, else slurm where the inventory
     declares Slurm, else ssh."""
-    return gates.get("via") or ("slurm" if slurm else "ssh")
+    return gates.optional_text("via") or ("slurm" if slurm else "ssh")
 
 
 @dataclass(frozen=True)
@@ -155,10 +164,10 @@ class ContainerGate:
     image: str
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any] | None) -> ContainerGate:
+    def from_settings(cls, settings: Section) -> ContainerGate:
         if not settings:
             return cls(False, "")
-        return cls(settings["enabled"], settings.get("image", ""))  # left out only where enabled is false
+        return cls(settings.flag("enabled"), settings.optional_text("image") or "")  # left out only where disabled
 
 
 @dataclass(frozen=True)
@@ -169,58 +178,76 @@ class GatesConfig:
     rail: RailGate
     latency: LatencyGate
     baseline: BaselineConfig
-    workload: WorkloadGate = WorkloadGate.from_settings(None)
-    container: ContainerGate = ContainerGate.from_settings(None)
+    workload: WorkloadGate = WorkloadGate.from_settings(Section({}))
+    container: ContainerGate = ContainerGate.from_settings(Section({}))
     via: str = "ssh"  # how workloads are launched: ssh (mpirun, commands over SSH) or slurm (srun)
 
     @classmethod
-    def from_settings(cls, gates: dict[str, Any], slurm: bool = False) -> GatesConfig:
+    def from_settings(cls, settings: Mapping[str, object], slurm: bool = False) -> GatesConfig:
         """The typed view of cluster.gates after fill_defaults; `slurm`: the inventory declares
         Slurm, so the gates run as Slurm jobs unless gates.via says ssh."""
-        nd, ib, ar = gates["node"], gates["ib_write_bw"], gates["all_reduce"]
-        rl, lt, bl = gates["rail"], gates["latency"], gates["baseline"]
+        gates = Section.of(settings, ("cluster", "gates"))
+        nd, ib, ar = gates.section("node"), gates.section("ib_write_bw"), gates.section("all_reduce")
+        rl, lt, bl = gates.section("rail"), gates.section("latency"), gates.section("baseline")
         return cls(
-            NodeGate(nd["enabled"], nd.get("min_busbw_gbs"), nd["min_bytes"], nd["max_bytes"], nd["timeout_s"]),
+            NodeGate(
+                nd.flag("enabled"),
+                nd.optional_number("min_busbw_gbs"),
+                nd.text("min_bytes"),
+                nd.text("max_bytes"),
+                nd.integer("timeout_s"),
+            ),
             IbWriteBwGate(
-                ib["enabled"],
-                ib["pairs"],
-                ib["fraction"],
-                ib["warn_fraction"],
-                ib["max_fraction"],
-                ib.get("min_gbps"),
-                ib["duration_s"],
-                ib["timeout_s"],
-                ib["size"],
+                ib.flag("enabled"),
+                ib.text("pairs"),
+                ib.number("fraction"),
+                ib.number("warn_fraction"),
+                ib.number("max_fraction"),
+                ib.optional_number("min_gbps"),
+                ib.integer("duration_s"),
+                ib.integer("timeout_s"),
+                ib.integer("size"),
             ),
             AllReduceGate(
-                ar["enabled"],
-                ar["fraction"],
-                ar["warn_fraction"],
-                ar["max_fraction"],
-                ar.get("min_busbw_gbs"),
-                ar["min_bytes"],
-                ar["max_bytes"],
-                ar["retries"],
-                ar["timeout_s"],
-                strings(ar.get("hosts")),
-                ar.get("launcher_ifname"),
+                ar.flag("enabled"),
+                ar.number("fraction"),
+                ar.number("warn_fraction"),
+                ar.number("max_fraction"),
+                ar.optional_number("min_busbw_gbs"),
+                ar.text("min_bytes"),
+                ar.text("max_bytes"),
+                ar.integer("retries"),
+                ar.integer("timeout_s"),
+                ar.texts("hosts"),
+                ar.optional_text("launcher_ifname"),
             ),
             RailGate(
-                rl["enabled"],
-                rl["fraction"],
-                rl["warn_fraction"],
-                rl["max_fraction"],
-                rl.get("min_gbps"),
-                rl["size"],
-                rl["duration_s"],
-                rl["timeout_s"],
-                rl["gpudirect"],
+                rl.flag("enabled"),
+                rl.number("fraction"),
+                rl.number("warn_fraction"),
+                rl.number("max_fraction"),
+                rl.optional_number("min_gbps"),
+                rl.integer("size"),
+                rl.integer("duration_s"),
+                rl.integer("timeout_s"),
+                rl.text("gpudirect"),
             ),
             LatencyGate(
-                lt["enabled"], lt.get("max_p99_us"), lt["warn_fraction"], lt["size"], lt["iterations"], lt["timeout_s"]
+                lt.flag("enabled"),
+                lt.optional_number("max_p99_us"),
+                lt.number("warn_fraction"),
+                lt.integer("size"),
+                lt.integer("iterations"),
+                lt.integer("timeout_s"),
             ),
-            BaselineConfig(bl["enabled"], bl["max_drop"], bl["runs"], bl["action"], bl["max_latency_rise"]),
-            WorkloadGate.from_settings(gates.get("workload")),
-            ContainerGate.from_settings(gates.get("container")),
+            BaselineConfig(
+                bl.flag("enabled"),
+                bl.number("max_drop"),
+                bl.integer("runs"),
+                bl.text("action"),
+                bl.number("max_latency_rise"),
+            ),
+            WorkloadGate.from_settings(gates.section("workload")),
+            ContainerGate.from_settings(gates.section("container")),
             launched_via(gates, slurm),
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from rdmaprov.errors import Problem, UserError
 from rdmaprov.inventory.config import NodeConfig, SshTrustConfig
+from rdmaprov.inventory.docpath import DocPath, format_path
 from rdmaprov.inventory.foreign import foreign_inventory
 from rdmaprov.inventory.gates import GatesConfig
 from rdmaprov.inventory.model import (
@@ -31,7 +32,7 @@ from rdmaprov.inventory.model import (
 )
 from rdmaprov.inventory.semantics import ISSUE_KEYS, NodeIssue, gate_problems, node_issues, slurm_problems
 from rdmaprov.inventory.slurm import SlurmConfig
-from rdmaprov.inventory.source import DocPath, SourceMap, format_path, parse_yaml, read_text
+from rdmaprov.inventory.source import SourceMap, parse_yaml, read_text
 from rdmaprov.inventory.validate import schema_problems
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from rdmaprov.inventory.settings import Section
 from rdmaprov.parsers.roce_qos import NicQos, QosState
 from rdmaprov.quoting import sh, sh_join
 
@@ -36,10 +36,18 @@ class RoceQos:
     tool: str = "dcb"
 
     @classmethod
-    def from_settings(cls, qos: Mapping[str, Any]) -> RoceQos:
+    def from_settings(cls, settings: Mapping[str, object]) -> RoceQos:
         """The roce_qos section after fill_defaults."""
-        cnp = qos["cnp"]
-        return cls(qos["profile"], qos["priority"], qos["dscp"], cnp["priority"], cnp["dscp"], qos["tool"])
+        qos = Section.of(settings, ("roce_qos",))
+        cnp = qos.section("cnp")
+        return cls(
+            qos.text("profile"),
+            qos.integer("priority"),
+            qos.integer("dscp"),
+            cnp.integer("priority"),
+            cnp.integer("dscp"),
+            qos.text("tool"),
+        )
 
     def settings(self) -> dict[str, object]:
         """The section back in the inventory's shape (what node-check's expectations carry)."""

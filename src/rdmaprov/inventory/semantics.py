@@ -7,16 +7,18 @@ wrong and the fix; the loader points the problem at the line that set the key an
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rdmaprov.errors import Problem
 from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.inventory.docpath import DocPath, format_path
 from rdmaprov.inventory.gates import launched_via
 from rdmaprov.inventory.model import fill_defaults
+from rdmaprov.inventory.settings import Section
 from rdmaprov.inventory.slurm import MARGIN_S
-from rdmaprov.inventory.source import DocPath, SourceMap, format_path
+from rdmaprov.inventory.source import SourceMap
 from rdmaprov.nvidia import ARCHS, arch_problem, driver_problem, module_flavor, parse_version
 from rdmaprov.parsers.figure import pattern_problem
 from rdmaprov.parsers.units import parse_size
@@ -255,21 +257,21 @@ ORDERED_BOUNDS = (
 )
 
 
-def _disordered(gates: dict[str, Any], smap: SourceMap) -> list[Problem]:
+def _disordered(gates: Section, smap: SourceMap) -> list[Problem]:
     """Each pair of ORDERED_BOUNDS whose values (written or the schema's defaults) are not in
     order; the problem points at the key the inventory wrote."""
     root = load_schema("inventory")
-    filled = fill_defaults(gates, root["$defs"]["gates"], root)
+    filled = Section.of(fill_defaults(dict(gates.data), root["$defs"]["gates"], root), gates.where)
     problems = []
     for pair in ORDERED_BOUNDS:
-        written, values = gates.get(pair.gate) or {}, filled[pair.gate]
+        written, values = gates.section(pair.gate), filled.section(pair.gate)
         if pair.only_if_written and pair.only_if_written not in written:
             continue
-        low, high = pair.measure(values[pair.low]), pair.measure(values[pair.high])
+        low, high = pair.measure(values.get(pair.low)), pair.measure(values.get(pair.high))
         if low < high or (low == high and not pair.strict):
             continue
         low_text, high_text = (
-            f"{key} {values[key]}" + ("" if key in written else " (the default)") for key in (pair.low, pair.high)
+            f"{key} {values.get(key)}" + ("" if key in written else " (the default)") for key in (pair.low, pair.high)
         )
         relation = "is not below" if pair.strict else "is larger than"
         message = f"{low_text} {relation} {high_text}" + (f": {pair.why}" if pair.why else "")
@@ -278,8 +280,11 @@ def _disordered(gates: dict[str, Any], smap: SourceMap) -> list[Problem]:
     return problems
 
 
-def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap, slurm: bool = False) -> list[Problem]:
+def gate_problems(
+    settings: Mapping[str, object], hosts: set[str], smap: SourceMap, slurm: bool = False
+) -> list[Problem]:
     """The cluster's gate settings against each other, the hosts that exist and Slurm."""
+    gates = Section.of(settings, ("cluster", "gates"))
     problems = _disordered(gates, smap)
     if gates.get("via") == "slurm" and not slurm:
         problems.append(
@@ -289,8 +294,8 @@ def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap, slurm
                 "enable cluster.slurm (mode full or health_check), or use via: ssh",
             )
         )
-    container = gates.get("container") or {}
-    if container and container.get("enabled", True) and launched_via(gates, slurm) == "slurm":
+    container = gates.section("container")
+    if container and container.get("enabled") is not False and launched_via(gates, slurm) == "slurm":
         problems.append(
             smap.problem(
                 ("cluster", "gates", "container"),
@@ -301,21 +306,22 @@ def gate_problems(gates: dict[str, Any], hosts: set[str], smap: SourceMap, slurm
         )
     for gate in ("all_reduce", "workload"):
         problems += host_list_problems(
-            (gates.get(gate) or {}).get("hosts") or [],
+            gates.section(gate).texts("hosts"),
             ("cluster", "gates", gate, "hosts"),
             f"{gate}.hosts",
             hosts,
             f"use host names defined under hosts: or groups ({_known(sorted(hosts))})",
             smap,
         )
-    return problems + _figure_problems((gates.get("workload") or {}).get("figure") or {}, smap)
+    return problems + _figure_problems(gates.section("workload").section("figure"), smap)
 
 
-def _figure_problems(figure: dict[str, Any], smap: SourceMap) -> list[Problem]:
+def _figure_problems(figure: Section, smap: SourceMap) -> list[Problem]:
     """The workload's figure: a pattern that can read a number, bounds that leave room for one."""
-    where = ("cluster", "gates", "workload", "figure")
+    where = figure.where
     problems = []
-    why = pattern_problem(figure["pattern"]) if isinstance(figure.get("pattern"), str) else None
+    pattern = figure.get("pattern")
+    why = pattern_problem(pattern) if isinstance(pattern, str) else None
     if why:
         problems.append(
             smap.problem(
@@ -345,7 +351,7 @@ def _known(hosts: list[str]) -> str:
 
 
 def host_list_problems(
-    names: list[str], where: DocPath, owner: str, hosts: set[str], unknown_fix: str, smap: SourceMap
+    names: Sequence[str], where: DocPath, owner: str, hosts: set[str], unknown_fix: str, smap: SourceMap
 ) -> list[Problem]:
     """A list of inventory hosts (a Slurm partition's, the all_reduce gate's): each a host of the
     inventory, each once. A host listed twice would be passed on twice (slurm.conf's Nodes=, the
@@ -374,16 +380,17 @@ def host_list_problems(
 _SLURM: DocPath = ("cluster", "slurm")
 
 
-def slurm_problems(slurm: dict[str, Any], hosts: list[str], smap: SourceMap) -> list[Problem]:
+def slurm_problems(settings: Mapping[str, object], hosts: list[str], smap: SourceMap) -> list[Problem]:
     """cluster.slurm against the hosts that exist: the controller, partition members and
     node_names name inventory hosts; Slurm names are usable and unique; one default partition."""
+    slurm = Section.of(settings, _SLURM)
     if not slurm.get("enabled"):
         return []
-    full = slurm.get("mode", "full") == "full"
+    full = (slurm.optional_text("mode") or "full") == "full"
     return (
-        _controller_problems(slurm.get("controller"), full, hosts, smap)
-        + _partition_problems(slurm.get("partitions") or [], hosts, smap)
-        + _health_check_problems(slurm.get("health_check") or {}, smap)
+        _controller_problems(slurm.optional_text("controller"), full, hosts, smap)
+        + _partition_problems(slurm.sections("partitions"), hosts, smap)
+        + _health_check_problems(slurm.section("health_check"), smap)
         + _node_name_problems(slurm, full, hosts, smap)
     )
 
@@ -406,24 +413,25 @@ def _controller_problems(controller: str | None, full: bool, hosts: list[str], s
     return []
 
 
-def _partition_problems(partitions: list[dict[str, Any]], hosts: list[str], smap: SourceMap) -> list[Problem]:
+def _partition_problems(partitions: list[Section], hosts: list[str], smap: SourceMap) -> list[Problem]:
     """Each partition once by name, with hosts of this inventory, and at most one default."""
     problems = []
     seen: set[str] = set()
     for index, partition in enumerate(partitions):
-        if partition["name"] in seen:
+        name = partition.text("name")
+        if name in seen:
             problems.append(
                 smap.problem(
                     _SLURM + ("partitions", index, "name"),
-                    f"partition {partition['name']!r} is declared twice",
+                    f"partition {name!r} is declared twice",
                     "give each partition its own name, or merge their hosts",
                 )
             )
-        seen.add(partition["name"])
+        seen.add(name)
         problems += host_list_problems(
-            partition.get("hosts") or [],
+            partition.texts("hosts"),
             _SLURM + ("partitions", index, "hosts"),
-            f"partition {partition['name']!r}",
+            f"partition {name!r}",
             set(hosts),
             _known(hosts),
             smap,
@@ -440,9 +448,9 @@ def _partition_problems(partitions: list[dict[str, Any]], hosts: list[str], smap
     return problems
 
 
-def _health_check_problems(check: dict[str, Any], smap: SourceMap) -> list[Problem]:
-    states = check.get("node_state") or []
-    if "NONDRAINED_IDLE" in states and check.get("drain", True):
+def _health_check_problems(check: Section, smap: SourceMap) -> list[Problem]:
+    states = check.texts("node_state")
+    if "NONDRAINED_IDLE" in states and check.get("drain") is not False:
         return [
             smap.problem(
                 _SLURM + ("health_check", "node_state", states.index("NONDRAINED_IDLE")),
@@ -454,16 +462,16 @@ def _health_check_problems(check: dict[str, Any], smap: SourceMap) -> list[Probl
     return _timeout_problems(check, smap)
 
 
-def _timeout_problems(check: dict[str, Any], smap: SourceMap) -> list[Problem]:
+def _timeout_problems(check: Section, smap: SourceMap) -> list[Problem]:
     """A declared HealthCheckTimeout below the interval (26.05's daemons insist on it) and with
     room for the node report plus node-check's own start and exit."""
-    timeout = check.get("timeout_s")
+    timeout = check.optional_integer("timeout_s")
     if timeout is None:
         return []
     root = load_schema("inventory")
     schema = root["$defs"]["slurm"]["properties"]["health_check"]
-    filled = fill_defaults(check, schema, root)
-    interval, report = filled["interval_s"], filled["report_timeout_s"]
+    filled = Section.of(fill_defaults(dict(check.data), schema, root), check.where)
+    interval, report = filled.integer("interval_s"), filled.integer("report_timeout_s")
     where = _SLURM + ("health_check", "timeout_s")
     if timeout >= interval:
         return [
@@ -486,10 +494,10 @@ def _timeout_problems(check: dict[str, Any], smap: SourceMap) -> list[Problem]:
     return []
 
 
-def _node_name_problems(slurm: dict[str, Any], full: bool, hosts: list[str], smap: SourceMap) -> list[Problem]:
+def _node_name_problems(slurm: Section, full: bool, hosts: list[str], smap: SourceMap) -> list[Problem]:
     """node_names maps hosts of this inventory; every Slurm host's name is a NodeName, and its own."""
     problems = []
-    mapped = slurm.get("node_names") or {}
+    mapped = slurm.text_map("node_names")
     for host in mapped:
         if host not in hosts:
             problems.append(
@@ -500,8 +508,8 @@ def _node_name_problems(slurm: dict[str, Any], full: bool, hosts: list[str], sma
                     prefer_key=True,
                 )
             )
-    partitions = slurm.get("partitions") or []
-    members = {h for p in partitions for h in (p.get("hosts") or hosts)} if full else set(hosts)
+    partitions = slurm.sections("partitions")
+    members = {h for p in partitions for h in (p.texts("hosts") or hosts)} if full else set(hosts)
     owners: dict[str, str] = {}
     for host in (h for h in hosts if h in members):
         name = mapped.get(host, host)

@@ -14,9 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
-from rdmaprov.inventory.config import strings
+from rdmaprov.inventory.settings import Section
 from rdmaprov.parsers.slurm_release import SlurmVersion
 
 TIMEOUT_SINCE = SlurmVersion(26, 5)
@@ -111,38 +110,39 @@ class SlurmConfig:
     mpi: str
 
     @classmethod
-    def from_settings(cls, slurm: dict[str, Any], cluster: str, hosts: list[str]) -> SlurmConfig | None:
+    def from_settings(cls, settings: Mapping[str, object], cluster: str, hosts: list[str]) -> SlurmConfig | None:
         """The typed view of cluster.slurm after fill_defaults (None when Slurm is off). Partition
         entries are list items, which fill_defaults does not reach: their schema defaults
         (default false, max_time INFINITE, hosts every host) are applied here."""
-        if not slurm["enabled"]:
+        slurm = Section.of(settings, ("cluster", "slurm"))
+        if not slurm.flag("enabled"):
             return None
-        check = slurm["health_check"]
-        name = slurm.get("cluster_name") or re.sub(r"[^a-z0-9_-]", "-", cluster.lower())
+        check = slurm.section("health_check")
+        name = slurm.optional_text("cluster_name") or re.sub(r"[^a-z0-9_-]", "-", cluster.lower())
         return cls(
-            mode=slurm["mode"],
-            controller=slurm.get("controller"),
+            mode=slurm.text("mode"),
+            controller=slurm.optional_text("controller"),
             cluster_name=name[:40],
             partitions=tuple(
                 SlurmPartition(
-                    p["name"],
-                    strings(p.get("hosts")) or tuple(hosts),
-                    p.get("default", False),
-                    p.get("max_time", "INFINITE"),
+                    p.text("name"),
+                    p.texts("hosts") or tuple(hosts),
+                    p.flag("default") if "default" in p else False,
+                    p.optional_text("max_time") or "INFINITE",
                 )
-                for p in slurm["partitions"]
+                for p in slurm.sections("partitions")
             ),
-            node_names=MappingProxyType(dict(slurm.get("node_names") or {})),
+            node_names=MappingProxyType(slurm.text_map("node_names")),
             health_check=SlurmHealthCheck(
-                check["interval_s"],
-                strings(check["node_state"]),
-                check["cycle"],
-                check["drain"],
-                check["max_drain_fraction"],
-                check["report_timeout_s"],
-                check.get("timeout_s"),
+                check.integer("interval_s"),
+                check.texts("node_state"),
+                check.flag("cycle"),
+                check.flag("drain"),
+                check.number("max_drain_fraction"),
+                check.integer("report_timeout_s"),
+                check.optional_integer("timeout_s"),
             ),
-            mpi=slurm["mpi"],
+            mpi=slurm.text("mpi"),
         )
 
     @property

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 import yaml
 
 from rdmaprov.errors import Problem, UserError
+from rdmaprov.inventory.docpath import DocPath, format_path
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 
     # Events carry libyaml's C marks when the C parser reads, PyYAML's own otherwise: the same fields.
     _Mark: TypeAlias = yaml.Mark | _CMark
-
-DocPath = tuple[str | int, ...]
 
 # Limits of the loader (docs/inventory.md, "Limits of the loader"): far above any real inventory (10,000 hosts with
 # their settings are about 2 MiB and 200,000 values), far below what hurts the control machine.
@@ -78,17 +77,6 @@ class SourceMap:
     def problem(self, path: DocPath, message: str, fix: str = "", prefer_key: bool = False) -> Problem:
         line, col = self.locate(path, prefer_key=prefer_key)
         return Problem(self.file, message, line, col, format_path(path), fix)
-
-
-def format_path(path: DocPath) -> str:
-    """Dotted path as users write it: groups.gpu.hosts.gpu3.ssh.port, packages.extra[2]."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
 
 
 def _position(mark: _Mark) -> tuple[int, int]:

@@ -14,8 +14,9 @@ import jsonschema
 from jsonschema.exceptions import ValidationError
 
 from rdmaprov.errors import Problem
+from rdmaprov.inventory.docpath import DocPath
 from rdmaprov.inventory.model import resolve_ref
-from rdmaprov.inventory.source import DocPath, SourceMap
+from rdmaprov.inventory.source import SourceMap
 from rdmaprov.schemas import load_schema
 
 # Keys whose values are shell scripts: lines and tabs are their syntax. Every other string in an

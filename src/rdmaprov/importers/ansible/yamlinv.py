@@ -10,7 +10,8 @@ from typing import Any
 
 from rdmaprov.importers.ansible.model import AnsibleInventory, Origin, Var
 from rdmaprov.importers.ansible.patterns import PatternError, hosts_of
-from rdmaprov.inventory.source import DocPath, SourceMap
+from rdmaprov.inventory.docpath import DocPath
+from rdmaprov.inventory.source import SourceMap
 
 _SECTIONS = ("vars", "children", "hosts")
 
