@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rdmaprov.errors import Problem, UserError
 from rdmaprov.inventory.config import NodeConfig, SshTrustConfig
@@ -31,18 +30,20 @@ from rdmaprov.inventory.model import (
     ssh_settings,
 )
 from rdmaprov.inventory.semantics import ISSUE_KEYS, NodeIssue, gate_problems, node_issues, slurm_problems
+from rdmaprov.inventory.settings import Section
 from rdmaprov.inventory.slurm import SlurmConfig
 from rdmaprov.inventory.source import SourceMap, parse_yaml, read_text
 from rdmaprov.inventory.validate import schema_problems
 
 
-def _host_definitions(data: dict[str, Any]) -> list[tuple[str, str | None, DocPath, Any]]:
+def _host_definitions(data: Section) -> list[tuple[str, str | None, DocPath, object]]:
     """(host, group or None, document path, body) for every place a host is named."""
-    places: list[tuple[str, str | None, DocPath, Any]] = []
-    for name, body in (data.get("hosts") or {}).items():
+    places: list[tuple[str, str | None, DocPath, object]] = []
+    for name, body in data.section("hosts").data.items():
         places.append((name, None, ("hosts", name), body))
-    for group, gbody in (data.get("groups") or {}).items():
-        for name, body in ((gbody or {}).get("hosts") or {}).items():
+    groups = data.section("groups")
+    for group in groups.data:
+        for name, body in groups.section(group).section("hosts").data.items():
             places.append((name, group, ("groups", group, "hosts", name), body))
     return places
 
@@ -115,8 +116,8 @@ def _local_files(
     base: Path,
     where: DocPath,
     groups: list[str],
-    body: dict[str, Any],
-    data: dict[str, Any],
+    body: Section,
+    data: Section,
 ) -> list[_LocalFile]:
     """The files on the control machine one host needs: its SSH key and known_hosts, and the
     site MPI's tarball where its MPI comes from one (a node of another source ignores it)."""
@@ -131,20 +132,18 @@ def _local_files(
     return files
 
 
-def _group_conflicts(
-    name: str, groups: list[str], data: dict[str, Any], body: dict[str, Any], smap: SourceMap
-) -> list[Problem]:
+def _group_conflicts(name: str, groups: list[str], data: Section, body: Section, smap: SourceMap) -> list[Problem]:
     """Two groups of one host setting the same key differently is ambiguous unless the host decides.
 
     Node settings (`vars`) and connection settings (`ssh`) alike: the last group must not win silently.
     """
     problems = []
     for section in ("vars", "ssh"):
-        host_leaves = flatten(body.get(section) or {})
-        seen: dict[tuple[str, ...], tuple[str, Any]] = {}
+        host_leaves = flatten(body.section(section).data)
+        seen: dict[tuple[str, ...], tuple[str, object]] = {}
         for group in groups:
-            settings = (data["groups"][group] or {}).get(section) or {}
-            for key, value in flatten(settings).items():
+            settings = _group(data, group).section(section)
+            for key, value in flatten(settings.data).items():
                 if key in host_leaves:
                     continue
                 if key in seen and seen[key][1] != value:
@@ -203,40 +202,43 @@ def _load(path: Path, require_files: bool) -> Inventory:
     problems: list[Problem] = []
     bodies, memberships = _host_bodies(data, smap, problems)
     builder = _HostBuilder(data, smap, path.resolve().parent, require_files, problems)
-    hosts = {name: builder.build(name, groups, *bodies.get(name, ((), {}))) for name, groups in memberships.items()}
+    hosts = {
+        name: builder.build(name, groups, *bodies.get(name, ((), Section({})))) for name, groups in memberships.items()
+    }
     problems += builder.misfit_problems()
-    cluster = data["cluster"]
+    cluster = data.section("cluster")
     if not hosts:
         problems.append(
             smap.problem((), "the inventory declares no hosts", "add hosts under `hosts:` or under a group's `hosts:`")
         )
-    slurm_on = bool((cluster.get("slurm") or {}).get("enabled"))
-    problems.extend(gate_problems(cluster.get("gates") or {}, set(hosts), smap, slurm_on))
-    problems.extend(slurm_problems(cluster.get("slurm") or {}, list(hosts), smap))
+    slurm_on = cluster.section("slurm").get("enabled") is True
+    problems.extend(gate_problems(cluster.section("gates").data, set(hosts), smap, slurm_on))
+    problems.extend(slurm_problems(cluster.section("slurm").data, list(hosts), smap))
     if problems:
         raise UserError(in_file_order(problems))
 
     _, root = node_schema()
-    filled = fill_defaults(cluster, root["properties"]["cluster"], root)
-    members: dict[str, list[str]] = {g: [] for g in (data.get("groups") or {})}
+    schema = Section.of(root).section("properties").section("cluster").data
+    filled = Section.of(fill_defaults(cluster.data, schema, root), cluster.where)
+    members: dict[str, list[str]] = {g: [] for g in data.section("groups").data}
     for name, in_groups in memberships.items():
         for group in in_groups:
             members[group].append(name)
     return Inventory(
         path=path,
-        name=cluster["name"],
+        name=cluster.text("name"),
         hosts=hosts,
         groups={g: tuple(names) for g, names in members.items()},
-        gates=GatesConfig.from_settings(filled["gates"], slurm=filled["slurm"]["enabled"]),
-        ssh_trust=SshTrustConfig.from_settings(filled["ssh_trust"]),
-        parallel=cluster.get("parallel"),
-        slurm=SlurmConfig.from_settings(filled["slurm"], cluster["name"], list(hosts)),
-        raw=data,
+        gates=GatesConfig.from_settings(filled.section("gates").data, slurm=filled.section("slurm").flag("enabled")),
+        ssh_trust=SshTrustConfig.from_settings(filled.section("ssh_trust").data),
+        parallel=cluster.optional_integer("parallel"),
+        slurm=SlurmConfig.from_settings(filled.section("slurm").data, cluster.text("name"), list(hosts)),
+        raw=data.data,
         warnings=in_file_order(builder.warnings),
     )
 
 
-def _document(path: Path) -> tuple[dict[str, Any], SourceMap]:
+def _document(path: Path) -> tuple[Section, SourceMap]:
     """The file as YAML that passed the schema, with its source map; a file that is not an
     inventory (another tool's, or not a mapping) is refused saying what it looks like."""
     text = read_text(path)
@@ -264,15 +266,15 @@ def _document(path: Path) -> tuple[dict[str, Any], SourceMap]:
     problems += schema_problems(data, smap)
     if problems:
         raise UserError(foreign_inventory(path, text, data) or in_file_order(problems))
-    return data, smap
+    return Section.of(data), smap
 
 
 def _host_bodies(
-    data: dict[str, Any], smap: SourceMap, problems: list[Problem]
-) -> tuple[dict[str, tuple[DocPath, dict[str, Any]]], dict[str, list[str]]]:
+    data: Section, smap: SourceMap, problems: list[Problem]
+) -> tuple[dict[str, tuple[DocPath, Section]], dict[str, list[str]]]:
     """Each host's one body (where it is defined, what it sets) and its groups, hosts in the order
     in which the file first names them, wherever that is; a second body is a problem."""
-    bodies: dict[str, tuple[DocPath, dict[str, Any]]] = {}
+    bodies: dict[str, tuple[DocPath, Section]] = {}
     memberships: dict[str, list[str]] = {}
     for name, group, where, body in sorted(
         _host_definitions(data), key=lambda place: smap.locate(place[2], prefer_key=True)
@@ -293,7 +295,7 @@ def _host_bodies(
                 )
             )
             continue
-        bodies[name] = (where, body)
+        bodies[name] = (where, Section.of(body, where))
     return bodies, memberships
 
 
@@ -303,7 +305,7 @@ class _HostBuilder:
     settings, the checks of key files, the settings that do not fit) is worked out once for each."""
 
     def __init__(
-        self, data: dict[str, Any], smap: SourceMap, base: Path, require_files: bool, problems: list[Problem]
+        self, data: Section, smap: SourceMap, base: Path, require_files: bool, problems: list[Problem]
     ) -> None:
         self.data, self.smap, self.base, self.require_files = data, smap, base, require_files
         self.problems = problems
@@ -311,22 +313,22 @@ class _HostBuilder:
         self.schema, self.root = node_schema()
         self.addresses: dict[str, str] = {}
         self.misfits: dict[tuple[DocPath, str, str], list[str]] = {}
-        self.bases: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.bases: dict[tuple[str, ...], dict[str, object]] = {}
         self.ssh_cache: dict[tuple[str, ...], SSHSettings] = {}
         self.file_checks: dict[_LocalFile, tuple[Problem | None, str]] = {}
         self.configs: dict[tuple[str, ...], NodeConfig] = {}
         self.issues_of: dict[tuple[str, ...], list[NodeIssue]] = {}
 
-    def build(self, name: str, groups: list[str], where: DocPath, body: dict[str, Any]) -> HostSpec:
+    def build(self, name: str, groups: list[str], where: DocPath, body: Section) -> HostSpec:
         data, smap = self.data, self.smap
-        host_vars = body.get("vars") or {}
+        host_vars = body.section("vars").data
         if len(groups) > 1:
             self.problems.extend(_group_conflicts(name, groups, data, body, smap))
         key = tuple(groups)
         if key not in self.bases:
-            merged: dict[str, Any] = dict(data.get("defaults") or {})
+            merged = dict(data.section("defaults").data)
             for group in groups:
-                merged = deep_merge(merged, (data["groups"][group] or {}).get("vars") or {})
+                merged = deep_merge(merged, _group(data, group).section("vars").data)
             self.bases[key] = fill_defaults(merged, self.schema, self.root)
             self.configs[key] = NodeConfig.from_settings(self.bases[key])
         node, config = self.bases[key], self.configs[key]
@@ -335,7 +337,7 @@ class _HostBuilder:
             config = config.with_settings(node, host_vars)
         ssh = self._ssh(key, groups, body)
         self._check_files(ssh, config, where, groups, body)
-        address = body.get("address", name)
+        address = body.optional_text("address") or name
         endpoint = f"{address}:{ssh.port}"
         if endpoint in self.addresses:
             self.problems.append(
@@ -359,19 +361,20 @@ class _HostBuilder:
             self.misfits.setdefault((origin, issue.message, issue.fix), []).append(name)
         return HostSpec(name=name, address=address, ssh=ssh, groups=key, node=config)
 
-    def _ssh(self, key: tuple[str, ...], groups: list[str], body: dict[str, Any]) -> SSHSettings:
+    def _ssh(self, key: tuple[str, ...], groups: list[str], body: Section) -> SSHSettings:
         """The host's SSH settings: cluster, then its groups', then its own."""
-        own_ssh = body.get("ssh") or {}
+        own_ssh = body.section("ssh").data
         ssh = None if own_ssh else self.ssh_cache.get(key)
         if ssh is None:
-            groups_ssh = [(self.data["groups"][g] or {}).get("ssh") or {} for g in groups]
-            ssh = ssh_settings([self.data["cluster"].get("ssh") or {}, *groups_ssh, own_ssh], self.base)
+            groups_ssh = [_group(self.data, g).section("ssh").data for g in groups]
+            cluster_ssh = self.data.section("cluster").section("ssh").data
+            ssh = ssh_settings([cluster_ssh, *groups_ssh, own_ssh], self.base)
             if not own_ssh:
                 self.ssh_cache[key] = ssh
         return ssh
 
     def _check_files(
-        self, ssh: SSHSettings, node: NodeConfig, where: DocPath, groups: list[str], body: dict[str, Any]
+        self, ssh: SSHSettings, node: NodeConfig, where: DocPath, groups: list[str], body: Section
     ) -> None:
         """Files on this machine the host needs (SSH key, known_hosts, the MPI archive): a missing
         one is a warning only when require_files is off; an unusable one is always an error."""
@@ -391,19 +394,22 @@ class _HostBuilder:
         ]
 
 
-def _ssh_origin(
-    field_name: str, host_where: DocPath, groups: list[str], body: dict[str, Any], data: dict[str, Any]
-) -> DocPath:
+def _group(data: Section, group: str) -> Section:
+    """A group's body (a group may be written with none)."""
+    return data.section("groups").section(group)
+
+
+def _ssh_origin(field_name: str, host_where: DocPath, groups: list[str], body: Section, data: Section) -> DocPath:
     """Document path of the layer that set an SSH field last (to point errors at the right line)."""
-    if field_name in (body.get("ssh") or {}):
+    if field_name in body.section("ssh"):
         return host_where + ("ssh", field_name)
     for group in reversed(groups):
-        if field_name in ((data["groups"][group] or {}).get("ssh") or {}):
+        if field_name in _group(data, group).section("ssh"):
             return ("groups", group, "ssh", field_name)
     return ("cluster", "ssh", field_name)
 
 
-def _has(mapping: Any, key: DocPath) -> bool:
+def _has(mapping: object, key: DocPath) -> bool:
     for part in key:
         if isinstance(mapping, dict) and part in mapping:
             mapping = mapping[part]
@@ -414,13 +420,11 @@ def _has(mapping: Any, key: DocPath) -> bool:
     return True
 
 
-def _node_origin(
-    key: DocPath, host_where: DocPath, groups: list[str], body: dict[str, Any], data: dict[str, Any]
-) -> DocPath:
+def _node_origin(key: DocPath, host_where: DocPath, groups: list[str], body: Section, data: Section) -> DocPath:
     """Document path of the layer (host vars > group vars > defaults) that set a node key last."""
-    layers = [(host_where + ("vars",), body.get("vars") or {})]
-    layers += [(("groups", g, "vars"), (data["groups"][g] or {}).get("vars") or {}) for g in reversed(groups)]
-    layers.append((("defaults",), data.get("defaults") or {}))
+    layers = [(host_where + ("vars",), body.section("vars").data)]
+    layers += [(("groups", g, "vars"), _group(data, g).section("vars").data) for g in reversed(groups)]
+    layers.append((("defaults",), data.section("defaults").data))
     for depth in range(len(key), 0, -1):
         for where, layer in layers:
             if _has(layer, key[:depth]):

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import overload
 
 from rdmaprov.errors import Problem
 from rdmaprov.inventory.config import NodeConfig, SshTrustConfig
 from rdmaprov.inventory.gates import GatesConfig
+from rdmaprov.inventory.settings import Section
 from rdmaprov.inventory.slurm import SlurmConfig
 from rdmaprov.schemas import load_schema
 
@@ -57,14 +59,14 @@ class Inventory:
     ssh_trust: SshTrustConfig
     parallel: int | None = None
     slurm: SlurmConfig | None = None  # None: the inventory does not declare Slurm
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    raw: Mapping[str, object] = field(default_factory=dict, repr=False)
     warnings: list[Problem] = field(default_factory=list)
 
     def host_names(self) -> list[str]:
         return list(self.hosts)
 
 
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Mapping[str, object], override: Mapping[str, object]) -> dict[str, object]:
     """Return base updated by override: mappings merge key by key, anything else replaces.
 
     Neither input is changed; the result shares what it did not have to change with them
@@ -73,16 +75,17 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     """
     merged = dict(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
+        current = merged.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            merged[key] = deep_merge(current, value)
         else:
             merged[key] = value
     return merged
 
 
-def flatten(settings: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+def flatten(settings: Mapping[str, object], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], object]:
     """Leaf values of nested settings by key path (lists are leaves)."""
-    leaves: dict[tuple[str, ...], Any] = {}
+    leaves: dict[tuple[str, ...], object] = {}
     for key, value in settings.items():
         if isinstance(value, dict) and value:
             leaves.update(flatten(value, prefix + (key,)))
@@ -91,29 +94,34 @@ def flatten(settings: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tupl
     return leaves
 
 
-def resolve_ref(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+def resolve_ref(schema: Mapping[str, object], root: Mapping[str, object]) -> Mapping[str, object]:
     """The schema a `$ref` points to, with the keywords written beside the `$ref` (a default, a
     description) kept over it, as JSON Schema 2020-12 applies both."""
     ref = schema.get("$ref")
-    if not ref:
+    if not isinstance(ref, str) or not ref:
         return schema
-    target: Any = root
+    target: object = root
     for part in ref.lstrip("#/").split("/"):
-        target = target[part]
+        target = target.get(part) if isinstance(target, dict) else None
+    if not isinstance(target, dict):
+        raise ValueError(f"the schema's {ref} points at nothing")  # rdmaprov's own schema is wrong
     siblings = {key: value for key, value in schema.items() if key != "$ref"}
     return {**target, **siblings} if siblings else target
 
 
-def _written_only(schema: dict[str, Any]) -> bool:
+def _written_only(schema: Mapping[str, object]) -> bool:
     """A section that exists only when written: one with required keys (mirror.apt needs a url),
     or one marked `x-written-only` (its keys are required only while it is enabled, so JSON
     Schema's `required` cannot say it)."""
-    return bool(schema.get("required")) or schema.get("x-written-only", False)
+    return bool(schema.get("required")) or schema.get("x-written-only") is True
 
 
 def fill_defaults(
-    value: dict[str, Any], schema: dict[str, Any], root: dict[str, Any], only: dict[str, Any] | None = None
-) -> dict[str, Any]:
+    value: Mapping[str, object],
+    schema: Mapping[str, object],
+    root: Mapping[str, object],
+    only: Mapping[str, object] | None = None,
+) -> dict[str, object]:
     """Add the schema's declared defaults, creating nested mappings that have defaulted keys.
 
     With `only` (a host's own vars merged over settings already filled), existing mappings are
@@ -121,14 +129,16 @@ def fill_defaults(
     """
     schema = resolve_ref(schema, root)
     filled = dict(value)
-    for key, sub in schema.get("properties", {}).items():
+    properties = schema.get("properties")
+    for key, written in properties.items() if isinstance(properties, dict) else ():
         if key in filled and only is not None and key not in only:
             continue
-        sub = resolve_ref(sub, root)
+        sub = resolve_ref(written, root)
+        current = filled.get(key)
         if key in filled:
-            if isinstance(filled[key], dict) and sub.get("properties"):
+            if isinstance(current, dict) and sub.get("properties"):
                 deeper = only.get(key) if only is not None else None
-                filled[key] = fill_defaults(filled[key], sub, root, deeper if isinstance(deeper, dict) else None)
+                filled[key] = fill_defaults(current, sub, root, deeper if isinstance(deeper, dict) else None)
         elif "default" in sub:
             filled[key] = copy.deepcopy(sub["default"])
         elif sub.get("type") == "object" and sub.get("properties") and not _written_only(sub):
@@ -152,15 +162,24 @@ def resolve_path(value: str | None, base: Path) -> str | None:
     return str(expanded if expanded.is_absolute() else (base / expanded).resolve())
 
 
-def ssh_settings(layers: list[dict[str, Any]], base: Path) -> SSHSettings:
-    merged: dict[str, Any] = {}
-    for layer in layers:
-        merged.update(layer or {})
-    merged["key"] = resolve_path(merged.get("key"), base)
-    merged["known_hosts"] = resolve_path(merged.get("known_hosts"), base)
-    return SSHSettings(**merged)
+def ssh_settings(layers: list[Mapping[str, object]], base: Path) -> SSHSettings:
+    """A host's SSH settings from its layers (cluster, groups, its own), the last one winning;
+    a key no layer writes keeps SSHSettings' default."""
+    merged = Section.of({key: value for layer in layers for key, value in layer.items()})
+    default = SSHSettings()
+    return SSHSettings(
+        user=merged.text("user") if "user" in merged else default.user,
+        port=merged.integer("port") if "port" in merged else default.port,
+        key=resolve_path(merged.optional_text("key"), base),
+        known_hosts=resolve_path(merged.optional_text("known_hosts"), base),
+        password_env=merged.optional_text("password_env"),
+        sudo_password_env=merged.optional_text("sudo_password_env"),
+        connect_timeout=merged.integer("connect_timeout") if "connect_timeout" in merged else default.connect_timeout,
+        command_timeout=merged.integer("command_timeout") if "command_timeout" in merged else default.command_timeout,
+    )
 
 
-def node_schema() -> tuple[dict[str, Any], dict[str, Any]]:
+def node_schema() -> tuple[Mapping[str, object], Mapping[str, object]]:
+    """The schema of a node's settings, and the whole schema its `$ref`s point into."""
     root = load_schema("inventory")
-    return root["$defs"]["node"], root
+    return Section.of(root).section("$defs").section("node").data, root
