@@ -668,6 +668,9 @@ def test_port_error_counters_are_judged_by_growth_since_the_previous_read(tmp_pa
     assert path.parts[-2] == "lab_one"
     save_reads(path, {"node1": before})
     assert load_reads(path) == {"node1": before} and load_reads(tmp_path / "none.json") == {}
+    # a hand-edited or damaged read is not judged against (no KeyError): that node records anew
+    path.write_text('{"hosts": {"node1": {"ports": {}}, "node2": {"at": 1, "ports": {"p": {"x": "7"}}}, "node3": 3}}')
+    assert load_reads(path) == {}
 
 
 PUBLIC = FIXTURES / "public"

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, TypeGuard
 
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.state import load_section, updating
@@ -45,6 +45,22 @@ def part_key(result: GateResult) -> str:
     return f"{key} in {image}" if image else key
 
 
+class PartRecord(TypedDict, total=False):
+    """A part's record in baselines.json, as _judge and compare write it: what the part is, its
+    samples while the baseline is being recorded, the baseline (and since when) once it is, and
+    the last figure. A record still recording has no baseline or since yet."""
+
+    gate: str
+    subject: str
+    hosts: list[str]
+    unit: str
+    samples: list[float]
+    baseline: float | None  # None (or absent): still recording
+    since: float
+    last: float
+    last_at: float
+
+
 @dataclass(frozen=True)
 class Comparison:
     """What a figure says against its part's past: "recording" (no baseline yet), "steady" or
@@ -60,8 +76,8 @@ def _when(epoch: float) -> str:
 
 
 def compare(
-    measured: float, unit: str, record: dict[str, Any], settings: BaselineConfig, lower_is_better: bool, now: float
-) -> tuple[Comparison, dict[str, Any]]:
+    measured: float, unit: str, record: PartRecord, settings: BaselineConfig, lower_is_better: bool, now: float
+) -> tuple[Comparison, PartRecord]:
     """Judge `measured` against the part's `record` and return the record to keep: a sample more
     while the baseline is being recorded, the last figure once it exists."""
     record = {**record, "last": measured, "last_at": now}
@@ -88,13 +104,18 @@ def compare(
     return Comparison("steady", f"{change:+.1%} against {of}", change), record
 
 
-def _number(value: Any, positive: bool = False) -> bool:
+def _number(value: object, positive: bool = False) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and (value > 0 or not positive)
 
 
-def sound(record: Any) -> bool:
-    """A part's record as this module writes it: a hand-edited or damaged one (a baseline of 0
-    would divide by zero, a word where a figure belongs) is dropped and recorded again."""
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def sound(record: object) -> TypeGuard[PartRecord]:
+    """A part's record as this module writes it (PartRecord): a hand-edited or damaged one (a
+    baseline of 0 would divide by zero, a word where a figure belongs, a null this module never
+    writes) is dropped and recorded again."""
     if not isinstance(record, dict):
         return False
     samples = record.get("samples", [])
@@ -102,13 +123,13 @@ def sound(record: Any) -> bool:
         (record.get("baseline") is None or _number(record["baseline"], positive=True))
         and isinstance(samples, list)
         and all(_number(s) for s in samples)
-        and all(record.get(k) is None or _number(record[k]) for k in ("since", "last", "last_at"))
-        and isinstance(record.get("unit", ""), str)
-        and isinstance(record.get("hosts", []), list)
+        and all(k not in record or _number(record[k]) for k in ("since", "last", "last_at"))
+        and all(isinstance(record.get(k, ""), str) for k in ("gate", "subject", "unit"))
+        and _strings(record.get("hosts", []))
     )
 
 
-def _load_parts(path: Path) -> dict[str, Any]:
+def _load_parts(path: Path) -> dict[str, PartRecord]:
     return {key: record for key, record in load_section(path, "parts").items() if sound(record)}
 
 
@@ -121,7 +142,7 @@ def apply_baselines(results: list[GateResult], cluster: str, settings: BaselineC
         _judge(results, kept, settings)
 
 
-def _judge(results: list[GateResult], kept: dict[str, Any], settings: BaselineConfig) -> None:
+def _judge(results: list[GateResult], kept: dict[str, object], settings: BaselineConfig) -> None:
     """apply_baselines' work on the kept parts, which it updates in place (sound records only)."""
     parts = {key: record for key, record in kept.items() if sound(record)}
     now = time.time()
@@ -129,7 +150,7 @@ def _judge(results: list[GateResult], kept: dict[str, Any], settings: BaselineCo
         if result.status not in ("pass", "warn") or result.measured is None:
             continue
         key = part_key(result)
-        record = parts.get(key, {})
+        record: PartRecord = parts.get(key, {})
         if record.get("unit") not in (None, result.unit):
             record = {}  # the figure changed meaning (a gate's unit): start over
         record = {
@@ -156,7 +177,7 @@ def _judge(results: list[GateResult], kept: dict[str, Any], settings: BaselineCo
     kept.update(parts)
 
 
-def load_parts(cluster: str) -> dict[str, Any]:
+def load_parts(cluster: str) -> dict[str, PartRecord]:
     return _load_parts(baseline_file(cluster))
 
 

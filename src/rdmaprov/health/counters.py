@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, TypeGuard
 
 from rdmaprov.health.findings import Finding, finding
 from rdmaprov.health.state import load_section, save_section
@@ -143,12 +143,40 @@ def state_file(cluster: str) -> Path:
     return cluster_file(cluster, "counters.json")
 
 
-def load_reads(path: Path) -> dict[str, Any]:
-    """{host: {"at": epoch seconds, "ports": {port: {counter: value}}}}; nothing yet or unreadable: {}."""
-    return load_section(path, "hosts")
+class _Read(TypedDict):
+    """The keys every kept read has; CounterRead adds the one it may lack (NotRequired is Python 3.11's)."""
+
+    at: float  # epoch seconds
+    ports: dict[str, dict[str, int]]  # {port: {counter: value}}
 
 
-def save_reads(path: Path, hosts: dict[str, Any]) -> None:
+class CounterRead(_Read, total=False):
+    """A node's counters as a check keeps them for the next one (save_reads, verify): when, on
+    which boot, per port."""
+
+    boot: str | None  # the kernel's boot id; reads kept before there was one are judged across reboots
+
+
+def sound_read(read: object) -> TypeGuard[CounterRead]:
+    """A read as a check keeps it (CounterRead): a hand-edited or damaged one is not judged
+    against, the check records a new baseline instead."""
+    if not isinstance(read, dict):
+        return False
+    ports = read.get("ports")
+    return (
+        isinstance(read.get("at"), (int, float))
+        and (read.get("boot") is None or isinstance(read["boot"], str))
+        and isinstance(ports, dict)
+        and all(isinstance(c, dict) and all(isinstance(v, int) for v in c.values()) for c in ports.values())
+    )
+
+
+def load_reads(path: Path) -> dict[str, CounterRead]:
+    """{host: its last read}, sound reads only; nothing yet or unreadable: {}."""
+    return {host: read for host, read in load_section(path, "hosts").items() if sound_read(read)}
+
+
+def save_reads(path: Path, hosts: dict[str, CounterRead]) -> None:
     """Write atomically: a check interrupted mid-write must not cost every node its baseline."""
     save_section(path, "hosts", hosts)
 
@@ -162,7 +190,7 @@ def counter_findings(
     fabric: str | None,
     now: float,
     ports: dict[str, dict[str, int]],
-    previous: dict[str, Any] | None,
+    previous: CounterRead | None,
     boot: str = "",
     checks: Sequence[CounterCheck] = (PORT_ERRORS,),
 ) -> list[Finding]:
@@ -177,7 +205,7 @@ def counter_findings(
             limited = {name: check.limits[name] for name in counters if name in check.limits}
             if not limited:
                 continue
-            before = (previous or {}).get("ports", {}).get(port)
+            before = previous["ports"].get(port) if previous else None
             ok, found = _judged(limited, counters, before, rebooted, window)
             expected = ", ".join(f"{name} {limit}" for name, limit in limited.items())
             findings.append(finding(host, fabric, check.check_id, port, ok, expected, found, check.hint))

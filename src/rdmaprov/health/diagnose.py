@@ -96,7 +96,7 @@ def _note_lost(diagnosis: Diagnosis, results: list[GateResult]) -> None:
     nothing about its peer either, which stays to be tested against another node."""
     for result in results:
         host = result.details.get("lost")
-        if host and host not in diagnosis.lost:
+        if isinstance(host, str) and host and host not in diagnosis.lost:
             diagnosis.lost[host] = result.reason.removeprefix("not judged: ")
 
 

@@ -5,7 +5,6 @@ line only prints."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from rdmaprov.engine.results import EXIT_FAILURES, EXIT_OK
 from rdmaprov.health.verify import read_reports_everywhere
@@ -26,9 +25,11 @@ class FactsReport:
         failed = self.unreachable or any(isinstance(r, Exception) for r in self.reports.values())
         return EXIT_FAILURES if failed else EXIT_OK
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, dict[str, object]]:
         """One entry per host: its report, {"error": why it could not be read} or {"unreachable": why}."""
-        doc = {name: {"error": str(r)} if isinstance(r, Exception) else asdict(r) for name, r in self.reports.items()}
+        doc: dict[str, dict[str, object]] = {
+            name: {"error": str(r)} if isinstance(r, Exception) else asdict(r) for name, r in self.reports.items()
+        }
         doc.update({name: {"unreachable": reason} for name, reason in self.unreachable.items()})
         return doc
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from rdmaprov.health.baselines import PartRecord
 from rdmaprov.health.diagnose import Diagnosis
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.verify import HostVerification
@@ -169,7 +169,7 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console) -> None:
     print_gates([t for t in diagnosis.tests if t.gate in ("rail", "node")], console)
 
 
-def print_baselines(parts: dict[str, Any], console: Console) -> None:
+def print_baselines(parts: dict[str, PartRecord], console: Console) -> None:
     """Each part's baseline (or how far its recording got) and its last figure."""
     table = Table(title="baselines")
     for column in ("gate", "part", "baseline", "runs", "since", "last"):

@@ -7,14 +7,14 @@ from __future__ import annotations
 import fcntl
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 
-def load_section(path: Path, key: str) -> dict[str, Any]:
-    """The file's `key` mapping; {} when there is none yet or the file cannot be read."""
+def load_section(path: Path, key: str) -> dict[str, object]:
+    """The file's `key` mapping; {} when there is none yet or the file cannot be read. Its values
+    are as the file has them (a hand-edited file may hold anything): each owner checks its own."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -23,7 +23,7 @@ def load_section(path: Path, key: str) -> dict[str, Any]:
     return section if isinstance(section, dict) else {}
 
 
-def save_section(path: Path, key: str, section: dict[str, Any]) -> None:
+def save_section(path: Path, key: str, section: Mapping[str, object]) -> None:
     """Write {key: section} atomically: a temporary file in the same directory, then a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as handle:
@@ -32,7 +32,7 @@ def save_section(path: Path, key: str, section: dict[str, Any]) -> None:
 
 
 @contextmanager
-def updating(path: Path, key: str) -> Iterator[dict[str, Any]]:
+def updating(path: Path, key: str) -> Iterator[dict[str, object]]:
     """The file's `key` mapping, for this process alone until the block ends, then written back
     (atomically) if the block completed: two runs at once on one cluster (a scheduled check
     beside an apply) each add their figures, instead of the later one dropping the earlier's."""

@@ -11,7 +11,7 @@ import requests
 from rdmaprov.engine.session import Readings, Session, read_everywhere
 from rdmaprov.facts.node import NodeFacts
 from rdmaprov.health.checks import report_arguments, verify_node
-from rdmaprov.health.counters import counter_checks, counter_findings, state_file
+from rdmaprov.health.counters import counter_checks, counter_findings, sound_read, state_file
 from rdmaprov.health.diagnose import Diagnosis, diagnose_in
 from rdmaprov.health.findings import Finding, finding
 from rdmaprov.health.fleet import fleet_findings
@@ -94,8 +94,10 @@ def _counter_findings(
             report = reports[name]
             if isinstance(report, NodeReport) and report.counters:
                 node = inventory.hosts[name].node
+                kept = reads.get(name)
+                previous = kept if sound_read(kept) else None  # a damaged read: a new baseline
                 found[name] = counter_findings(
-                    name, node.fabric, now, report.counters, reads.get(name), report.boot_id, counter_checks(node)
+                    name, node.fabric, now, report.counters, previous, report.boot_id, counter_checks(node)
                 )
                 reads[name] = {"at": now, "boot": report.boot_id, "ports": report.counters}
     return found

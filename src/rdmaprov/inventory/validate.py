@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -34,7 +34,9 @@ def _regex(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-def _whole_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+def _whole_pattern(
+    validator: object, pattern: str, instance: object, schema: Mapping[str, object]
+) -> Iterator[ValidationError]:
     """`pattern` as JSON Schema (ECMA-262) means it: a final `$` is the end of the string.
 
     Python's `$` also matches before a trailing newline, so `^[a-z]+$` would accept "gpu1\\n".
@@ -52,18 +54,21 @@ def _is_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-def _inline_refs(node: Any, root: dict[str, Any]) -> Any:
+def _inline_refs(node: object, root: Mapping[str, object]) -> object:
     """The schema with every local `$ref` replaced by what it names (the inventory schema has no
-    cycles). Validation then never resolves a reference: half the time of 10,000 hosts. Where a
-    reference has sibling keywords, the referenced schema's own win, as in its error messages."""
+    cycles). Validation then never resolves a reference: half the time of 10,000 hosts."""
     if isinstance(node, list):
         return [_inline_refs(item, root) for item in node]
-    if not isinstance(node, dict):
-        return node
+    return _inline_mapping(node, root) if isinstance(node, dict) else node
+
+
+def _inline_mapping(node: Mapping[str, object], root: Mapping[str, object]) -> dict[str, object]:
+    """One schema object inlined. Where a reference has sibling keywords, the referenced schema's
+    own win, as in its error messages."""
     if "$ref" in node:
         target = resolve_ref({"$ref": node["$ref"]}, root)
         siblings = {key: value for key, value in node.items() if key != "$ref"}
-        return {**_inline_refs(siblings, root), **_inline_refs(target, root)}
+        return {**_inline_mapping(siblings, root), **_inline_mapping(target, root)}
     return {key: _inline_refs(value, root) for key, value in node.items() if key != "$defs"}
 
 
@@ -108,8 +113,9 @@ def _suggest(word: str, choices: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
-def _allowed_keys(schema: dict[str, Any]) -> list[str]:
-    return sorted(schema.get("properties", {}))
+def _allowed_keys(schema: Mapping[str, object]) -> list[str]:
+    properties = schema.get("properties")
+    return sorted(properties) if isinstance(properties, dict) else []
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ class _Report:
     error: ValidationError
     smap: SourceMap
     path: DocPath
-    schema: dict[str, Any]
+    schema: Mapping[str, object]
     hint: str
     # Unset only in a ValidationError built by hand, never in one that validation raised. Both are
     # JSON data: the inventory's value and the schema's rule.
@@ -139,7 +145,7 @@ def _explain(error: ValidationError, smap: SourceMap) -> list[Problem]:
         smap,
         tuple(error.absolute_path),
         schema,
-        schema.get("description", ""),
+        str(schema.get("description", "")),
         error.instance,
         error.validator_value,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from rdmaprov.engine.session import HostLost
 from rdmaprov.health.gates.bandwidth import Verdict
@@ -11,6 +11,18 @@ from rdmaprov.health.gates.subject import Subject
 
 # Gates that judge one job across the nodes: a failure is the job's, not one named node's.
 JOB_GATES = frozenset({"all_reduce", "workload"})
+
+
+class BaselineSummary(TypedDict):
+    """A result's part against its own past (health/baselines.py), as the run's JSON carries it:
+    the baseline (None while recording), over how many runs and since when, this figure's change
+    against it (a fraction, rounded) and whether that is a drift."""
+
+    value: float | None
+    runs: int
+    since: str | None
+    change: float | None
+    drift: bool
 
 
 @dataclass
@@ -23,10 +35,10 @@ class GateResult:
     threshold: float | None = None
     unit: str = ""
     attempts: int = 1
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)  # the gate's own, for the JSON and the report
     status: str = ""  # pass, warn (passed, below the warning level), skipped (nothing to test) or fail
     expected: float | None = None  # the line rate the figure is measured against, where known
-    baseline: dict[str, Any] | None = None  # this part's own past (health/baselines.py), once it has one
+    baseline: BaselineSummary | None = None  # this part's own past (health/baselines.py), once it has one
     duration_s: float | None = None  # how long the test took (the pair's, for rails)
 
     def __post_init__(self) -> None:
@@ -35,7 +47,7 @@ class GateResult:
 
     @classmethod
     def of(
-        cls, gate: str, subject: Subject, verdict: Verdict, attempts: int = 1, details: dict[str, Any] | None = None
+        cls, gate: str, subject: Subject, verdict: Verdict, attempts: int = 1, details: dict[str, object] | None = None
     ) -> GateResult:
         return cls(
             gate,
@@ -59,7 +71,7 @@ class GateResult:
             return cls(gate, subject, False, f"not judged: {error}", details={"lost": error.host})
         return cls(gate, subject, False, f"gate crashed: {error}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**asdict(self), "subject": str(self.subject)}
 
     @property

@@ -60,7 +60,7 @@ def cluster_gate_failed(results: list[GateResult]) -> bool:
     return any(
         r.gate in CLUSTER_GATES
         and not r.passed
-        and not (r.baseline or {}).get("drift")
+        and not (r.baseline and r.baseline["drift"])
         and not r.details.get("mixed_mpi")
         for r in results
     )
