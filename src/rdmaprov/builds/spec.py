@@ -1,15 +1,19 @@
 """What one build is: its source, its script, where it installs, and the identity that decides
-whether an existing result can be reused."""
+whether an existing result can be reused; and the recipe that makes a node's build from its
+settings and facts (operations/builds.py runs them)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
+
+from rdmaprov.parsers.node import Gpu
+from rdmaprov.parsers.system import OsInfo
 
 ARTIFACT_DIR = "/var/cache/rdmaprov/artifacts"
 WORK_ROOT = "/var/cache/rdmaprov/build"
@@ -110,6 +114,18 @@ class BuildSpec:
     @property
     def workdir(self) -> str:
         return f"{WORK_ROOT}/{self.name}-{self.key}"
+
+
+S = TypeVar("S", bound=RecipeSettings)
+
+
+@dataclass(frozen=True)
+class Recipe(Generic[S]):
+    """How settings and facts make a node's BuildSpec (None: nothing to build on that node)."""
+
+    name: str
+    make: Callable[[S, OsInfo, list[Gpu]], BuildSpec | None]
+    uses_gpus: bool = False
 
 
 _FILE_SHA: dict[tuple[str, int, float], str] = {}

@@ -21,7 +21,7 @@ from gevent.lock import Semaphore
 from pyinfra.api import State
 from pyinfra.context import ctx_state
 
-from rdmaprov.builds.spec import RecipeSettings
+from rdmaprov.builds.spec import Recipe, RecipeSettings
 from rdmaprov.errors import UserError
 
 T = TypeVar("T")
@@ -93,7 +93,7 @@ class RunContext:
     # every declaring host's build id ({slot: {host: build id}}): operations/builds.py.
     builds: dict[str, dict[str, RecipeSettings]] = field(default_factory=dict)
     build_keys: dict[str, dict[str, str]] = field(default_factory=dict)
-    recipes: dict[str, Any] = field(default_factory=dict)  # by name: operations/builds.py's Recipe
+    recipes: dict[str, Recipe[Any]] = field(default_factory=dict)  # by name; each takes its own settings class
     round_trips: Counter[str] = field(default_factory=Counter)
     ssh: dict[str, SSHSettings] = field(default_factory=dict)  # each host's, for its connection
     # How each host's last failed command ended (engine/connection.py), for the reason shown.

@@ -25,7 +25,7 @@ class QmpError(Exception):
     """QEMU refused a command or its socket is gone (the VM is not running)."""
 
 
-def execute(path: Path, command: str, arguments: dict[str, Any] | None = None, timeout: float = 5) -> Any:
+def execute(path: Path, command: str, arguments: dict[str, object] | None = None, timeout: float = 5) -> Any:
     """Run one QMP command and return its "return" value (events QEMU sends meanwhile are skipped)."""
     try:
         with socket.socket(socket.AF_UNIX) as sock:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from rdmaprov.errors import Problem, UserError
 from rdmaprov.inventory.config import NodeConfig
@@ -27,48 +27,67 @@ FORMAT = 1
 REPORT_TIMEOUT_S = 30
 
 
-def node_settings(node: NodeConfig) -> dict[str, Any]:
+def node_settings(node: NodeConfig) -> dict[str, object]:
     """The settings the checks read, in the inventory's shape (its keys and values as written)."""
     rdma = node.rdma
-    settings: dict[str, Any] = {
-        "rdma": {
-            "devices": list(rdma.devices),
-            "storage_hcas": list(rdma.storage_hcas),
-            "netdevs": list(rdma.netdevs),
-            "port": rdma.port,
-        },
+    rdma_settings: dict[str, object] = {
+        "devices": list(rdma.devices),
+        "storage_hcas": list(rdma.storage_hcas),
+        "netdevs": list(rdma.netdevs),
+        "port": rdma.port,
+    }
+    gpu: dict[str, object] = {"count": 0}
+    nccl: dict[str, object] = {
+        "source": {"kind": node.nccl.source_kind},
+        "prefix": node.nccl.prefix,
+        "tests": {"enabled": node.nccl.tests_enabled, "prefix": node.nccl.tests_prefix},
+    }
+    erdma: dict[str, object] = {"jumbo_frames": node.erdma.jumbo_frames}
+    settings: dict[str, object] = {
+        "rdma": rdma_settings,
         "mtu": dict(node.mtu),
         "limits": {"memlock": node.memlock},
-        "gpu": {"count": 0},
-        "nccl": {
-            "source": {"kind": node.nccl.source_kind},
-            "prefix": node.nccl.prefix,
-            "tests": {"enabled": node.nccl.tests_enabled, "prefix": node.nccl.tests_prefix},
-        },
-        "erdma": {"jumbo_frames": node.erdma.jumbo_frames},
+        "gpu": gpu,
+        "nccl": nccl,
+        "erdma": erdma,
     }
     if node.erdma.aiacc_plugin:
-        settings["erdma"]["aiacc_plugin"] = node.erdma.aiacc_plugin
+        erdma["aiacc_plugin"] = node.erdma.aiacc_plugin
     if rdma.rate_gbps is not None:
-        settings["rdma"]["rate_gbps"] = rdma.rate_gbps
+        rdma_settings["rate_gbps"] = rdma.rate_gbps
     if rdma.gid_index is not None:
-        settings["rdma"]["gid_index"] = rdma.gid_index
+        rdma_settings["gid_index"] = rdma.gid_index
     if node.fabric is not None:
         settings["fabric"] = node.fabric
     if node.netns_mode is not None:
         settings["netns_mode"] = node.netns_mode
     if node.gpu is not None:
-        settings["gpu"] = {"count": node.gpu.count}
+        gpu["count"] = node.gpu.count
         if node.gpu.driver_version:
-            settings["gpu"]["driver_version"] = node.gpu.driver_version
+            gpu["driver_version"] = node.gpu.driver_version
     if node.nccl.version:
-        settings["nccl"]["version"] = node.nccl.version
+        nccl["version"] = node.nccl.version
     gid = node.nccl.env.get("NCCL_IB_GID_INDEX")
     if gid is not None:
-        settings["nccl"]["env"] = {"NCCL_IB_GID_INDEX": gid}
+        nccl["env"] = {"NCCL_IB_GID_INDEX": gid}
     if node.roce_qos.enabled:
         settings["roce_qos"] = node.roce_qos.settings()
     return settings
+
+
+class _SlurmKeys(TypedDict):
+    """The keys every "slurm" section has; SlurmSection adds the one it may lack (NotRequired is Python 3.11's)."""
+
+    node_name: str
+    drain: bool
+    max_drain_fraction: float
+
+
+class SlurmSection(_SlurmKeys, total=False):
+    """The expectations file's "slurm" section, as SlurmSide.to_json writes it (files from before
+    budget_s have none)."""
+
+    budget_s: int
 
 
 @dataclass(frozen=True)
@@ -81,7 +100,7 @@ class SlurmSide:
     # The check's own time: slurmd's limit on this cluster's release less node-check's start and exit
     budget_s: int = BEFORE_TIMEOUT.budget_s
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SlurmSection:
         return {
             "node_name": self.node_name,
             "drain": self.drain,
@@ -90,7 +109,7 @@ class SlurmSide:
         }
 
     @classmethod
-    def from_json(cls, slurm: dict[str, Any]) -> SlurmSide:
+    def from_json(cls, slurm: SlurmSection) -> SlurmSide:
         """The section as render wrote it; files from before budget_s keep the 60 s limit's budget."""
         budget = int(slurm.get("budget_s", cls.budget_s))
         return cls(str(slurm["node_name"]), bool(slurm["drain"]), float(slurm["max_drain_fraction"]), budget)

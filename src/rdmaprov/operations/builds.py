@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FileDownloadCommand, FileUploadCommand, FunctionCommand, StringCommand
@@ -28,7 +28,7 @@ from pyinfra.context import ctx_state
 from rdmaprov.builds import store
 from rdmaprov.builds.fanout import CONTROL, routes, wait_s
 from rdmaprov.builds.scripts import SOURCE_TARBALL, build_script, install_script, receive_script, switch_current
-from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec, RecipeSettings
+from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec, Recipe, RecipeSettings, S
 from rdmaprov.engine.board import Board
 from rdmaprov.engine.cluster import cluster_fact
 from rdmaprov.engine.desired import executing, operation
@@ -39,21 +39,7 @@ from rdmaprov.engine.run_context import context_of, run_hosts
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, KeptArchive
 from rdmaprov.facts.gpu import Gpus
 from rdmaprov.facts.system import Os
-from rdmaprov.parsers.node import Gpu
-from rdmaprov.parsers.system import OsInfo
 from rdmaprov.quoting import fail_command
-
-S = TypeVar("S", bound=RecipeSettings)
-
-
-@dataclass(frozen=True)
-class Recipe(Generic[S]):
-    """How settings and facts make a node's BuildSpec (None: nothing to build on that node)."""
-
-    name: str
-    make: Callable[[S, OsInfo, list[Gpu]], BuildSpec | None]
-    uses_gpus: bool = False
-
 
 BUILD_DEADLINES = 4  # a build's deadline, in ssh.command_timeout
 

@@ -17,7 +17,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from rdmaprov.errors import Problem, UserError
 from rdmaprov.importers.ansible.model import (
@@ -84,6 +84,16 @@ class Entry:
     children: list[str] = field(default_factory=list)
 
 
+class Connection(TypedDict):
+    """How Ansible would reach a host: what the rendered inventory must say for it (importer.py
+    loads it and compares)."""
+
+    address: str
+    user: str
+    port: int
+    key: str | None
+
+
 @dataclass
 class Converted:
     """What the rendered inventory holds, and what each host's connection must come out as."""
@@ -94,8 +104,13 @@ class Converted:
     hosts: list[Entry]
     groups: list[Entry]
     notes: list[str]
-    expected: dict[str, dict[str, Any]]
+    expected: dict[str, Connection]
     source: AnsibleInventory
+
+
+def _used(found: tuple[Any, str, Var] | None, field_name: str) -> Any:
+    """The value Ansible connects with: the one `found` (value, variable, where), else its default."""
+    return found[0] if found else _DEFAULTS[field_name]
 
 
 def _pick(variables: dict[str, Var], names: tuple[str, ...]) -> tuple[str, Var] | None:
@@ -204,7 +219,7 @@ class _Converter:
                 )
 
 
-def _endpoint_problems(entries: dict[str, Entry], expected: dict[str, dict[str, Any]]) -> list[Problem]:
+def _endpoint_problems(entries: dict[str, Entry], expected: dict[str, Connection]) -> list[Problem]:
     seen: dict[str, str] = {}
     problems = []
     for name, want in expected.items():
@@ -329,15 +344,17 @@ def convert(inventory: AnsibleInventory, name: str, known_hosts: str, cwd: Path)
         for g in inventory.groups.values()
         if g.name not in (ALL, UNGROUPED)
     }
-    expected: dict[str, dict[str, Any]] = {}
+    expected: dict[str, Connection] = {}
     for host_name, found in values.items():
         address = found["address"]
         if address is not None:
             hosts[host_name].address = Setting("address", address[0], address[1], address[2].origin)
-        expected[host_name] = {"address": address[0] if address else host_name}
-        for field_name in SSH_FIELDS:
-            entry = found[field_name]
-            expected[host_name][field_name] = entry[0] if entry else _DEFAULTS[field_name]
+        expected[host_name] = {
+            "address": address[0] if address else host_name,
+            "user": _used(found["user"], "user"),
+            "port": _used(found["port"], "port"),
+            "key": _used(found["key"], "key"),
+        }
 
     for field_name in SSH_FIELDS:
         _place(field_name, inventory, conv, values, cluster, groups, hosts)
@@ -391,7 +408,7 @@ def _place(
     sets the key itself: every host whose inherited value is not Ansible's (or is ambiguous) gets it
     set on itself, so the loader's answer is Ansible's by construction (and checked after rendering)."""
     per_host = {h: found[field_name] for h, found in values.items()}
-    wanted = {h: (v[0] if v else _DEFAULTS[field_name]) for h, v in per_host.items()}
+    wanted = {h: _used(v, field_name) for h, v in per_host.items()}
 
     def candidate(group_name: str, members: list[str]) -> Setting | None:
         """The group's own value, if usable, used by a member, and (for a key, which rdmaprov cannot

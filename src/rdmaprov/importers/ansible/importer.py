@@ -93,7 +93,7 @@ def _prove(conv: Converted, text: str, source: Path) -> list[Problem]:
     for name, want in conv.expected.items():
         host = inventory.hosts[name]
         found = {"address": host.address, "user": host.ssh.user, "port": host.ssh.port, "key": host.ssh.key}
-        want = dict(want, key=resolve_path(want["key"], path.parent))
+        want = {**want, "key": resolve_path(want["key"], path.parent)}
         if found != want:
             wrong.append(Problem(str(source), f"host {name!r} would connect as {found}, Ansible as {want}"))
     if wrong:

@@ -13,7 +13,8 @@ import ast
 import re
 import shlex
 import warnings
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from rdmaprov.importers.ansible.model import UNGROUPED, AnsibleInventory, Origin, Var
 from rdmaprov.importers.ansible.patterns import PatternError, hosts_of
@@ -52,11 +53,21 @@ def _plain(value: Any, text: str) -> Any:
     return text  # complex numbers, Ellipsis: Ansible keeps them as text
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """A group named before its section declares it, first on `line`: by its [name:vars], or as
+    a child of `parents` in theirs."""
+
+    line: int
+    state: Literal["vars", "children"]
+    parents: list[str] = field(default_factory=list)
+
+
 class _IniReader:
     def __init__(self, inventory: AnsibleInventory) -> None:
         self.inv = inventory
         self.file = str(inventory.path)
-        self.pending: dict[str, dict[str, Any]] = {}
+        self.pending: dict[str, _Pending] = {}
 
     def origin(self, line: int) -> Origin:
         return Origin(self.file, line)
@@ -87,16 +98,16 @@ class _IniReader:
             elif state == "children":
                 self.child_line(number, line, group)
         for name, pending in self.pending.items():
-            if pending["state"] == "vars":
+            if pending.state == "vars":
                 self.fail(
-                    pending["line"],
+                    pending.line,
                     f"[{name}:vars] sets variables of group {name!r}, which no section declares",
                     f"declare the group with a [{name}] section (it may be empty), or fix the name",
                 )
             else:
                 self.fail(
-                    pending["line"],
-                    f"[{pending['parents'][-1]}:children] names group {name!r}, which no section declares",
+                    pending.line,
+                    f"[{pending.parents[-1]}:children] names group {name!r}, which no section declares",
                     f"add a [{name}] section (it may be empty), or fix the name",
                 )
 
@@ -109,7 +120,7 @@ class _IniReader:
         if name not in self.inv.groups:
             # [group:vars] alone does not declare a group: it must be declared somewhere in the file.
             if kind == "vars" and name not in self.pending:
-                self.pending[name] = {"line": number, "state": "vars"}
+                self.pending[name] = _Pending(number, "vars")
             self.inv.add_group(name, self.origin(number))
         if name in self.pending and kind != "vars":
             self.resolve(name)
@@ -118,11 +129,11 @@ class _IniReader:
     def resolve(self, name: str) -> None:
         """A group named earlier (as a child, or by its vars) is declared now."""
         pending = self.pending.pop(name)
-        if pending["state"] != "children":
+        if pending.state != "children":
             return
-        for parent in pending["parents"]:
-            self.inv.add_child(parent, name, self.origin(pending["line"]))
-            if parent in self.pending and self.pending[parent]["state"] == "children":
+        for parent in pending.parents:
+            self.inv.add_child(parent, name, self.origin(pending.line))
+            if parent in self.pending and self.pending[parent].state == "children":
                 self.resolve(parent)
 
     def host_line(self, number: int, line: str, group: str) -> None:
@@ -171,9 +182,9 @@ class _IniReader:
         if child in self.inv.groups:
             self.inv.add_child(group, child, self.origin(number))
         elif child in self.pending:
-            self.pending[child]["parents"].append(group)
+            self.pending[child].parents.append(group)
         else:
-            self.pending[child] = {"line": number, "state": "children", "parents": [group]}
+            self.pending[child] = _Pending(number, "children", [group])
 
 
 def read_ini(inventory: AnsibleInventory, text: str) -> None:
