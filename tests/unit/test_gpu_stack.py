@@ -4,6 +4,7 @@ eRDMA and the AIACC plugin; no commands on converged nodes; clear errors on bad 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 
 import pytest
@@ -587,3 +588,78 @@ def test_vendor_repository_files_for_cuda_and_erdma():
     )
     nothing = repository_files("rdmaprov-erdma", "eRDMA repository", "debian", None, None, None, None)
     assert set(nothing.values()) == {None}
+
+
+def _slurm_shipping(artifact_store, tmp_path, slurm_ready: bool) -> tuple[dict[str, list[str]], str]:
+    """artifact_installed on each of three nodes of a Slurm cluster where gpu1 built and keeps
+    NCCL and the control machine's cache holds it: {host: commands}, and the archive."""
+    from rdmaprov.engine.board import Board
+    from rdmaprov.inventory import load_inventory
+
+    spec = nccl_build(NCCL, os_fact("ubuntu-22.04"), [A100])
+    sha = "ab" * 32
+    (artifact_store / spec.archive).write_bytes(b"archive")
+    (artifact_store / f"{spec.archive}.sha256").write_text(f"{sha}  {spec.archive}\n")
+    cluster = {"gpu1": InstalledBuild(spec.key, sha, spec.dirname), "gpu2": InstalledBuild(), "gpu3": InstalledBuild()}
+    kept = {"gpu1": sha, "gpu2": "", "gpu3": ""}
+    state = _state(cluster)
+    run = context_of(state)
+    run.cluster_facts.values.update({KeptArchive: kept, CommandWorks: {"gpu1": (slurm_ready, "")}})
+    run.board = Board()
+    path = tmp_path / "inv.yaml"
+    path.write_text(
+        "cluster: {name: c, slurm: {enabled: true, controller: gpu1}}\nhosts: {gpu1: {}, gpu2: {}, gpu3: {}}\n"
+    )
+    run.inventory = load_inventory(str(path), require_files=False)
+    out = {}
+    for name in cluster:
+        own = {Os: os_fact("ubuntu-22.04"), Gpus: [A100], BuildInstalled: cluster[name], KeptArchive: kept[name]}
+        out[name], _ = run_notes(
+            artifact_installed, own, host=name, state=state, recipe="nccl", slot="NCCL", settings=NCCL
+        )
+    return out, spec.archive
+
+
+def test_under_slurm_the_holder_sends_the_archive_by_sbcast_and_the_ssh_tree_stays_the_fallback(
+    artifact_store, tmp_path
+):
+    out, archive = _slurm_shipping(artifact_store, tmp_path, slurm_ready=True)
+    # gpu1 holds it (installed and current): its only work is the broadcast to the nodes lacking it
+    [send] = out["gpu1"]
+    assert send.startswith("call _broadcast(") and f"Broadcast(archive='{archive}', sender='gpu1', " in send
+    assert send.endswith("nodes=('gpu2', 'gpu3')))")
+    for node in ("gpu2", "gpu3"):  # each waits for Slurm's copy, then takes the tree's from gpu1
+        assert "sources=('sbcast', 'gpu1', '')" in out[node][0], out[node][0]
+    # where Slurm cannot be used from the holder (not installed yet, controller down): the tree alone
+    out, _ = _slurm_shipping(artifact_store, tmp_path, slurm_ready=False)
+    assert out["gpu1"] == [] and "sources=('gpu1', '')" in out["gpu2"][0]
+
+
+def test_the_broadcast_asks_slurm_for_the_nodes_at_once_and_sends_to_where_nodes_keep_archives():
+    from rdmaprov.builds.scripts import broadcast_script
+    from rdmaprov.operations.builds import Broadcast, Shipment
+
+    spec = nccl_build(NCCL, os_fact("ubuntu-22.04"), [A100])
+    script = broadcast_script(spec, ["gpu2", "gpu3"], 3, "rdmaprov-ship-abc", 60)
+    words = shlex.split(script)
+    assert words[:8] == [
+        "salloc",
+        "--job-name=rdmaprov-ship-abc",
+        "--nodes=2",
+        "--nodelist=gpu2,gpu3",
+        "--immediate=60",
+        "--time=3",
+        "--quiet",
+        "sh",
+    ]
+    archive = f"/var/cache/rdmaprov/artifacts/{spec.archive}"
+    assert words[8:] == [
+        "-c",
+        f"srun --ntasks-per-node=1 mkdir -p /var/cache/rdmaprov/artifacts && sbcast --force {archive} {archive}.part",
+    ]
+    broadcast = Broadcast(spec.archive, "gpu1", ("gpu2", "gpu3"))
+    assert broadcast.shown() == f"send {spec.archive} to gpu2, gpu3 by Slurm's sbcast (each checks its sha256)"
+    shown = Shipment(spec, ("sbcast", "gpu1", ""), ("gpu1",), broadcast).shown()
+    assert shown == (
+        f"receive {spec.archive} from Slurm's sbcast from gpu1, else gpu1, else the control machine (sha256 checked)"
+    )

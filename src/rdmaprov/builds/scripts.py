@@ -84,15 +84,21 @@ DAMAGED = 4  # the copy does not match the archive's sha256
 
 
 def receive_script(
-    spec: BuildSpec, sha256: str, source: str = "", address: str = "", user: str = "root", deadline: int = 600
+    spec: BuildSpec,
+    sha256: str,
+    source: str = "",
+    address: str = "",
+    user: str = "root",
+    deadline: int = 600,
+    sent_by: str = "the control machine",
 ) -> str:
     """On the receiving node: copy the archive from `source` (a node at `address`, over the
-    cluster's SSH trust as `user`, within `deadline` seconds; none: the control machine has just
-    uploaded it as <archive>.part), check it against `sha256`, and keep it with its checksum file.
+    cluster's SSH trust as `user`, within `deadline` seconds; none: `sent_by` has just put it
+    there as <archive>.part), check it against `sha256`, and keep it with its checksum file.
     Exits UNREADABLE or DAMAGED, removing the copy, when it cannot be kept."""
     archive = sh(spec.archive)
     part = sh(f"{spec.archive}.part")
-    origin = source or "the control machine"
+    origin = source or sent_by
     lines = ["set -e", f"mkdir -p {ARTIFACT_DIR}", f"cd {ARTIFACT_DIR}"]
     if source:
         as_user = ["runuser", "-u", user, "--"] if user != "root" else []
@@ -112,6 +118,23 @@ def receive_script(
         f"echo {sh(f'{sha256}  {spec.archive}')} > {archive}.sha256.tmp && mv -f {archive}.sha256.tmp {archive}.sha256",
     ]
     return "\n".join(lines)
+
+
+def broadcast_script(spec: BuildSpec, nodes: list[str], minutes: int, job_name: str, wait_s: int) -> str:
+    """On a node holding the archive: Slurm's own broadcast of it to `nodes` (their Slurm names) as
+    <archive>.part, inside one allocation of them that Slurm must grant within `wait_s` seconds
+    (nodes busy with jobs are not waited for: the SSH tree ships to them instead). Each receiver
+    then checks the copy's sha256 as it checks one from the control machine."""
+    source = f"{ARTIFACT_DIR}/{spec.archive}"
+    inside = " && ".join(
+        [
+            sh_join(["srun", "--ntasks-per-node=1", "mkdir", "-p", ARTIFACT_DIR]),
+            sh_join(["sbcast", "--force", source, f"{source}.part"]),
+        ]
+    )
+    words = ["salloc", f"--job-name={job_name}", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}"]
+    words += [f"--immediate={wait_s}", f"--time={minutes}", "--quiet", "sh", "-c", inside]
+    return sh_join(words)
 
 
 def install_script(spec: BuildSpec, keep_archive: bool) -> str:

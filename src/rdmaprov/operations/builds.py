@@ -27,7 +27,14 @@ from pyinfra.context import ctx_state
 
 from rdmaprov.builds import store
 from rdmaprov.builds.fanout import CONTROL, routes, wait_s
-from rdmaprov.builds.scripts import SOURCE_TARBALL, build_script, install_script, receive_script, switch_current
+from rdmaprov.builds.scripts import (
+    SOURCE_TARBALL,
+    broadcast_script,
+    build_script,
+    install_script,
+    receive_script,
+    switch_current,
+)
 from rdmaprov.builds.spec import ARTIFACT_DIR, BuildSpec, Recipe, RecipeSettings, S
 from rdmaprov.engine.board import Board
 from rdmaprov.engine.cluster import cluster_fact
@@ -35,13 +42,20 @@ from rdmaprov.engine.desired import executing, operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.engine.notes import warn
 from rdmaprov.engine.pyinfra_state import privileges
-from rdmaprov.engine.run_context import context_of, run_hosts
+from rdmaprov.engine.run_context import context_of, once_per_run, run_hosts
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, KeptArchive
 from rdmaprov.facts.gpu import Gpus
 from rdmaprov.facts.system import Os
 from rdmaprov.quoting import fail_command
 
 BUILD_DEADLINES = 4  # a build's deadline, in ssh.command_timeout
+
+# Where the inventory declares Slurm, archives go to its nodes by Slurm's own broadcast (sbcast)
+# from a node that holds them, when that node has Slurm's commands and the controller answers
+# (not yet on a cluster's first apply: Slurm is the last deploy). A source of a Shipment:
+SBCAST = "sbcast"
+SLURM_READY = "command -v salloc && command -v sbcast && scontrol ping | grep -q ' is UP'"
+SLURM_GRANT_S = 15  # how long Slurm may take to grant the nodes; busy ones get the SSH tree's copy
 
 
 def declare(recipe: Recipe[S], slot: str, settings: S | None, wanted: bool = True) -> None:
@@ -189,18 +203,41 @@ def artifact_fetched(recipe: str, slot: str, settings: RecipeSettings | None):
     yield FunctionCommand(_commit, (spec.archive,), {})
 
 
+@dataclass(frozen=True)
+class Broadcast:
+    """Slurm's broadcast of one archive: `sender` holds it, `nodes` receive it in one allocation."""
+
+    archive: str
+    sender: str
+    nodes: tuple[str, ...]
+
+    def shown(self) -> str:
+        return f"send {self.archive} to {', '.join(self.nodes)} by Slurm's sbcast (each checks its sha256)"
+
+
+def _sbcast_item(archive: str) -> str:
+    """The Board's item for "a node got `archive` by sbcast" (its own copy is checked after)."""
+    return f"{archive} by sbcast"
+
+
 @dataclass
 class Shipment:
-    """How one node receives an archive: its sources in order (builds/fanout.py), the nodes that
-    held it before shipping began, and, once tried, why it could not be received."""
+    """How one node receives an archive: its sources in order (builds/fanout.py, after Slurm's
+    broadcast where there is one), the nodes that held it before shipping began, and, once
+    tried, why it could not be received."""
 
     spec: BuildSpec
     sources: tuple[str, ...]
     holders: tuple[str, ...]
+    broadcast: Broadcast | None = None
     problem: str = ""
 
     def shown(self) -> str:
-        names = [source or "the control machine" for source in self.sources]
+        sender = self.broadcast.sender if self.broadcast else ""
+        names = [
+            f"Slurm's sbcast from {sender}" if source == SBCAST else source or "the control machine"
+            for source in self.sources
+        ]
         return f"receive {self.spec.archive} from {', else '.join(names)} (sha256 checked)"
 
 
@@ -242,7 +279,16 @@ def _receive(state, host, shipment: Shipment) -> bool:  # pyinfra passes these t
                 board.mark(spec.archive, host.name, False)
                 return False
             name = source or "the control machine"
-            if source == CONTROL:
+            if source == SBCAST:
+                assert shipment.broadcast is not None  # SBCAST is a source only where there is one
+                name = f"Slurm's sbcast from {shipment.broadcast.sender}"
+                sent = _await(state, host, board, _sbcast_item(spec.archive), host.name, patience + SLURM_GRANT_S)
+                if not sent:
+                    tried.append("Slurm's sbcast did not reach it")
+                    continue
+                script = receive_script(spec, sha, sent_by=name)
+                ok, output = host.run_shell_command(StringCommand(script), **sudo)
+            elif source == CONTROL:
                 # a fresh node has no archive folder yet, and the upload (SFTP, or cp under sudo)
                 # creates no folders
                 made, _ = host.run_shell_command(StringCommand(f"mkdir -p {ARTIFACT_DIR}"), **sudo)
@@ -275,23 +321,99 @@ def _receive(state, host, shipment: Shipment) -> bool:  # pyinfra passes these t
     return True
 
 
-def _shipment(spec: BuildSpec, place: Placement) -> Shipment:
-    """This node's sources: holders are the nodes keeping a copy that matches the control
-    machine's (in a check, also the builder that is yet to build); the nodes to receive it are
-    those that need the build, reached this run, and hold no copy."""
+@dataclass(frozen=True)
+class _Plan:
+    """How one archive travels this run: who holds it, each receiver's route, Slurm's part."""
+
+    holders: tuple[str, ...]
+    routes: dict[str, tuple[str, ...]]
+    broadcast: Broadcast | None
+
+
+def _plan(spec: BuildSpec, place: Placement) -> _Plan:
+    """Holders are the nodes keeping a copy that matches the control machine's (in a check, also
+    the builder that is yet to build); the nodes to receive it are those that need the build,
+    reached this run, and hold no copy. Worked out once per run and archive (each node asks)."""
     state = ctx_state.get()
     kept = cluster_fact(KeptArchive, archive=spec.archive)  # every reached node: its copy's sha256, or ""
     local = Path(f"{store.local_path(spec.archive)}.sha256")
     reference = local.read_text().split()[0] if local.is_file() else None
     to_build = not store.cached(spec.archive)
-    holders = [
-        name
-        for name in run_hosts(state)
-        if name in kept and (kept[name] and kept[name] in (reference, None) or name == place.builder and to_build)
-    ]
-    targets = [name for name in place.needing if name in kept and name not in holders]
-    sources = routes(holders, targets).get(host.name, (CONTROL,))
-    return Shipment(spec, sources, tuple(holders))
+
+    def work_out() -> _Plan:
+        holders = [
+            name
+            for name in run_hosts(state)
+            if name in kept and (kept[name] and kept[name] in (reference, None) or name == place.builder and to_build)
+        ]
+        targets = [name for name in place.needing if name in kept and name not in holders]
+        return _Plan(tuple(holders), routes(holders, targets), _broadcast_plan(spec.archive, holders, targets))
+
+    return once_per_run(f"shipping {spec.archive} {reference} {to_build}", kept, work_out)
+
+
+def _shipment(spec: BuildSpec, place: Placement) -> Shipment:
+    """This node's sources: Slurm's broadcast where it is one of its nodes, then the SSH tree."""
+    plan = _plan(spec, place)
+    sources = plan.routes.get(host.name, (CONTROL,))
+    if plan.broadcast and host.name in plan.broadcast.nodes:
+        sources = (SBCAST, *sources)
+    return Shipment(spec, sources, plan.holders, plan.broadcast)
+
+
+def _sending(spec: BuildSpec, place: Placement) -> Broadcast | None:
+    """The broadcast this node sends, if it is the sender of one (it holds the archive)."""
+    context = context_of(ctx_state.get())
+    if not _fans_out() or context.inventory is None or context.inventory.slurm is None:
+        return None
+    broadcast = _plan(spec, place).broadcast
+    return broadcast if broadcast is not None and broadcast.sender == host.name else None
+
+
+def _broadcast_plan(archive: str, holders: list[str], targets: list[str]) -> Broadcast | None:
+    """Where the inventory declares Slurm and the first holder can use it: the targets that are
+    Slurm nodes get the archive by sbcast from that holder (the others, and any that Slurm does
+    not reach, through the SSH tree)."""
+    state = ctx_state.get()
+    inventory = context_of(state).inventory
+    slurm = inventory.slurm if inventory is not None else None
+    if slurm is None or not holders:
+        return None
+    compute = set(slurm.compute_hosts(run_hosts(state)))
+    nodes = tuple(name for name in targets if name in compute)
+    if not nodes:
+        return None
+    ready, _ = cluster_fact(CommandWorks, probe=SLURM_READY).get(holders[0], (False, ""))
+    return Broadcast(archive, holders[0], nodes) if ready else None
+
+
+def _broadcast(state, host, spec: BuildSpec, broadcast: Broadcast) -> bool:  # pyinfra passes these two by name
+    """Runs on the control machine in the sender's turn: sbcast the archive to the nodes in one
+    allocation, then tell each (the Board) whether it came; where Slurm could not, the nodes
+    take the SSH tree's copy and the sender's result says why."""
+    context = context_of(state)
+    board, inventory = context.board, context.inventory
+    assert board is not None and inventory is not None and inventory.slurm is not None
+    slurm = inventory.slurm
+    local = store.local_path(spec.archive)
+    minutes = 1 + int(wait_s(local.stat().st_size if local.is_file() else 0) // 60)
+    job = f"rdmaprov-ship-{spec.key[:12]}"
+    names = [slurm.node_name(node) for node in broadcast.nodes]
+    script = broadcast_script(spec, names, minutes, job, SLURM_GRANT_S)
+    context.busy.add(host.name)
+    try:
+        ok, output = host.run_shell_command(StringCommand(script), **privileges(host))
+    finally:
+        context.busy.discard(host.name)
+    for node in broadcast.nodes:
+        board.mark(_sbcast_item(spec.archive), node, ok)
+    if not ok:
+        said = (output.stderr_lines if output else []) or ["no output"]
+        warn(
+            f"Slurm could not broadcast {spec.archive} ({said[-1].strip()}): nodes busy with jobs, drained or down "
+            f"are not waited for longer than {SLURM_GRANT_S} s; they took it over SSH"
+        )
+    return True
 
 
 def _fans_out() -> bool:
@@ -310,12 +432,15 @@ def artifact_installed(recipe: str, slot: str, settings: RecipeSettings | None):
     if spec is None:
         host.noop("nothing to install on this node")
         return
+    broadcast = _sending(spec, place)
+    if broadcast is not None:
+        yield FunctionCommand(_broadcast, (spec, broadcast), {})
     found = fact(BuildInstalled, prefix=spec.prefix, dirname=spec.dirname)
     if found.key == spec.key:
-        if found.current == spec.dirname:
+        if found.current != spec.dirname:
+            yield StringCommand(switch_current(spec))
+        elif broadcast is None:
             host.noop(f"{spec.name} {spec.version} installed and current")
-            return
-        yield StringCommand(switch_current(spec))
         return
     # The builder keeps its archive; in a check, one it has yet to build counts as kept too.
     kept = bool(fact(KeptArchive, archive=spec.archive)) or (
