@@ -438,8 +438,9 @@ def test_a_softroce_inventory_from_before_the_rail_and_latency_gates_still_passe
     assert "no p99 default for softroce: set cluster.gates.latency.max_p99_us" in latency["reason"]
 
 
-def _with_build(vm_lab, tmp_path, version: str) -> str:
-    """The lab inventory plus a declared build of the probe's C source, packed as a site would keep it."""
+def _with_build(vm_lab, tmp_path, version: str, base: str | None = None) -> str:
+    """The lab inventory (or `base`) plus a declared build of the probe's C source, packed as a
+    site would keep it."""
     from rdmaprov.deploys.gate_tools import probe_source
 
     tarball = tmp_path / f"site-probe-{version}.tar.gz"
@@ -448,7 +449,7 @@ def _with_build(vm_lab, tmp_path, version: str) -> str:
         src.mkdir()
         (src / "allreduce_probe.c").write_text(probe_source())
         subprocess.run(["tar", "-C", str(tmp_path), "-czf", str(tarball), src.name], check=True)
-    data = yaml.safe_load(open(vm_lab.inventory))
+    data = yaml.safe_load(open(base or vm_lab.inventory))
     data.setdefault("defaults", {})["builds"] = [
         {
             "name": "site-probe",
@@ -1307,6 +1308,42 @@ def _an_admins_drain_stays(vm_lab, controller: str, node: str) -> None:
     assert vm_lab.ssh(controller, f"scontrol update nodename={node} state=resume").returncode == 0
 
 
+def _a_build_reaches_the_nodes_by_sbcast(vm_lab, tmp_path, inventory: str) -> None:
+    """A build declared on the running Slurm cluster (a version upgrade): node1 builds it and
+    Slurm's sbcast takes it to node2, which checks its sha256 and installs it; a second apply
+    changes nothing."""
+    built = _with_build(vm_lab, tmp_path, "2.0", base=inventory)
+    install = "builds | build site-probe installed"
+    code, shipped = rdmaprov_json("apply", built, "--tags", "builds", "--skip-verify", "--skip-gates", timeout=900)
+    ops = {h["name"]: {o["name"]: o for o in h["ops"]} for h in shipped["hosts"]}
+    assert code == 2, [(h["name"], h["error"], h["warnings"]) for h in shipped["hosts"]]
+    [send] = [c for c in ops["node1"][install]["commands"] if "sbcast" in c]
+    assert send.startswith("send site-probe-2.0-") and send.endswith(
+        " to node2 by Slurm's sbcast (each checks its sha256)"
+    )
+    [receive] = [c for c in ops["node2"][install]["commands"] if c.startswith("receive ")]
+    assert "from Slurm's sbcast from node1, else node1, else the control machine" in receive, receive
+    # a broadcast Slurm refused, or a copy that did not arrive whole, would be a warning: none
+    assert [h["warnings"] for h in shipped["hosts"]] == [[], []], shipped["hosts"]
+    assert vm_lab.ssh("node2", "readlink /opt/site-probe/current").stdout.startswith("2.0-")
+    code, again = rdmaprov_json("apply", built, "--tags", "builds", "--skip-verify", "--skip-gates", timeout=900)
+    assert code == 0, [(h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in again["hosts"]]
+    # node2 busy with a job: Slurm does not grant it, and the SSH tree ships to it instead, saying so
+    job = vm_lab.ssh("node1", "sbatch --parsable --exclusive -w node2 -o /dev/null --wrap 'sleep 600'").stdout.strip()
+    assert job.isdigit(), job
+    try:
+        assert _wait_for(lambda: _sinfo(vm_lab)["node2"][0] == "allocated", 30), _sinfo(vm_lab)
+        built = _with_build(vm_lab, tmp_path, "2.1", base=inventory)
+        code, shipped = rdmaprov_json("apply", built, "--tags", "builds", "--skip-verify", "--skip-gates", timeout=900)
+        warnings = {h["name"]: h["warnings"] for h in shipped["hosts"]}
+        assert code == 2 and warnings["node1"][0].startswith("Slurm could not broadcast site-probe-2.1-"), warnings
+        assert "they took it over SSH" in warnings["node1"][0], warnings
+        assert warnings["node2"][0].endswith(": Slurm's sbcast did not reach it; received it from node1"), warnings
+        assert vm_lab.ssh("node2", "readlink /opt/site-probe/current").stdout.startswith("2.1-")
+    finally:
+        vm_lab.ssh("node1", f"scancel {job}")
+
+
 def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_lab, tmp_path, monkeypatch):
     # this test's own counter reads and baselines: node2's link flapped for real in the counters
     # test, and the session's reads from before it would rightly fail node2's rdma.port_errors here
@@ -1342,6 +1379,7 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
     }
     code, again = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
     assert code == 0, [(h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in again["hosts"]]
+    _a_build_reaches_the_nodes_by_sbcast(vm_lab, tmp_path, inventory)
 
     try:
         # node2 loses its RDMA device: within one HealthCheckInterval Slurm drains it, with rdmaprov's reason
