@@ -34,7 +34,13 @@ from rdmaprov.nvidia import (
     gencode,
     toolkit_package,
 )
-from rdmaprov.operations.builds import artifact_built, artifact_fetched, artifact_installed, declare
+from rdmaprov.operations.builds import (
+    artifact_broadcast,
+    artifact_built,
+    artifact_fetched,
+    artifact_installed,
+    declare,
+)
 from rdmaprov.operations.erdma import AIACC_PACKAGE, aiacc_plugin, erdma_userspace
 from rdmaprov.operations.gpu import nvidia_driver
 from rdmaprov.operations.packages import packages
@@ -591,8 +597,9 @@ def test_vendor_repository_files_for_cuda_and_erdma():
 
 
 def _slurm_shipping(artifact_store, tmp_path, slurm_ready: bool) -> tuple[dict[str, list[str]], str]:
-    """artifact_installed on each of three nodes of a Slurm cluster where gpu1 built and keeps
-    NCCL and the control machine's cache holds it: {host: commands}, and the archive."""
+    """artifact_broadcast, then artifact_installed, on each of three nodes of a Slurm cluster where
+    gpu1 built and keeps NCCL and the control machine's cache holds it: {host: commands of both},
+    and the archive."""
     from rdmaprov.engine.board import Board
     from rdmaprov.inventory import load_inventory
 
@@ -611,12 +618,12 @@ def _slurm_shipping(artifact_store, tmp_path, slurm_ready: bool) -> tuple[dict[s
         "cluster: {name: c, slurm: {enabled: true, controller: gpu1}}\nhosts: {gpu1: {}, gpu2: {}, gpu3: {}}\n"
     )
     run.inventory = load_inventory(str(path), require_files=False)
-    out = {}
-    for name in cluster:
-        own = {Os: os_fact("ubuntu-22.04"), Gpus: [A100], BuildInstalled: cluster[name], KeptArchive: kept[name]}
-        out[name], _ = run_notes(
-            artifact_installed, own, host=name, state=state, recipe="nccl", slot="NCCL", settings=NCCL
-        )
+    out: dict[str, list[str]] = {name: [] for name in cluster}
+    for op in (artifact_broadcast, artifact_installed):
+        for name in cluster:
+            own = {Os: os_fact("ubuntu-22.04"), Gpus: [A100], BuildInstalled: cluster[name], KeptArchive: kept[name]}
+            done, _ = run_notes(op, own, host=name, state=state, recipe="nccl", slot="NCCL", settings=NCCL)
+            out[name] += done
     return out, spec.archive
 
 
@@ -628,8 +635,8 @@ def test_under_slurm_the_holder_sends_the_archive_by_sbcast_and_the_ssh_tree_sta
     [send] = out["gpu1"]
     assert send.startswith("call _broadcast(") and f"Broadcast(archive='{archive}', sender='gpu1', " in send
     assert send.endswith("nodes=('gpu2', 'gpu3')))")
-    for node in ("gpu2", "gpu3"):  # each waits for Slurm's copy, then takes the tree's from gpu1
-        assert "sources=('sbcast', 'gpu1', '')" in out[node][0], out[node][0]
+    for node in ("gpu2", "gpu3"):  # each takes Slurm's copy, else the tree's from gpu1
+        assert "sources=('@sbcast', 'gpu1', '')" in out[node][0], out[node][0]
     # where Slurm cannot be used from the holder (not installed yet, controller down): the tree alone
     out, _ = _slurm_shipping(artifact_store, tmp_path, slurm_ready=False)
     assert out["gpu1"] == [] and "sources=('gpu1', '')" in out["gpu2"][0]
@@ -640,26 +647,27 @@ def test_the_broadcast_asks_slurm_for_the_nodes_at_once_and_sends_to_where_nodes
     from rdmaprov.operations.builds import Broadcast, Shipment
 
     spec = nccl_build(NCCL, os_fact("ubuntu-22.04"), [A100])
-    script = broadcast_script(spec, ["gpu2", "gpu3"], 3, "rdmaprov-ship-abc", 60)
+    script = broadcast_script(spec, ["gpu2", "gpu3"], "gpu", 3, "rdmaprov-ship-abc", 15)
     words = shlex.split(script)
-    assert words[:8] == [
+    assert words[:9] == [
         "salloc",
         "--job-name=rdmaprov-ship-abc",
+        "--partition=gpu",
         "--nodes=2",
         "--nodelist=gpu2,gpu3",
-        "--immediate=60",
+        "--immediate=15",
         "--time=3",
         "--quiet",
         "sh",
     ]
     archive = f"/var/cache/rdmaprov/artifacts/{spec.archive}"
-    assert words[8:] == [
+    assert words[9:] == [
         "-c",
-        f"srun --ntasks-per-node=1 mkdir -p /var/cache/rdmaprov/artifacts && sbcast --force {archive} {archive}.part",
+        f"srun --ntasks-per-node=1 mkdir -p /var/cache/rdmaprov/artifacts && sbcast --force {archive} {archive}.sbcast",
     ]
     broadcast = Broadcast(spec.archive, "gpu1", ("gpu2", "gpu3"))
     assert broadcast.shown() == f"send {spec.archive} to gpu2, gpu3 by Slurm's sbcast (each checks its sha256)"
-    shown = Shipment(spec, ("sbcast", "gpu1", ""), ("gpu1",), broadcast).shown()
+    shown = Shipment(spec, ("@sbcast", "gpu1", ""), ("gpu1",), broadcast).shown()
     assert shown == (
         f"receive {spec.archive} from Slurm's sbcast from gpu1, else gpu1, else the control machine (sha256 checked)"
     )

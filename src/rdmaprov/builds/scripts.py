@@ -81,6 +81,9 @@ def build_script(spec: BuildSpec) -> str:
 # around the source either way).
 UNREADABLE = 3  # the source could not be reached or read
 DAMAGED = 4  # the copy does not match the archive's sha256
+# Where Slurm's broadcast puts its copy on a node: a name of its own, so that a copy the node
+# takes over SSH meanwhile (<archive>.part) is never written by both.
+SBCAST_SUFFIX = ".sbcast"
 
 
 def receive_script(
@@ -91,13 +94,14 @@ def receive_script(
     user: str = "root",
     deadline: int = 600,
     sent_by: str = "the control machine",
+    suffix: str = ".part",
 ) -> str:
     """On the receiving node: copy the archive from `source` (a node at `address`, over the
     cluster's SSH trust as `user`, within `deadline` seconds; none: `sent_by` has just put it
-    there as <archive>.part), check it against `sha256`, and keep it with its checksum file.
+    there as <archive><suffix>), check it against `sha256`, and keep it with its checksum file.
     Exits UNREADABLE or DAMAGED, removing the copy, when it cannot be kept."""
     archive = sh(spec.archive)
-    part = sh(f"{spec.archive}.part")
+    part = sh(f"{spec.archive}{suffix}")
     origin = source or sent_by
     lines = ["set -e", f"mkdir -p {ARTIFACT_DIR}", f"cd {ARTIFACT_DIR}"]
     if source:
@@ -111,30 +115,32 @@ def receive_script(
         lines.append(f"timeout -k 5 {int(deadline)} {ssh} > {part} || {give_up}")
     damaged = sh(f"rdmaprov: the copy of {spec.archive} from {origin} is damaged")
     lines += [
-        f"echo {sh(f'{sha256}  {spec.archive}.part')} | sha256sum -c --quiet - >/dev/null 2>&1 || "
+        f"echo {sh(f'{sha256}  {spec.archive}{suffix}')} | sha256sum -c --quiet - >/dev/null 2>&1 || "
         f"{{ got=$(sha256sum {part} | cut -c1-16); rm -f {part}; "
         f"printf '%s (sha256 %s…, expected %s…)\\n' {damaged} \"$got\" {sha256[:16]} >&2; exit {DAMAGED}; }}",
         f"mv -f {part} {archive}",
+        f"rm -f {sh(spec.archive + SBCAST_SUFFIX)}",  # a broadcast that came late: this copy is kept
         f"echo {sh(f'{sha256}  {spec.archive}')} > {archive}.sha256.tmp && mv -f {archive}.sha256.tmp {archive}.sha256",
     ]
     return "\n".join(lines)
 
 
-def broadcast_script(spec: BuildSpec, nodes: list[str], minutes: int, job_name: str, wait_s: int) -> str:
-    """On a node holding the archive: Slurm's own broadcast of it to `nodes` (their Slurm names) as
-    <archive>.part, inside one allocation of them that Slurm must grant within `wait_s` seconds
-    (nodes busy with jobs are not waited for: the SSH tree ships to them instead). Each receiver
-    then checks the copy's sha256 as it checks one from the control machine."""
+def broadcast_script(
+    spec: BuildSpec, nodes: list[str], partition: str, minutes: int, job_name: str, wait_s: int
+) -> str:
+    """On a node holding the archive: Slurm's own broadcast of it to `nodes` (their Slurm names, of
+    `partition`) as <archive>.sbcast, inside one allocation of them that Slurm must grant within
+    `wait_s` seconds. Each receiver then checks its copy's sha256 as any other."""
     source = f"{ARTIFACT_DIR}/{spec.archive}"
     inside = " && ".join(
         [
             sh_join(["srun", "--ntasks-per-node=1", "mkdir", "-p", ARTIFACT_DIR]),
-            sh_join(["sbcast", "--force", source, f"{source}.part"]),
+            sh_join(["sbcast", "--force", source, f"{source}{SBCAST_SUFFIX}"]),
         ]
     )
-    words = ["salloc", f"--job-name={job_name}", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}"]
-    words += [f"--immediate={wait_s}", f"--time={minutes}", "--quiet", "sh", "-c", inside]
-    return sh_join(words)
+    words = ["salloc", f"--job-name={job_name}", f"--partition={partition}", f"--nodes={len(nodes)}"]
+    words += [f"--nodelist={','.join(nodes)}", f"--immediate={wait_s}", f"--time={minutes}", "--quiet"]
+    return sh_join([*words, "sh", "-c", inside])
 
 
 def install_script(spec: BuildSpec, keep_archive: bool) -> str:

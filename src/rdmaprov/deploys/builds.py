@@ -15,7 +15,15 @@ from pyinfra.api import deploy
 from rdmaprov.builds.spec import BuildSpec, RecipeSettings, Source
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.config import plain
-from rdmaprov.operations.builds import Recipe, S, artifact_built, artifact_fetched, artifact_installed, declare
+from rdmaprov.operations.builds import (
+    Recipe,
+    S,
+    artifact_broadcast,
+    artifact_built,
+    artifact_fetched,
+    artifact_installed,
+    declare,
+)
 from rdmaprov.parsers.node import Gpu
 from rdmaprov.parsers.system import OsInfo
 
@@ -26,6 +34,7 @@ def build_and_ship(ctx: NodeContext, recipe: Recipe[S], what: str, settings: S |
     name = recipe.name
     artifact_built(name=f"{what} built", recipe=name, slot=what, settings=settings)
     artifact_fetched(name=f"{what} fetched to the control machine", recipe=name, slot=what, settings=settings)
+    artifact_broadcast(name=f"{what} sent by Slurm", recipe=name, slot=what, settings=settings)
     artifact_installed(name=f"{what} installed", recipe=name, slot=what, settings=settings)
 
 

@@ -23,11 +23,13 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FileDownloadCommand, FileUploadCommand, FunctionCommand, StringCommand
+from pyinfra.connectors.util import CommandOutput
 from pyinfra.context import ctx_state
 
 from rdmaprov.builds import store
 from rdmaprov.builds.fanout import CONTROL, routes, wait_s
 from rdmaprov.builds.scripts import (
+    SBCAST_SUFFIX,
     SOURCE_TARBALL,
     broadcast_script,
     build_script,
@@ -46,14 +48,16 @@ from rdmaprov.engine.run_context import context_of, once_per_run, run_hosts
 from rdmaprov.facts.builds import BuildInstalled, CommandWorks, KeptArchive
 from rdmaprov.facts.gpu import Gpus
 from rdmaprov.facts.system import Os
+from rdmaprov.parsers.slurm import parse_scontrol_nodes
 from rdmaprov.quoting import fail_command
+from rdmaprov.slurm.grant import grant_groups
 
 BUILD_DEADLINES = 4  # a build's deadline, in ssh.command_timeout
 
 # Where the inventory declares Slurm, archives go to its nodes by Slurm's own broadcast (sbcast)
 # from a node that holds them, when that node has Slurm's commands and the controller answers
 # (not yet on a cluster's first apply: Slurm is the last deploy). A source of a Shipment:
-SBCAST = "sbcast"
+SBCAST = "@sbcast"  # no host name has an @
 SLURM_READY = "command -v salloc && command -v sbcast && scontrol ping | grep -q ' is UP'"
 SLURM_GRANT_S = 15  # how long Slurm may take to grant the nodes; busy ones get the SSH tree's copy
 
@@ -75,6 +79,7 @@ class Placement:
     spec: BuildSpec | None
     builder: str = ""
     needing: tuple[str, ...] = ()
+    group: tuple[str, ...] = ()  # the hosts of this run that want this same build
 
 
 def _peer_keys(rec: Recipe[Any], slot: str) -> dict[str, str]:
@@ -114,7 +119,7 @@ def placement(name: str, slot: str, settings: RecipeSettings | None) -> Placemen
     installed = cluster_fact(BuildInstalled, prefix=own.prefix, dirname=own.dirname)
     group = [name for name in run_hosts(ctx_state.get()) if name == host.name or keys.get(name) == own.key]
     needing = tuple(peer for peer in group if peer not in installed or installed[peer].key != own.key)
-    return Placement(own, group[0], needing)
+    return Placement(own, group[0], needing, tuple(group))
 
 
 def _check_source(spec: BuildSpec) -> None:
@@ -286,7 +291,7 @@ def _receive(state, host, shipment: Shipment) -> bool:  # pyinfra passes these t
                 if not sent:
                     tried.append("Slurm's sbcast did not reach it")
                     continue
-                script = receive_script(spec, sha, sent_by=name)
+                script = receive_script(spec, sha, sent_by=name, suffix=SBCAST_SUFFIX)
                 ok, output = host.run_shell_command(StringCommand(script), **sudo)
             elif source == CONTROL:
                 # a fresh node has no archive folder yet, and the upload (SFTP, or cp under sudo)
@@ -347,7 +352,8 @@ def _plan(spec: BuildSpec, place: Placement) -> _Plan:
             if name in kept and (kept[name] and kept[name] in (reference, None) or name == place.builder and to_build)
         ]
         targets = [name for name in place.needing if name in kept and name not in holders]
-        return _Plan(tuple(holders), routes(holders, targets), _broadcast_plan(spec.archive, holders, targets))
+        senders = [name for name in holders if name in place.group]  # each runs this build's steps
+        return _Plan(tuple(holders), routes(holders, targets), _broadcast_plan(spec.archive, senders, targets))
 
     return once_per_run(f"shipping {spec.archive} {reference} {to_build}", kept, work_out)
 
@@ -361,59 +367,89 @@ def _shipment(spec: BuildSpec, place: Placement) -> Shipment:
     return Shipment(spec, sources, plan.holders, plan.broadcast)
 
 
-def _sending(spec: BuildSpec, place: Placement) -> Broadcast | None:
-    """The broadcast this node sends, if it is the sender of one (it holds the archive)."""
-    context = context_of(ctx_state.get())
-    if not _fans_out() or context.inventory is None or context.inventory.slurm is None:
-        return None
-    broadcast = _plan(spec, place).broadcast
-    return broadcast if broadcast is not None and broadcast.sender == host.name else None
-
-
-def _broadcast_plan(archive: str, holders: list[str], targets: list[str]) -> Broadcast | None:
-    """Where the inventory declares Slurm and the first holder can use it: the targets that are
-    Slurm nodes get the archive by sbcast from that holder (the others, and any that Slurm does
-    not reach, through the SSH tree)."""
+def _broadcast_plan(archive: str, senders: list[str], targets: list[str]) -> Broadcast | None:
+    """Where the inventory declares Slurm and the first node that holds the archive and wants the
+    same build (so it runs artifact_broadcast for it) can use Slurm: the targets that are Slurm
+    nodes get it by sbcast from there (the others, and any Slurm does not grant, by the SSH tree)."""
     state = ctx_state.get()
     inventory = context_of(state).inventory
     slurm = inventory.slurm if inventory is not None else None
-    if slurm is None or not holders:
+    if slurm is None or not senders:
         return None
     compute = set(slurm.compute_hosts(run_hosts(state)))
     nodes = tuple(name for name in targets if name in compute)
     if not nodes:
         return None
-    ready, _ = cluster_fact(CommandWorks, probe=SLURM_READY).get(holders[0], (False, ""))
-    return Broadcast(archive, holders[0], nodes) if ready else None
+    ready, _ = cluster_fact(CommandWorks, probe=SLURM_READY).get(senders[0], (False, ""))
+    return Broadcast(archive, senders[0], nodes) if ready else None
+
+
+def _last_said(output: CommandOutput | None) -> str:
+    """The last line a failed command wrote to stderr (Slurm's reason)."""
+    lines = output.stderr_lines if output else []
+    return lines[-1].strip() if lines else "no output"
 
 
 def _broadcast(state, host, spec: BuildSpec, broadcast: Broadcast) -> bool:  # pyinfra passes these two by name
-    """Runs on the control machine in the sender's turn: sbcast the archive to the nodes in one
-    allocation, then tell each (the Board) whether it came; where Slurm could not, the nodes
-    take the SSH tree's copy and the sender's result says why."""
+    """Runs on the control machine in the sender's turn: ask Slurm which nodes it can grant now
+    (slurm/grant.py), sbcast the archive to them in one allocation per partition, and tell every
+    receiver (the Board) whether its copy came, whatever happens; the others take the SSH tree's
+    copy, and the sender's result says which and why."""
     context = context_of(state)
     board, inventory = context.board, context.inventory
     assert board is not None and inventory is not None and inventory.slurm is not None
-    slurm = inventory.slurm
-    local = store.local_path(spec.archive)
-    minutes = 1 + int(wait_s(local.stat().st_size if local.is_file() else 0) // 60)
-    job = f"rdmaprov-ship-{spec.key[:12]}"
-    names = [slurm.node_name(node) for node in broadcast.nodes]
-    script = broadcast_script(spec, names, minutes, job, SLURM_GRANT_S)
+    by_name = {inventory.slurm.node_name(node): node for node in broadcast.nodes}
+    sent: list[str] = []
+    refused: dict[str, str] = {}
     context.busy.add(host.name)
     try:
-        ok, output = host.run_shell_command(StringCommand(script), **privileges(host))
+        if _stopped(state, host):
+            return False
+        sudo = privileges(host)
+        ok, output = host.run_shell_command(StringCommand("scontrol -o show node"), **sudo)
+        if ok:
+            groups, refused = grant_groups(parse_scontrol_nodes("\n".join(output.stdout_lines)), list(by_name))
+        else:
+            groups, refused = {}, dict.fromkeys(by_name, _last_said(output))
+        local = store.local_path(spec.archive)
+        minutes = 1 + int(wait_s(local.stat().st_size if local.is_file() else 0) // 60)
+        for partition, names in groups.items():
+            script = broadcast_script(spec, names, partition, minutes, f"rdmaprov-ship-{spec.key[:12]}", SLURM_GRANT_S)
+            ok, output = host.run_shell_command(StringCommand(script), **sudo)
+            if ok:
+                sent += names
+            else:
+                refused.update(dict.fromkeys(names, _last_said(output)))
     finally:
         context.busy.discard(host.name)
-    for node in broadcast.nodes:
-        board.mark(_sbcast_item(spec.archive), node, ok)
-    if not ok:
-        said = (output.stderr_lines if output else []) or ["no output"]
-        warn(
-            f"Slurm could not broadcast {spec.archive} ({said[-1].strip()}): nodes busy with jobs, drained or down "
-            f"are not waited for longer than {SLURM_GRANT_S} s; they took it over SSH"
-        )
+        for name, node in by_name.items():
+            board.mark(_sbcast_item(spec.archive), node, name in sent)
+    if refused:
+        reasons: dict[str, list[str]] = {}
+        for name, why in refused.items():
+            reasons.setdefault(why, []).append(by_name[name])
+        shown = "; ".join(f"{', '.join(nodes)}: {why}" for why, nodes in reasons.items())
+        warn(f"Slurm did not broadcast {spec.archive} to {shown}; they took it over SSH")
     return True
+
+
+@operation()
+def artifact_broadcast(recipe: str, slot: str, settings: RecipeSettings | None):
+    """On the node chosen to send each archive, where the inventory declares Slurm: Slurm's
+    broadcast to the Slurm nodes that lack it. Before artifact_installed, so that receivers find
+    their copy there (pyinfra finishes an operation on every host, in every batch, first)."""
+    place = placement(recipe, slot, settings)
+    spec = place.spec
+    context = context_of(ctx_state.get())
+    slurm = context.inventory.slurm if context.inventory is not None else None
+    if spec is None or slurm is None or not _fans_out() or not [n for n in place.needing if n != host.name]:
+        host.noop("nothing to broadcast from this node")
+        return
+    broadcast = _plan(spec, place).broadcast
+    if broadcast is None or broadcast.sender != host.name:
+        host.noop(f"{spec.archive} is not broadcast from this node")
+        return
+    yield FunctionCommand(_broadcast, (spec, broadcast), {})
 
 
 def _fans_out() -> bool:
@@ -432,15 +468,12 @@ def artifact_installed(recipe: str, slot: str, settings: RecipeSettings | None):
     if spec is None:
         host.noop("nothing to install on this node")
         return
-    broadcast = _sending(spec, place)
-    if broadcast is not None:
-        yield FunctionCommand(_broadcast, (spec, broadcast), {})
     found = fact(BuildInstalled, prefix=spec.prefix, dirname=spec.dirname)
     if found.key == spec.key:
-        if found.current != spec.dirname:
-            yield StringCommand(switch_current(spec))
-        elif broadcast is None:
+        if found.current == spec.dirname:
             host.noop(f"{spec.name} {spec.version} installed and current")
+            return
+        yield StringCommand(switch_current(spec))
         return
     # The builder keeps its archive; in a check, one it has yet to build counts as kept too.
     kept = bool(fact(KeptArchive, archive=spec.archive)) or (
