@@ -29,7 +29,7 @@ from rdmaprov.parsers.system import OsInfo
 
 
 def build_and_ship(ctx: NodeContext, recipe: Recipe[S], what: str, settings: S | None) -> None:
-    """The three steps of one build, planned on every host (settings None: not wanted here)."""
+    """The four steps of one build, planned on every host (settings None: not wanted here)."""
     declare(recipe, what, settings, wanted=not ctx.planned_only)
     name = recipe.name
     artifact_built(name=f"{what} built", recipe=name, slot=what, settings=settings)

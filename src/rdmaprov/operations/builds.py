@@ -1,9 +1,10 @@
 """Operations that build an artifact on one node, bring it to the control machine, install it everywhere.
 
-pyinfra runs each operation on every host before the next one starts, so three operations are
-three steps across the cluster: `artifact_built` (only the builder of each distinct build does
+pyinfra runs each operation on every host before the next one starts, so four operations are
+four steps across the cluster: `artifact_built` (only the builder of each distinct build does
 anything), `artifact_fetched` (the builder's archive comes to the control machine's cache, when
-other nodes need it), `artifact_installed` (every node: checksum, unpack, switch `current`).
+other nodes need it), `artifact_broadcast` (under Slurm: one node sends it to the Slurm nodes by
+sbcast), `artifact_installed` (every node: receive, checksum, unpack, switch `current`).
 
 A node's build is described by a *recipe*: a function of its settings (from the inventory, the
 operations' arguments) and its facts (distro, GPUs). The builder of a build is the first host,
@@ -84,7 +85,7 @@ class Placement:
 
 def _peer_keys(rec: Recipe[Any], slot: str) -> dict[str, str]:
     """Build id of every host that declared `slot`, from the cluster's facts; worked out once per
-    run (each host's three operations ask for it: recomputing per host would be quadratic)."""
+    run (each host's operations ask for it: recomputing per host would be quadratic)."""
     run = context_of(ctx_state.get())
     memo = run.build_keys
     if slot in memo:
