@@ -261,7 +261,7 @@ def _disordered(gates: Section, smap: SourceMap) -> list[Problem]:
     """Each pair of ORDERED_BOUNDS whose values (written or the schema's defaults) are not in
     order; the problem points at the key the inventory wrote."""
     root = load_schema("inventory")
-    filled = Section.of(fill_defaults(dict(gates.data), root["$defs"]["gates"], root), gates.where)
+    filled = Section.of(fill_defaults(gates.data, root["$defs"]["gates"], root), gates.where)
     problems = []
     for pair in ORDERED_BOUNDS:
         written, values = gates.section(pair.gate), filled.section(pair.gate)
@@ -470,7 +470,7 @@ def _timeout_problems(check: Section, smap: SourceMap) -> list[Problem]:
         return []
     root = load_schema("inventory")
     schema = root["$defs"]["slurm"]["properties"]["health_check"]
-    filled = Section.of(fill_defaults(dict(check.data), schema, root), check.where)
+    filled = Section.of(fill_defaults(check.data, schema, root), check.where)
     interval, report = filled.integer("interval_s"), filled.integer("report_timeout_s")
     where = _SLURM + ("health_check", "timeout_s")
     if timeout >= interval:
