@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 from tests.conftest import rdmaprov, rdmaprov_json
-from tests.support.twin import DRIVER, FAULTS, TWIN_DEFAULTS, TwinNode
+from tests.support.twin import DRIVER, FAULTS, TWIN_DEFAULTS, TwinNode, with_twin_gates
 
 pytestmark = pytest.mark.e2e
 
@@ -27,14 +27,6 @@ HOSTS = 16
 # The memlock a login gets on a twin is this machine's (the farm's sshd runs without PAM, and
 # this machine gives no right to raise its hard limit): the one finding the test bed itself fails.
 MEMLOCK = str(resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] // 1024)
-
-# The twins' ib_write_bw moves what the captured run did, 92.6 % of the line rate: the rail
-# gate's default 95 % would fail every healthy rail.
-TWIN_GATES = """cluster:
-  gates:
-    ib_write_bw: {duration_s: 1}
-    rail: {duration_s: 1, fraction: 0.9}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -98,11 +90,7 @@ def test_diagnose_names_the_node_with_the_slow_rail_and_the_rail(twin_farm, tmp_
     """Seven healthy-looking twins, node12's mlx5_4 at half its rate: the pair rounds test every
     rail, so the one slow HCA of eight fails its pair; round 2 clears its peer and names node12,
     and its rails against a cleared node name mlx5_4."""
-    inventory = str(twin_farm.inventory(tmp_path / "twin.yaml", TWIN_DEFAULTS))
-    with open(inventory) as file:
-        text = file.read()
-    with open(inventory, "w") as file:  # the gates' settings under the farm's own cluster section
-        file.write(text.replace("cluster:\n", TWIN_GATES, 1))
+    inventory = str(with_twin_gates(twin_farm.inventory(tmp_path / "twin.yaml", TWIN_DEFAULTS)))
     code, diagnosis = rdmaprov_json("diagnose", inventory, "--limit", ",".join(f"node{n}" for n in range(10, 17)))
     assert code == 4 and list(diagnosis["suspects"]) == ["node12"], diagnosis
     assert sorted(diagnosis["cleared"]) == sorted(f"node{n}" for n in (10, 11, 13, 14, 15, 16))
