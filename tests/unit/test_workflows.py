@@ -191,6 +191,39 @@ def test_fingerprint_is_stable_and_sensitive():
     assert a != fingerprint((), {"path": "/etc/nccl.conf", "content": "NCCL_DEBUG=INFO\n"})
 
 
+def test_shared_arguments_are_encoded_once_and_fingerprint_as_before():
+    """ssh_trust hands every node the same read-only cluster lists: encoded once per run, with
+    the text (and so the fingerprints nodes recorded) json.dumps gave the whole call."""
+    import hashlib
+    import json
+    from types import MappingProxyType
+
+    names = tuple(f"node{n}" for n in range(300))
+    addresses = MappingProxyType({name: f"10.0.{n // 250}.{n % 250}" for n, name in enumerate(names)})
+    cases = [
+        ((), {"cluster": names, "addresses": addresses, "marker": "rdmaprov cluster c", "user": "root"}),
+        (("/etc/hosts", names), {"mode": "644", "data": b"\x00", "nested": {"b": [1.5, None], "a": True}}),
+        ((), {}),
+        (("é",), {"lines": (), "map": MappingProxyType({})}),
+    ]
+    shared: dict = {}
+    for args, kwargs in cases:
+        plain = {k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in kwargs.items()}
+        text = json.dumps(
+            [list(args), plain], sort_keys=True, default=lambda v: "sha256:" + hashlib.sha256(v).hexdigest()
+        )
+        before = hashlib.sha256(text.encode()).hexdigest()[:16]
+        assert fingerprint(args, kwargs) == fingerprint(args, kwargs, shared) == before
+    assert {id(names), id(addresses)} <= set(shared)
+    # the cached text is what is used: a second node's call does not encode the lists again
+    shared[id(names)] = (names, '["stand-in"]')
+    assert fingerprint((), {"cluster": names}, shared) == fingerprint((), {"cluster": ["stand-in"]})
+    # a list can change between nodes, so it is never cached
+    lines = ["a"]
+    fingerprint((), {"lines": lines}, shared)
+    assert id(lines) not in shared
+
+
 def test_operations_record_their_fingerprint():
     kwargs = {"path": "/etc/nccl.conf", "content": "NCCL_DEBUG=WARN\n"}
     _, notes = run_notes(managed_file, {ManagedFile: FileState(False)}, **kwargs)

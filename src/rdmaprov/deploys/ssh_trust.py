@@ -8,7 +8,9 @@ the next apply, which revokes its access.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from pyinfra.api import deploy
 
@@ -20,7 +22,7 @@ from rdmaprov.operations.ssh import key_pair, known_hosts, trusted_keys
 from rdmaprov.quoting import config_word
 
 
-def hosts_file_lines(cluster: list[str], addresses: dict[str, str]) -> list[str]:
+def hosts_file_lines(cluster: Sequence[str], addresses: Mapping[str, str]) -> list[str]:
     """/etc/hosts lines `ADDRESS NAME` for the nodes the inventory reaches by IP address (a DNS
     name is no hosts-file address: such nodes already resolve by DNS)."""
     lines = []
@@ -38,19 +40,20 @@ class _Cluster:
     """What every node's trust is made of, the same for each: worked out once per run (per node,
     each is a pass over every host, n² for the cluster)."""
 
-    names: list[str]
-    addresses: dict[str, str]
-    hosts_lines: list[str]
+    names: tuple[str, ...]
+    addresses: Mapping[str, str]
+    hosts_lines: tuple[str, ...]
 
 
 def _cluster(inventory: Inventory) -> _Cluster:
-    """The cluster's trust, once per run."""
+    """The cluster's trust, once per run; read-only, so each operation's fingerprint encodes it
+    once for all nodes (engine/desired.fingerprint)."""
 
     def work_out() -> _Cluster:
         names = inventory.host_names() if inventory.ssh_trust.enabled else []
         addresses = {name: spec.address for name, spec in inventory.hosts.items()}
         lines = hosts_file_lines(names, addresses) if inventory.ssh_trust.hosts_file else []
-        return _Cluster(names, addresses, lines)
+        return _Cluster(tuple(names), MappingProxyType(addresses), tuple(lines))
 
     return once_per_run("ssh_trust", inventory, work_out)
 

@@ -65,6 +65,8 @@ class RunNotes:
     desired: dict[tuple[str, str], str] = field(default_factory=dict)
     warnings: dict[str, list[str]] = field(default_factory=dict)
     reboots: dict[str, list[str]] = field(default_factory=dict)
+    # Arguments every node's operation shares, by id, with their JSON (engine/desired.fingerprint)
+    encoded: dict[int, tuple[object, str]] = field(default_factory=dict)
 
     def clear(self) -> None:
         """Forget what fact discovery's trial evaluations noted: the real evaluation notes it again."""

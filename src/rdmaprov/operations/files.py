@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from io import BytesIO
 
@@ -132,7 +132,7 @@ def managed_file(
 
 
 def block_commands(
-    path: str, marker: str, lines: list[str], current: BlockFileState, mode: str, user: str, group: str
+    path: str, marker: str, lines: Sequence[str], current: BlockFileState, mode: str, user: str, group: str
 ) -> Iterator:
     """Commands that make rdmaprov's block in `path` hold `lines`, keeping the rest of the file.
     The file is read whole (for the diff and the rest of it) only when its sha256 says it differs."""
@@ -149,7 +149,9 @@ def block_commands(
 
 
 @operation()
-def managed_block(path: str, marker: str, lines: list[str], mode: str = "644", user: str = "root", group: str = "root"):
+def managed_block(
+    path: str, marker: str, lines: Sequence[str], mode: str = "644", user: str = "root", group: str = "root"
+):
     """Keep exactly `lines` between rdmaprov's BEGIN/END markers in `path`; other lines stay."""
     current = fact(BlockFile, path=path, marker=marker)
     yield from block_commands(path, marker, lines, current, mode, user, group)

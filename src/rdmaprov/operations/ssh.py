@@ -7,7 +7,7 @@ facts from each node in the same run.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from pyinfra import host
 from pyinfra.api import StringCommand
@@ -45,7 +45,7 @@ def key_pair(user: str, key_type: str):
     )
 
 
-def wanted_lines(cluster: list[str], identities: dict[str, SshIdentity], current: list[str], render) -> list[str]:
+def wanted_lines(cluster: Sequence[str], identities: dict[str, SshIdentity], current: list[str], render) -> list[str]:
     """Managed lines for every inventory host: from this run's facts, else kept from the file.
 
     A host that could not be read this run (down, or outside --limit) keeps the lines it has; a
@@ -69,7 +69,7 @@ def wanted_lines(cluster: list[str], identities: dict[str, SshIdentity], current
 
 def block_for_every_node(
     kind: str,
-    cluster: list[str],
+    cluster: Sequence[str],
     identities: dict[str, SshIdentity],
     current: Callable[[], list[str]],
     render: Callable[[str, SshIdentity], list[str]],
@@ -96,7 +96,7 @@ def _block_now(path: str, marker: str) -> Callable[[], list[str]]:
 
 
 @operation()
-def trusted_keys(user: str, key_type: str, cluster: list[str], marker: str):
+def trusted_keys(user: str, key_type: str, cluster: Sequence[str], marker: str):
     """Every cluster node's public key in the user's authorized_keys, inside rdmaprov's block."""
     identities = cluster_fact(SshIdentityFact, user=user, key_type=key_type)
     mine = identities.get(host.name) or fact(SshIdentityFact, user=user, key_type=key_type)
@@ -122,7 +122,7 @@ def trusted_keys(user: str, key_type: str, cluster: list[str], marker: str):
     yield from block_commands(path, marker, lines, current, "600", user, group)
 
 
-def _keyless(cluster: list[str], identities: dict[str, SshIdentity]) -> list[str]:
+def _keyless(cluster: Sequence[str], identities: dict[str, SshIdentity]) -> list[str]:
     """The nodes read this run that have no key pair yet, worked out once per run."""
     return once_per_run(
         "keyless", identities, lambda: [n for n in cluster if n in identities and not identities[n].user_key]
@@ -130,7 +130,7 @@ def _keyless(cluster: list[str], identities: dict[str, SshIdentity]) -> list[str
 
 
 @operation()
-def known_hosts(user: str, key_type: str, cluster: list[str], addresses: dict[str, str], marker: str):
+def known_hosts(user: str, key_type: str, cluster: Sequence[str], addresses: Mapping[str, str], marker: str):
     """Every cluster node's real host keys, by inventory name, address and hostname, system-wide.
 
     `user`/`key_type` only select the shared cluster fact (the same read as trusted_keys).

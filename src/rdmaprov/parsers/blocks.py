@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 def markers(marker: str) -> tuple[str, str]:
     """The block's first and last lines."""
@@ -19,7 +21,7 @@ def block_lines(text: str, marker: str) -> list[str]:
     return lines[start:stop]
 
 
-def replace_block(text: str, marker: str, new_lines: list[str]) -> str:
+def replace_block(text: str, marker: str, new_lines: Sequence[str]) -> str:
     """`text` with the block's lines replaced (appended if missing, removed if new_lines is empty).
 
     Everything outside the markers is kept byte for byte, so keys and hosts that users or other
