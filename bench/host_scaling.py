@@ -89,8 +89,11 @@ def diagnosed(m: Measured, result: dict, slow: str) -> dict:
         "rounds": result.get("rounds"),
         "suspects": list(suspects),
         "cleared": len(result.get("cleared", [])),
+        "undecided": len(result.get("undecided", {})),
         "named": list(suspects) == [slow] and f"{slow}:mlx5_4" in evidence,
         "pair_tests": sum(1 for t in result.get("tests", []) if t.get("gate") == "rail"),
+        # why tests failed, where they did: the slow rail's, or the test bed's own
+        "failures": sorted({t.get("reason", "")[:200] for t in result.get("tests", []) if not t.get("passed")})[:5],
     }
 
 
