@@ -346,7 +346,8 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
     """containers.runtime podman: podman from the lab's mirror and rdmaprov's containers.conf drop-in;
     a container started with no flags at all sees rxe0, may pin memory and has the node's NCCL
     variables, and ib_write_bw runs between containers on the two VMs over SoftRoCE. With locked
-    memory withheld on the command line the same client fails to register its buffer."""
+    memory withheld on the command line the same client fails to register its buffer. The
+    container gate then passes, names what a container lacked, and runs every rail."""
     data = yaml.safe_load(open(vm_lab.inventory))
     data["defaults"]["containers"] = {"runtime": "podman"}
     inventory = tmp_path / "containers.yaml"
@@ -381,22 +382,54 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
     finally:
         vm_lab.ssh("node2", "podman rm -f rdmaprov-bw")
     _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory)
+    _container_gate_runs_every_rail(vm_lab, tmp_path)
     data["defaults"]["containers"] = {"runtime": "none"}
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     code, off = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
     assert code == 2 and vm_lab.ssh("node1", "ls /etc/containers/containers.conf.d").stdout.strip() == ""
 
 
-def _container_gate(vm_lab, tmp_path, image: str) -> tuple[int, list[dict]]:
-    """verify --gates with the container gate alone (ib_write_bw's pairs and lab bounds kept)."""
-    path = _gates_only(vm_lab, tmp_path, "container-gate.yaml", ["rxe0"], {"container": {"image": image}})
+def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], **bw) -> str:
+    """The container gate alone (ib_write_bw's pairs and lab bounds kept, `bw` on top)."""
+    path = _gates_only(vm_lab, tmp_path, "container-gate.yaml", devices, {"container": {"image": image}})
     data = yaml.safe_load(open(path))
     lab_gates = yaml.safe_load(open(vm_lab.inventory))["cluster"]["gates"]
-    data["cluster"]["gates"]["ib_write_bw"] = {**lab_gates.get("ib_write_bw", {}), "enabled": False}
+    data["cluster"]["gates"]["ib_write_bw"] = {**lab_gates.get("ib_write_bw", {}), **bw, "enabled": False}
     data["defaults"]["containers"] = {"runtime": "podman"}
     Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _container_gate(vm_lab, tmp_path, image: str) -> tuple[int, list[dict]]:
+    """verify --gates with the container gate alone, on rxe0."""
+    path = _container_gate_inventory(vm_lab, tmp_path, image, ["rxe0"])
     code, result = rdmaprov_json("verify", path, "--gates", timeout=600)
     return code, [g for g in result["gates"] if g["gate"] == "container"]
+
+
+def _container_gate_runs_every_rail(vm_lab, tmp_path) -> None:
+    """A second rail on both VMs (rxe1 on a macvlan): the container gate runs both rails in
+    containers at once, a verdict for each HCA. With 1 MiB messages for 10 s, as the rail test
+    uses: two rails share each VM's one emulated CPU."""
+    path = _container_gate_inventory(vm_lab, tmp_path, IMAGE, ["rxe0", "rxe1"], size=1048576, duration_s=10)
+
+    def rails_up() -> None:
+        for i, node in enumerate(("node1", "node2")):
+            if vm_lab.ssh(node, "ip -o link show mv0").returncode != 0:
+                _second_rail(vm_lab, node, i)
+
+    def both_passed(result: dict) -> bool:
+        return [g["passed"] for g in result["gates"] if g["gate"] == "container"] == [True, True]
+
+    try:
+        code, result = _gates_until(vm_lab, path, both_passed, rails_up)
+        gates = _by_subject(result, "container")
+        rails = {frozenset(subject.split(" -> ")) for subject in gates}
+        assert rails == {frozenset({"node1:rxe0", "node2:rxe0"}), frozenset({"node1:rxe1", "node2:rxe1"})}, gates
+        assert code == 0 and all(g["passed"] and g["details"]["image"] == IMAGE for g in gates.values()), gates
+    finally:
+        for node in ("node1", "node2"):
+            vm_lab.ssh(node, "rdma link del rxe1; ip link del mv0")
 
 
 def _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory) -> None:

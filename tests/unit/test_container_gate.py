@@ -8,8 +8,9 @@ import io
 import pytest
 from rich.console import Console
 
-from rdmaprov.health.gates.ib_write_bw import bandwidth_tool
-from rdmaprov.health.gates.perftest import Tool
+from rdmaprov.health.gates.container import judge_lane
+from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, pair_bounds
+from rdmaprov.health.gates.perftest import Endpoint, Lane, LaneOutput, Tool
 from rdmaprov.inventory.loader import load_inventory
 from rdmaprov.parsers.container import container_lack, provider_name
 from rdmaprov.parsers.perftest import parse_bw_output
@@ -118,3 +119,28 @@ def test_a_new_image_starts_a_baseline_of_its_own(tmp_path, monkeypatch):
     print_baselines(load_parts("prod"), Console(file=out, width=200))
     shown = [line for line in out.getvalue().splitlines() if line.count("container") == 1]
     assert ["a -> b in site/train:24.05" in shown[0], "a -> b in site/train:24.06" in shown[1]] == [True, True], shown
+
+
+def _lane_output(client_fixture: str, rail: int) -> LaneOutput:
+    """A lane of rail `rail` (node1 -> node2) whose client printed a captured output."""
+    device = f"rxe{rail}"
+    server, client = (Endpoint(host, device, 1, 1, None) for host in ("node2", "node1"))
+    lane = Lane(rail, server, client, 18515 + rail)
+    return LaneOutput(lane, (CAPTURED / client_fixture).read_text(), 0, "", 0)
+
+
+def test_each_rail_in_the_image_gets_its_own_verdict_naming_what_its_container_lacked():
+    """Every rail of a pair runs in containers at once: one rail whose container could not pin
+    memory fails naming it and the node, the other is judged on its figure."""
+    bounds = pair_bounds(gates_config({"ib_write_bw": {"min_gbps": 0.1}}).ib_write_bw)
+    good, short = (
+        _lane_output("ib_write_bw_client_podman_rxe.txt", 0),
+        _lane_output("ib_write_bw_client_memlock_64k.txt", 1),
+    )
+    passed = judge_lane(good, IMAGE, bounds, good.lane.subject)
+    failed = judge_lane(short, IMAGE, bounds, short.lane.subject)
+    assert passed.passed and passed.measured == 0.21 and passed.details["image"] == IMAGE
+    assert str(passed.subject) == "node2:rxe0 -> node1:rxe0" and passed.details["rail"] == 0
+    assert not failed.passed and str(failed.subject) == "node2:rxe1 -> node1:rxe1"
+    assert "may not lock memory" in failed.reason and failed.reason.endswith("(on node1)")
+    assert failed.details == {"image": IMAGE, "via": "ssh", "rail": 1, "host": "node1"}

@@ -1,9 +1,11 @@
 """Gate: ib_write_bw between containers of the site's own image on the ib_write_bw gate's pairs,
-started by the node's podman with nothing but what rdmaprov's containers.conf gives every
-container (deploys/containers.py). It passes where a training job in that image could use the
-fabric, and judges the figure like the host's ib_write_bw gate; a failure says what the container
-lacked and where (parsers/container.py): the image or perftest in it, the RDMA device, the HCA's
-verbs provider, locked memory.
+every rail of a pair at once (as the rail gate runs them on the host), started by the node's
+podman with nothing but what rdmaprov's containers.conf gives every container
+(deploys/containers.py): a training job in the image uses every HCA, so each one is tested from
+inside it. It passes where such a job could use the fabric, and judges each figure like the
+host's ib_write_bw gate; a failure says what the container lacked and where
+(parsers/container.py): the image or perftest in it, the RDMA device, the HCA's verbs provider,
+locked memory.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rdmaprov.engine.session import Session
-from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, judge_bandwidth, pair_bounds, run_first_lane
+from rdmaprov.health.gates.bandwidth import Bounds
+from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool, judge_bandwidth, pair_bounds
 from rdmaprov.health.gates.pairs import gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import LaneOutput, pair_problem
+from rdmaprov.health.gates.perftest import Lane, LaneOutput, pair_lanes, pair_problem, run_lanes
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
 from rdmaprov.parsers.container import container_lack
@@ -45,33 +48,51 @@ def _without_runtime(session: Session, server: str, client: str, reports: dict[s
     return ""
 
 
-def run_container_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> GateResult:
-    """ib_write_bw from a container on the server's first RDMA device to one on the client's."""
-    inventory = session.inventory
-    image, settings = inventory.gates.container.image, inventory.gates.ib_write_bw
-    subject = Subject.pair(server, client)
-    why = _without_runtime(session, server, client, reports)
-    if why:
-        return GateResult(GATE, subject, False, why, details={"image": image})
-    tool = replace(bandwidth_tool(settings), image=image)
-    output = run_first_lane(session, GATE, server, client, reports, tool)
-    if not isinstance(output, LaneOutput):
-        [result] = output
-        lack = container_lack(result.reason, image)  # the server never listened: its device is not known here
-        reason = f"{lack} (on {server}): {result.reason}" if lack else result.reason
-        return replace(result, reason=reason, details={**result.details, "image": image})
+def judge_lane(output: LaneOutput, image: str, bounds: Bounds, subject: Subject) -> GateResult:
+    """One lane's verdict: what a container lacked, first (its figure, if any, means nothing
+    then), else the client's figure against the link's rate."""
+    details: dict[str, object] = {"image": image, "via": output.via, "rail": output.lane.rail}
     lacked = _lacked(output, image)
-    details = {"image": image, "via": output.via, "rail": output.lane.rail}
     if lacked:
         host, lack = lacked
         return GateResult(GATE, subject, False, f"{lack} (on {host})", details={**details, "host": host})
-    result = judge_bandwidth(GATE, subject, output, pair_bounds(settings))
+    result = judge_bandwidth(GATE, subject, output, bounds)
     return replace(result, details={**result.details, "image": image})
+
+
+def run_container_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> list[GateResult]:
+    """ib_write_bw between containers on every rail both nodes have, at once. A pair with one
+    rail keeps the pair as its subject (`node1 -> node2`); with several, each rail is named by
+    its HCAs as the rail gate names them."""
+    inventory = session.inventory
+    image, settings = inventory.gates.container.image, inventory.gates.ib_write_bw
+    why = _without_runtime(session, server, client, reports)
+    if why:
+        return [GateResult(GATE, Subject.pair(server, client), False, why, details={"image": image})]
+    lanes, results, _ = pair_lanes(session, GATE, server, client, reports, TCP_PORT)
+    results = [replace(r, details={**r.details, "image": image}) for r in results]
+    single = len(lanes) == 1 and not results
+
+    def subject(lane: Lane) -> Subject:
+        return Subject.pair(server, client) if single else lane.subject
+
+    if not lanes:
+        return results
+    outputs = run_lanes(session, replace(bandwidth_tool(settings), image=image), lanes)
+    if isinstance(outputs, str):  # the server never listened: its device is not known here
+        lack = container_lack(outputs, image)
+        reason = f"{lack} (on {server}): {outputs}" if lack else outputs
+        return results + [
+            GateResult(GATE, subject(lane), False, reason, details={"image": image, "rail": lane.rail})
+            for lane in lanes
+        ]
+    bounds = pair_bounds(settings)
+    return results + [judge_lane(output, image, bounds, subject(output.lane)) for output in outputs]
 
 
 def run_container_gate(
     session: Session, hosts: list[str], reports: dict[str, NodeReport], newcomers: list[str] | None = None
 ) -> list[GateResult]:
-    """The ib_write_bw gate's pairs, in containers, in rounds where no node is in two pairs at once."""
+    """The ib_write_bw gate's pairs, every rail in containers, in rounds where no node is in two pairs at once."""
     pairs = gate_pairs(session.inventory.gates.ib_write_bw.pairs, hosts, newcomers)
-    return run_in_rounds(GATE, pairs, lambda server, client: [run_container_pair(session, server, client, reports)])
+    return run_in_rounds(GATE, pairs, lambda server, client: run_container_pair(session, server, client, reports))
