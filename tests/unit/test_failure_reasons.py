@@ -38,6 +38,20 @@ def _fake_sleep(tmp_path) -> tuple[str, Path]:
     return f'sleep() {{ echo "$1" >> {asked}; command sleep 0.05; }}', asked
 
 
+def _release_once_waited(lock: int, asked: Path) -> None:
+    """Close the descriptor holding a lock (which releases it) once the retry loop has waited
+    once: released after a fixed 0.3 s, the lock was sometimes free before the command first
+    looked, on a machine busy enough to start it late."""
+
+    def release() -> None:
+        deadline = time.monotonic() + 30
+        while not asked.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.close(lock)
+
+    threading.Thread(target=release, daemon=True).start()
+
+
 def _waits(asked: Path) -> list[str]:
     return asked.read_text().split() if asked.exists() else []
 
@@ -135,8 +149,8 @@ def test_dpkg_recovery_waits_while_the_lock_is_held_and_says_so(tmp_path):
     env = _private_dpkg(tmp_path)
     lock = os.open(tmp_path / "var/lib/dpkg/lock-frontend", os.O_RDWR | os.O_CREAT)
     fcntl.lockf(lock, fcntl.LOCK_EX)
-    threading.Timer(0.3, lambda: os.close(lock)).start()  # closing the descriptor releases the lock
     sleep, asked = _fake_sleep(tmp_path)
+    _release_once_waited(lock, asked)
     proc = subprocess.run(["sh", "-c", f"{sleep}; {DPKG_RECOVER}"], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert (
@@ -159,8 +173,8 @@ def test_an_apt_update_still_holding_the_package_lists_is_waited_for_and_named(t
     own += f"-o Dir::Etc::SourceParts={tmp_path}/parts"
     lock = os.open(lists / "lock", os.O_RDWR | os.O_CREAT)
     fcntl.lockf(lock, fcntl.LOCK_EX)
-    threading.Timer(0.3, lambda: os.close(lock)).start()
     sleep, asked = _fake_sleep(tmp_path)
+    _release_once_waited(lock, asked)
     script = f"{sleep}; {RETRY_LOCKED}; retry_locked 'package lists' apt-get {own} update -q || exit 1; echo updated"
     proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "updated", proc.stderr
