@@ -15,6 +15,7 @@ from rdmaprov.lab.releases import DEFAULT_NODES, DEFAULT_RELEASE, find_release
 from rdmaprov.lab.releases import HELP as RELEASE_HELP
 from rdmaprov.nodecheck.options import DESCRIPTION as NODE_CHECK_DESCRIPTION
 from rdmaprov.nodecheck.options import add_arguments as add_node_check_arguments
+from rdmaprov.report.output import print_json
 
 if TYPE_CHECKING:  # imported by the commands that use it, after main() patched gevent
     from rdmaprov.lab.lab import Lab
@@ -175,7 +176,7 @@ def _finish(result, args: argparse.Namespace, out: Console) -> int:
     from rdmaprov.report.tables import print_run
 
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print_json(result.to_json())
     else:
         if result.hosts:
             print_run(result, out, show_diff=result.command == "check" or getattr(args, "diff", False))
@@ -224,7 +225,7 @@ def _cmd_facts(args: argparse.Namespace, out: Console, err: Console) -> int:
     inventory, hosts = _selection(args)
     facts = read_facts(inventory, hosts)
     if args.json:
-        print(json.dumps(facts.to_json(), indent=2))
+        print_json(facts.to_json())
     else:
         print_facts(facts.reports, facts.unreachable, out)
     return facts.exit_code
@@ -237,7 +238,7 @@ def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
     inventory, hosts = _selection(args)
     result = fleet_status(inventory, hosts)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print_json(result.to_json())
     else:
         print_status(result, out, every=args.all)
     return result.exit_code
@@ -250,7 +251,7 @@ def _cmd_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
     inventory, hosts = _selection(args)
     diagnosis = diagnose(inventory, hosts)
     if args.json:
-        print(json.dumps(diagnosis.to_json(), indent=2))
+        print_json(diagnosis.to_json())
     else:
         print_diagnosis(diagnosis, out)
     if args.report:
@@ -279,7 +280,7 @@ def _cmd_baseline(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.reset:
         dropped = reset_parts(inventory.name, hosts)
         if args.json:
-            print(json.dumps({"reset": dropped}, indent=2))
+            print_json({"reset": dropped})
         else:
             whose = ", ".join(hosts) if hosts else "every node"
             out.print(
@@ -377,7 +378,7 @@ def _cmd_lab_status(args: argparse.Namespace, out: Console, err: Console) -> int
     lab = _lab(args)
     rows = status(lab)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print_json(rows)
         return 0
     out.print(status_table(lab.dir, rows))
     return status_exit_code(rows)

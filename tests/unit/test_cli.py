@@ -555,3 +555,16 @@ def test_lab_restart_names_what_it_cannot_restart(tmp_path):
     (tmp_path / "state.json").write_text(json.dumps(state))
     with pytest.raises(UserError, match=r"node1 booted by an older rdmaprov \(no qemu.args\): `rdmaprov lab down`"):
         restart(Lab(tmp_path), ["node1"])
+
+
+def test_json_documents_are_printed_as_json_dumps_gives_them(capsys):
+    """--json output is written piece by piece as it is encoded (a 2,000-node verify prints
+    116 MB, which json.dumps held six times over): the bytes are json.dumps's, past the pieces
+    that are written at once."""
+    from rdmaprov.report.output import print_json
+
+    finding = {"host": "node1", "ok": True, "found": "µs ±1", "drift": None, "measured": 0.1 + 0.2, "n": 3}
+    doc = {"verify": [{"host": f"node{h}", "findings": [dict(finding, subject=f"gpu{i}") for i in range(200)]}
+                      for h in range(8)], "empty": [], "nested": {}}  # fmt: skip
+    print_json(doc)
+    assert capsys.readouterr().out == json.dumps(doc, indent=2) + "\n"
