@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -110,11 +111,11 @@ def main() -> None:
     if args.diagnose and not args.twins:
         parser.error("--diagnose needs --twins (a slow rail is a twin's fault)")
     sizes = sorted(int(n) for n in args.sizes.split(","))
+    if args.diagnose > max(sizes):
+        parser.error("--diagnose N: at most the largest size")
     commands = args.commands.split(",")
     env = dict(item.split("=", 1) for item in args.env)
     work = Path(tempfile.mkdtemp(prefix="rdmaprov-bench-"))
-    if args.diagnose > max(sizes):
-        parser.error("--diagnose N: at most the largest size")
     slow = f"node{args.diagnose * 2 // 3 + 1}" if args.diagnose else ""
 
     if args.twins:  # laid out once; each healthy host's start script copies from it
@@ -163,6 +164,7 @@ def main() -> None:
         print(f"wrote {write_result(args.name, doc)}")
     finally:
         farm.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the inventories and the twin laid out once
 
 
 def measure_size(farm: SSHHostFarm, inventory: str, size: int, commands: list[str], repeat: int, env: dict) -> dict:
