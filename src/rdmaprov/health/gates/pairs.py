@@ -4,7 +4,8 @@ so a round takes one test's time however many pairs it holds."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import gevent
 
@@ -12,6 +13,7 @@ from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
 
 Pair = tuple[str, str]  # (server, client)
+Test = TypeVar("Test", bound=tuple[str, ...])  # the nodes one test holds: a pair, an incast
 
 
 def ring_pairs(names: list[str]) -> list[Pair]:
@@ -44,12 +46,12 @@ def gate_pairs(pairs_setting: str, hosts: list[str], newcomers: list[str] | None
     return all_pairs(hosts) if pairs_setting == "all" else ring_pairs(hosts)
 
 
-def rounds(pairs: list[Pair]) -> list[list[Pair]]:
-    """Group pairs so that no node is in two pairs of the same round (greedy, order kept). One
+def rounds(pairs: Sequence[Test]) -> list[list[Test]]:
+    """Group tests so that no node is in two tests of the same round (greedy, order kept). One
     pass over the pairs per round: a 2,000-node ring's 2,000 pairs took 4 s when each was
     removed from the list as it was placed."""
     remaining = list(pairs)
-    out: list[list[Pair]] = []
+    out: list[list[Test]] = []
     while remaining:
         busy: set[str] = set()
         this_round, later = [], []
@@ -64,23 +66,32 @@ def rounds(pairs: list[Pair]) -> list[list[Pair]]:
     return out
 
 
-def run_in_rounds(gate: str, pairs: list[Pair], test: Callable[[str, str], list[GateResult]]) -> list[GateResult]:
-    """test(server, client) for every pair, the pairs of a round at once; a test that crashed is
-    that pair's failure, not the run's."""
+def _pair(pair: tuple[str, ...]) -> Subject:
+    return Subject.pair(pair[0], pair[1])
 
-    def timed(server: str, client: str) -> list[GateResult]:
+
+def run_in_rounds(
+    gate: str,
+    pairs: Sequence[Test],
+    test: Callable[..., list[GateResult]],
+    subject: Callable[[Test], Subject] = _pair,
+) -> list[GateResult]:
+    """test(*nodes) for every test (a pair: server, client), the tests of a round at once; a test
+    that crashed is its `subject`'s failure, not the run's."""
+
+    def timed(nodes: Test) -> list[GateResult]:
         started = time.monotonic()
         try:
-            results = test(server, client)
-        except Exception as exc:  # the pair's result, not a greenlet's traceback on stderr
-            results = [GateResult.broken(gate, Subject.pair(server, client), exc)]
+            results = test(*nodes)
+        except Exception as exc:  # the test's result, not a greenlet's traceback on stderr
+            results = [GateResult.broken(gate, subject(nodes), exc)]
         for result in results:
             result.duration_s = round(time.monotonic() - started, 3)
         return results
 
     results: list[GateResult] = []
     for batch in rounds(pairs):
-        jobs = [gevent.spawn(timed, server, client) for server, client in batch]
+        jobs = [gevent.spawn(timed, nodes) for nodes in batch]
         gevent.joinall(jobs)
         for job in jobs:
             results.extend(job.get())

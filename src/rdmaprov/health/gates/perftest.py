@@ -258,19 +258,27 @@ def held_gpus(ends: list[Endpoint]) -> int:
 
 
 def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutput] | str:
-    """Every lane of one pair at once (all servers on one node, all clients on the other); the
-    outputs, or why none came back."""
-    server, client = lanes[0].server.host, lanes[0].client.host
+    """Every lane at once: all servers on one node, the clients on theirs (one node for the rails
+    of a pair, one per sender for an incast); the outputs, or why none came back."""
+    server = lanes[0].server.host
     address = session.inventory.hosts[server].address
     servers = lanes_script([perftest_words(tool, lane.server, lane.tcp_port) for lane in lanes], tool.timeout_s)
-    clients = lanes_script(
-        [perftest_words(tool, lane.client, lane.tcp_port, address) for lane in lanes], tool.timeout_s
-    )
+    by_client: dict[str, list[int]] = {}
+    for i, lane in enumerate(lanes):
+        by_client.setdefault(lane.client.host, []).append(i)
     ports = {lane.tcp_port for lane in lanes}
     launch = launcher(session)  # over SSH, or as Slurm jobs (whose start may wait for the node)
-    server_gpus, client_gpus = held_gpus([lane.server for lane in lanes]), held_gpus([lane.client for lane in lanes])
+
+    def clients(host: str) -> CommandResult:
+        mine = [lanes[i] for i in by_client[host]]
+        script = lanes_script(
+            [perftest_words(tool, lane.client, lane.tcp_port, address) for lane in mine], tool.timeout_s
+        )
+        return launch.run(host, script, tool.timeout_s + GRACE_S, held_gpus([lane.client for lane in mine]))
+
     # The server's command ends as a value, never as an error of its greenlet (gevent would print
     # that to stderr as a traceback): a lost server is raised here, as a lost client is.
+    server_gpus = held_gpus([lane.server for lane in lanes])
     server_job = gevent.spawn(returned, launch.run, server, servers, tool.timeout_s + GRACE_S, server_gpus)
     try:
         deadline = time.monotonic() + min(tool.timeout_s, LISTEN_S) + launch.start_s
@@ -278,7 +286,7 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
             listed = ", ".join(str(p) for p in sorted(ports))
             said = _server_said(server_job)
             return f"the {tool.program} server on {server} did not start listening on port {listed}{said}"
-        client_result = launch.run(client, clients, tool.timeout_s + GRACE_S, client_gpus)
+        client_results = session.each(list(by_client), clients)
         server_job.join(timeout=10)
     finally:
         if not server_job.ready() and server not in session.lost:
@@ -287,15 +295,22 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
             server_job.join(timeout=10)
     if isinstance(server_job.value, HostLost):
         raise server_job.value
+    done: dict[str, CommandResult] = {}
+    for host, ran in client_results.items():
+        if isinstance(ran, Exception):
+            raise ran
+        done[host] = ran
     ended = server_job.value if isinstance(server_job.value, CommandResult) else None
     server_out = split_lanes(ended.stdout) if ended else {}
-    client_out = split_lanes(client_result.stdout)
-    outputs = []
-    for i, lane in enumerate(lanes):
-        c_status, c_text = client_out.get(i, (None, client_result.stderr))
-        s_status, s_text = server_out.get(i, (None, ""))
-        outputs.append(LaneOutput(lane, c_text, c_status, s_text, s_status, launch.via))
-    return outputs
+    outputs: dict[int, LaneOutput] = {}
+    for host, indices in by_client.items():
+        ran = done[host]
+        client_out = split_lanes(ran.stdout)
+        for mine, i in enumerate(indices):
+            c_status, c_text = client_out.get(mine, (None, ran.stderr))
+            s_status, s_text = server_out.get(i, (None, ""))
+            outputs[i] = LaneOutput(lanes[i], c_text, c_status, s_text, s_status, launch.via)
+    return [outputs[i] for i in range(len(lanes))]
 
 
 def pair_problem(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> str:
