@@ -116,7 +116,7 @@ def test_node_check_judges_error_counters_against_its_previous_read(tmp_path, ca
     capsys.readouterr()
     assert main([*args, "--report-file", str(grown)]) == 4
     [line] = capsys.readouterr().out.splitlines()
-    assert line == "rdma.port_errors rxe0/1: link_downed +1 in 0 min (expected link_downed +0)"
+    assert line == "rdma.port_errors rxe0/1: link_downed +1 in 0 s (expected link_downed +0)"
 
 
 def test_node_check_json_carries_every_finding(tmp_path, capsys):

@@ -182,6 +182,9 @@ def save_reads(path: Path, hosts: dict[str, CounterRead]) -> None:
 
 
 def _duration(seconds: float) -> str:
+    """A window as a finding says it: hours, minutes, or seconds (the incast gate's few)."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 

@@ -63,6 +63,38 @@ class LatencyGate:
 
 
 @dataclass(frozen=True)
+class IncastGate:
+    """Several senders write to one receiver at once; the sum against the receiver's port rate,
+    every node's counters around it. Off unless written: it congests the fabric on purpose."""
+
+    enabled: bool
+    senders: int
+    fraction: float
+    warn_fraction: float
+    max_fraction: float
+    min_gbps: float | None
+    size: int
+    duration_s: int
+    timeout_s: int
+
+    @classmethod
+    def from_settings(cls, settings: Section) -> IncastGate:
+        if not settings:
+            return cls(False, 3, 0.9, 0.95, 1.05, None, 1 << 20, 5, 60)
+        return cls(
+            settings.flag("enabled"),
+            settings.integer("senders"),
+            settings.number("fraction"),
+            settings.number("warn_fraction"),
+            settings.number("max_fraction"),
+            settings.optional_number("min_gbps"),
+            settings.integer("size"),
+            settings.integer("duration_s"),
+            settings.integer("timeout_s"),
+        )
+
+
+@dataclass(frozen=True)
 class BaselineConfig:
     """Each gate's figures against their own past, kept on the control machine."""
 
@@ -180,6 +212,7 @@ class GatesConfig:
     baseline: BaselineConfig
     workload: WorkloadGate = WorkloadGate.from_settings(Section({}))
     container: ContainerGate = ContainerGate.from_settings(Section({}))
+    incast: IncastGate = IncastGate.from_settings(Section({}))
     via: str = "ssh"  # how workloads are launched: ssh (mpirun, commands over SSH) or slurm (srun)
 
     @classmethod
@@ -249,5 +282,6 @@ class GatesConfig:
             ),
             WorkloadGate.from_settings(gates.section("workload")),
             ContainerGate.from_settings(gates.section("container")),
+            IncastGate.from_settings(gates.section("incast")),
             launched_via(gates, slurm),
         )

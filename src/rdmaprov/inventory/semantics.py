@@ -251,9 +251,9 @@ ORDERED_BOUNDS = (
     _Ordered("all_reduce", "min_bytes", "max_bytes", False, *_SWEEP, measure=parse_size),
     *(
         _Ordered(gate, "fraction", "warn_fraction", False, *_WARN, only_if_written="warn_fraction")
-        for gate in ("ib_write_bw", "rail", "all_reduce")
+        for gate in ("ib_write_bw", "rail", "all_reduce", "incast")
     ),
-    *(_Ordered(gate, "duration_s", "timeout_s", True, *_RUN) for gate in ("ib_write_bw", "rail")),
+    *(_Ordered(gate, "duration_s", "timeout_s", True, *_RUN) for gate in ("ib_write_bw", "rail", "incast")),
 )
 
 
@@ -265,6 +265,8 @@ def _disordered(gates: Section, smap: SourceMap) -> list[Problem]:
     problems = []
     for pair in ORDERED_BOUNDS:
         written, values = gates.section(pair.gate), filled.section(pair.gate)
+        if not values:  # a gate that is off unless written, and is not
+            continue
         if pair.only_if_written and pair.only_if_written not in written:
             continue
         low, high = pair.measure(values.get(pair.low)), pair.measure(values.get(pair.high))

@@ -47,13 +47,32 @@ ALL_COUNTER_FILES = "/sys/class/infiniband/*/ports/*/counters/* /sys/class/infin
 _TROUBLE = re.compile(r"err|discard|retr|dup|seq|nak|rnr|downed|symbol|integrity|overrun|timeout|drop|wait")
 
 
-def trouble_growth(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[str]:
-    """The trouble counters that grew between two reads of one node, as `rxe0/1 name +N`, in
+# The counters a packet lost on the wire moves, among those: the responder's sequence gap (mlx5
+# `out_of_sequence`, rxe `rcvd_seq_err`), the requester's NAK or timeout and its retransmission
+# (`packet_seq_err`, `implied_nak_seq_err`, `local_ack_timeout_err`, rxe `completer_retry_err`),
+# duplicates and discards. Not waits: a port waits whenever flow control holds it, a lossless
+# fabric doing its work.
+_LOSS = re.compile(r"seq|retr|timeout|dup|discard")
+
+
+def _grown(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], names: re.Pattern[str]) -> list[str]:
+    """The counters named so that grew between two reads of one node, as `rxe0/1 name +N`, in
     port and name order; a counter missing from either read, or lower (reset), is left out."""
     grown = []
     for port in sorted(after):
         for name in sorted(after[port]):
             old = before.get(port, {}).get(name)
-            if old is not None and _TROUBLE.search(name) and after[port][name] > old:
+            if old is not None and names.search(name) and after[port][name] > old:
                 grown.append(f"{port} {name} +{after[port][name] - old}")
     return grown
+
+
+def trouble_growth(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[str]:
+    """The trouble counters that grew between two reads (diagnose: which end of a pair erred)."""
+    return _grown(before, after, _TROUBLE)
+
+
+def loss_growth(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[str]:
+    """The counters of packets lost on the wire that grew between two reads (the incast gate: a
+    lossless fabric under congestion drops nothing)."""
+    return _grown(before, after, _LOSS)

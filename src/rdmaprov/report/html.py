@@ -427,7 +427,7 @@ def _nodes(run: Run) -> str:
 
 # Gates: all_reduce's sweep, pairs, the node × rail matrix, latency per pair, baselines
 
-GATE_ORDER = ("node", "ib_write_bw", "container", "rail", "latency", "all_reduce", "workload")
+GATE_ORDER = ("node", "ib_write_bw", "container", "rail", "latency", "incast", "all_reduce", "workload")
 SEVERITY = {"fail": 3, "warn": 2, "pass": 1, "skipped": 0}
 RESULT_HEADERS = ("gate", "subject", "verdict", "measured", "threshold", "why")
 
@@ -689,6 +689,8 @@ def _gates(run: Run) -> str:
         parts.append(_rail_matrix(run, lanes, "rails: node × rail, ib_write_bw on every HCA"))
     if lanes := _lanes(run.gates, "latency"):
         parts.append(_latency(lanes))
+    if by_gate["incast"]:
+        parts.append("<h3>incast: several senders into one node</h3>" + _results(by_gate["incast"], "incast"))
     if by_gate["node"]:
         parts.append("<h3>node gate: each node alone</h3>" + _results(by_gate["node"], "node gate"))
     if by_gate["workload"]:

@@ -19,14 +19,14 @@ from rdmaprov.health.gates.perftest import (
 )
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
-from rdmaprov.inventory.gates import IbWriteBwGate, RailGate
+from rdmaprov.inventory.gates import IbWriteBwGate, IncastGate, RailGate
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
 
 TCP_PORT = 18515
 
 
-def bandwidth_tool(settings: IbWriteBwGate | RailGate) -> Tool:
+def bandwidth_tool(settings: IbWriteBwGate | RailGate | IncastGate) -> Tool:
     args = ("-s", str(settings.size), "-D", str(settings.duration_s), "--report_gbits", "-F")
     return Tool("ib_write_bw", args, settings.timeout_s)
 

@@ -8,6 +8,7 @@ from rdmaprov.health.baselines import apply_baselines
 from rdmaprov.health.gates.all_reduce import run_all_reduce
 from rdmaprov.health.gates.container import run_container_gate
 from rdmaprov.health.gates.ib_write_bw import run_ib_write_bw
+from rdmaprov.health.gates.incast import run_incast_gate
 from rdmaprov.health.gates.latency import run_latency_gate
 from rdmaprov.health.gates.node import run_node_gate
 from rdmaprov.health.gates.rail import run_rail_gate
@@ -42,6 +43,9 @@ def run_gates(
     if gates.latency.enabled:
         with session.during("the latency gate"):
             results.extend(run_latency_gate(session, hosts, readable, newcomers))
+    if gates.incast.enabled:
+        with session.during("the incast gate"):
+            results.extend(run_incast_gate(session, hosts, readable, newcomers))
     if gates.all_reduce.enabled:
         with session.during("the all_reduce gate"):
             results.append(run_all_reduce(session, hosts, readable, pairs))

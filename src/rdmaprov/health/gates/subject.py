@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["node", "pair", "job"]
+Kind = Literal["node", "pair", "job", "incast"]
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,9 @@ class End:
 @dataclass(frozen=True)
 class Subject:
     """One node (the node gate); a pair, server first (a perftest between two nodes, or two of
-    their HCAs); or a job's nodes (all_reduce, the workload). `rail` numbers a rail that only one
-    end of a pair has, so that it was not tested."""
+    their HCAs); a job's nodes (all_reduce, the workload); or an incast, its senders then the
+    node they all send to. `rail` numbers a rail that only one end of a pair has, so that it was
+    not tested."""
 
     kind: Kind
     ends: tuple[End, ...]
@@ -45,6 +46,10 @@ class Subject:
     def job(cls, hosts: list[str]) -> Subject:
         return cls("job", tuple(End(host) for host in hosts))
 
+    @classmethod
+    def incast(cls, senders: list[str], receiver: str) -> Subject:
+        return cls("incast", tuple(End(host) for host in (*senders, receiver)))
+
     @property
     def hosts(self) -> list[str]:
         return [end.host for end in self.ends]
@@ -52,14 +57,19 @@ class Subject:
     def __str__(self) -> str:
         if self.kind == "job":
             return ",".join(self.hosts)
+        if self.kind == "incast":
+            return f"{','.join(self.hosts[:-1])} -> {self.hosts[-1]}"
         text = " -> ".join(str(end) for end in self.ends)
         return text if self.rail is None else f"{text} rail {self.rail}"
 
     @classmethod
     def parse(cls, text: str) -> Subject:
         """The subject a result saved as JSON shows (host names hold no spaces, commas or
-        colons): "a", "a -> b", "a:mlx5_0 -> b:mlx5_0", "a -> b rail 3", "a,b,c"."""
+        colons): "a", "a -> b", "a:mlx5_0 -> b:mlx5_0", "a -> b rail 3", "a,b,c", "b,c -> a"."""
         shown, _, rail = text.partition(" rail ")
+        senders, arrow, receiver = shown.partition(" -> ")
+        if arrow and "," in senders:
+            return cls.incast([host.strip() for host in senders.split(",")], receiver.strip())
         if "," in shown or not shown:  # a job (one of one host reads back as that node)
             return cls.job([host.strip() for host in shown.split(",") if host.strip()])
         ends = tuple(End(*part.strip().split(":", 1)) for part in shown.split(" -> "))

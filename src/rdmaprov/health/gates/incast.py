@@ -1,0 +1,290 @@
+"""Gate: incast. Several nodes write to one at once, so that the receiver's switch port is
+congested on purpose, as an all-to-all or a reduce-scatter congests it in training. Whether the
+lossless chain holds shows only then: the switch pauses the senders on the RoCE priority (and on
+no other), or marks ECN and the receiver answers with CNPs that the senders act on; nothing is
+lost. Every node's counters are read just before and just after the traffic and judged as the
+periodic checks judge them (health/counters.py), plus what only congestion shows: a lost packet
+on a lossless fabric, ECN marks no CNP answered, CNPs no sender handled. The senders' figures
+added up are held to the receiver's port rate.
+
+The nodes are split into groups of `senders` + 1 and each node of a group is the receiver once,
+the groups at once: `senders` + 1 rounds (a few more where the selection does not split evenly)
+however large the cluster. With newcomers (bootstrap) only each newcomer receives, from nodes
+already there. One HCA each: the receiver's first compute HCA, as the ib_write_bw gate tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from rdmaprov.engine.session import Session
+from rdmaprov.health.counters import CounterRead, counter_checks, counter_findings
+from rdmaprov.health.gates.bandwidth import Bounds, Reference, Verdict, failed, judge
+from rdmaprov.health.gates.ib_write_bw import bandwidth_tool
+from rdmaprov.health.gates.pairs import run_in_rounds
+from rdmaprov.health.gates.perftest import Lane, LaneOutput, endpoint, last_lines, rail_devices, run_lanes
+from rdmaprov.health.gates.result import GateResult
+from rdmaprov.health.gates.subject import Subject
+from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.parsers.counters import ALL_COUNTER_FILES, loss_growth, parse_port_counters
+from rdmaprov.parsers.node import NodeReport
+from rdmaprov.parsers.perftest import parse_bw_output
+from rdmaprov.parsers.roce_qos import PAUSE_WORDS, parse_qos_state
+from rdmaprov.quoting import sh, sh_join
+
+GATE = "incast"
+INCAST_BASE_PORT = 18800
+Test = tuple[str, ...]  # (receiver, *senders)
+Ports = dict[str, dict[str, int]]  # {"mlx5_0/1" or a NIC netdev: {counter: value}}
+
+
+def incast_groups(hosts: list[str], senders: int) -> list[list[str]]:
+    """The hosts in order, split into as many groups of at least `senders` + 1 as they fill, the
+    ones left over shared among them; a single group of all where they fill none (at least 3)."""
+    if len(hosts) < 3:
+        return []
+    count = max(1, len(hosts) // (senders + 1))
+    size, extra = divmod(len(hosts), count)
+    groups, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < extra else 0)
+        groups.append(hosts[start:end])
+        start = end
+    return groups
+
+
+def incast_tests(hosts: list[str], senders: int, newcomers: list[str] | None = None) -> list[Test]:
+    """(receiver, *senders) for every test: each node of a group receives from the rest of it;
+    with newcomers, each newcomer receives from `senders` nodes already there, taken in turn."""
+    if newcomers:
+        existing = [h for h in hosts if h not in newcomers]
+        if len(existing) < 2:
+            return []
+        count = min(senders, len(existing))
+        return [
+            (new, *(existing[(i * count + j) % len(existing)] for j in range(count))) for i, new in enumerate(newcomers)
+        ]
+    return [
+        (receiver, *(h for h in group if h != receiver))
+        for group in incast_groups(hosts, senders)
+        for receiver in group
+    ]
+
+
+def counters_command(netdevs: Sequence[str]) -> str:
+    """Every counter of every RDMA port, then the pause counters of these NIC netdevs in the form
+    the node report's ROCE_QOS section prints them (`ethtool NETDEV LINE`)."""
+    command = f"grep -H . {ALL_COUNTER_FILES} 2>/dev/null; "
+    if netdevs:
+        command += (
+            f'for e in {sh_join(netdevs)}; do ethtool -S "$e" 2>/dev/null | grep -E {sh(PAUSE_WORDS)} | '
+            'while IFS= read -r l; do printf \'ethtool %s %s\\n\' "$e" "$l"; done; done; '
+        )
+    return command + "true"
+
+
+def parse_counters(text: str) -> Ports:
+    """What counters_command printed: the RDMA ports' counters and the NICs' pause counters."""
+    lines = text.splitlines()
+    return (
+        parse_port_counters(lines)
+        | parse_qos_state("\n".join(line for line in lines if line.startswith("ethtool "))).pause
+    )
+
+
+def _read(session: Session, names: list[str], netdevs: dict[str, list[str]]) -> tuple[float, dict[str, Ports]]:
+    """When, and every node's counters (those that answered)."""
+    at = time.time()
+    read = session.each(names, lambda name: parse_counters(session.run(name, counters_command(netdevs[name])).stdout))
+    return at, {name: ports for name, ports in read.items() if isinstance(ports, dict)}
+
+
+def lossless(node: NodeConfig) -> bool:
+    """Whether the fabric drops nothing under congestion: InfiniBand's credits, or RoCE whose hosts
+    set PFC (roce_qos declared on NICs with DCB)."""
+    qos = node.qos
+    return node.fabric == "infiniband" or (qos is not None and qos.dcb_scope(node.fabric) is None)
+
+
+@dataclass(frozen=True)
+class Around:
+    """Every node's counters just before and just after the traffic, and when each was read."""
+
+    before_at: float
+    before: dict[str, Ports]
+    after_at: float
+    after: dict[str, Ports]
+
+    def grown(self, host: str, counter: str) -> int:
+        """How much a counter grew on any port of a node (0 where it was not read twice)."""
+        before, after = self.before.get(host, {}), self.after.get(host, {})
+        return sum(
+            max(0, c[counter] - before[p][counter])
+            for p, c in after.items()
+            if counter in before.get(p, {}) and counter in c
+        )
+
+
+def counter_problems(session: Session, receiver: str, senders: Sequence[str], around: Around) -> list[str]:
+    """What the counters say went wrong on each node, naming it: the periodic checks' limits over
+    the test's window, a lost packet on a lossless fabric, ECN marks or CNPs not answered."""
+    problems = []
+    for host in (receiver, *senders):
+        node = session.inventory.hosts[host].node
+        if host not in around.before or host not in around.after:
+            problems.append(f"{host}: its counters could not be read")
+            continue
+        previous: CounterRead = {"at": around.before_at, "ports": around.before[host]}
+        for found in counter_findings(
+            host, node.fabric, around.after_at, around.after[host], previous, checks=counter_checks(node)
+        ):
+            if not found.ok:
+                problems.append(f"{host} {found.subject}: {found.found} ({found.id})")
+        lost = loss_growth(around.before[host], around.after[host])
+        if lost and lossless(node):
+            problems.append(f"{host}: packets lost on a lossless fabric: {', '.join(lost)}")
+    qos = session.inventory.hosts[receiver].node.qos
+    if qos is not None and qos.ecn and qos.dcb_scope(session.inventory.hosts[receiver].node.fabric) is None:
+        marked, sent = around.grown(receiver, "np_ecn_marked_roce_packets"), around.grown(receiver, "np_cnp_sent")
+        if marked and not sent:
+            problems.append(
+                f"{receiver}: {marked} ECN-marked packets arrived but it sent no CNP: DCQCN's notification point "
+                f"is off for priority {qos.priority} (roce_np/enable/{qos.priority})"
+            )
+        handled = sum(around.grown(s, "rp_cnp_handled") for s in senders)
+        if sent and not handled:
+            problems.append(
+                f"{receiver} sent {sent} CNPs but no sender handled one: DCQCN's reaction point is off on "
+                f"{', '.join(senders)} (roce_rp/enable/{qos.priority}), or the CNPs were lost (their priority "
+                f"{qos.cnp_priority} must not be dropped)"
+            )
+    return problems
+
+
+def congestion(receiver: str, senders: Sequence[str], around: Around, priority: int | None) -> dict[str, object]:
+    """The congestion the test made, for the details: pause frames on the RoCE priority, ECN marks
+    and CNPs, and counters of lost packets, per node where any grew."""
+    figures: dict[str, object] = {}
+    for host in (receiver, *senders):
+        names = ["np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled"]
+        if priority is not None:
+            names += [f"rx_pfc_prio{priority}", f"tx_pfc_prio{priority}"]
+        mine: dict[str, object] = {name: grown for name in names if (grown := around.grown(host, name))}
+        if (
+            host in around.before
+            and host in around.after
+            and (lost := loss_growth(around.before[host], around.after[host]))
+        ):
+            mine["lost"] = lost
+        if mine:
+            figures[host] = mine
+    return figures
+
+
+def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[str]]:
+    """Each sender's Gb/s, and why a sender gave none."""
+    figures, missing = {}, []
+    for output in outputs:
+        sender = output.lane.client.host
+        try:
+            parsed = parse_bw_output(output.client)
+        except ValueError as exc:
+            missing.append(f"ib_write_bw on {sender} gave no result: {exc}")
+            continue
+        if parsed is None:
+            missing.append(
+                f"ib_write_bw on {sender} gave no result: {' | '.join(last_lines(output.client)) or 'no output'}"
+            )
+        elif output.client_status not in (0, None):
+            missing.append(f"ib_write_bw on {sender} exited {output.client_status}")
+            figures[sender] = parsed.average_gbps
+        else:
+            figures[sender] = parsed.average_gbps
+    return figures, missing
+
+
+def incast_bounds(session: Session) -> Bounds:
+    settings = session.inventory.gates.incast
+    return Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)
+
+
+def judge_incast(
+    session: Session, lanes: list[Lane], outputs: list[LaneOutput], around: Around
+) -> tuple[Verdict, dict[str, object]]:
+    """The senders' sum against the receiver's port rate, failed by what the counters say."""
+    receiver, senders = lanes[0].server, [lane.client.host for lane in lanes]
+    figures, missing = _figures(outputs)
+    reference = None
+    if receiver.rate_gbps:
+        rate = receiver.rate_gbps
+        reference = Reference(
+            rate, f"{receiver.device} on {receiver.host} at {rate:g} Gb/s", "the receiver's port rate"
+        )
+    total = round(sum(figures.values()), 4)
+    bounds = incast_bounds(session)
+    verdict = judge(total, "Gb/s", bounds, reference) if figures else failed("no sender gave a figure", "Gb/s")
+    problems = missing + counter_problems(session, receiver.host, senders, around)
+    if problems:
+        verdict = replace(
+            verdict, status="fail", reason=f"{'; '.join(problems)} (senders {total:.4g} Gb/s: {verdict.reason})"
+        )
+    qos = session.inventory.hosts[receiver.host].node.qos
+    details: dict[str, object] = {
+        "receiver_device": receiver.device,
+        "senders": {host: figures.get(host) for host in senders},
+        "traffic_class": receiver.tclass,
+        "window_s": round(around.after_at - around.before_at, 3),
+        "congestion": congestion(receiver.host, senders, around, qos.priority if qos else None),
+    }
+    return verdict, details
+
+
+def _problem(session: Session, names: Sequence[str], reports: dict[str, NodeReport]) -> str:
+    """Why a test cannot run ("" when it can)."""
+    for name in names:
+        if name in session.unreachable:
+            return f"{name} is unreachable: {session.unreachable[name]}"
+        if name in session.lost:
+            return f"not run: {session.lost[name]}"
+        if name not in reports:
+            return f"{name}: its state could not be read"
+        if not rail_devices(session.inventory.hosts[name].node, reports[name]):
+            return f"{name}: no compute HCA to test: declare rdma.devices"
+    return ""
+
+
+def run_incast(session: Session, test: Test, reports: dict[str, NodeReport]) -> GateResult:
+    """One receiver, its senders at once, the counters of all of them around it."""
+    receiver, *senders = test
+    subject = Subject.incast(senders, receiver)
+    problem = _problem(session, test, reports)
+    if problem:
+        return GateResult(GATE, subject, False, problem)
+    ends = {}
+    for name in test:
+        node = session.inventory.hosts[name].node
+        ends[name] = endpoint(name, node, reports[name], rail_devices(node, reports[name])[0])
+    lanes = [Lane(i, ends[receiver], ends[s], INCAST_BASE_PORT + i) for i, s in enumerate(senders)]
+    netdevs = {name: list(reports[name].roce_qos.netdevs.get(ends[name].device, ())) for name in test}
+    before_at, before = _read(session, list(test), netdevs)
+    outputs = run_lanes(session, bandwidth_tool(session.inventory.gates.incast), lanes)
+    after_at, after = _read(session, list(test), netdevs)
+    if isinstance(outputs, str):
+        return GateResult(GATE, subject, False, outputs)
+    verdict, details = judge_incast(session, lanes, outputs, Around(before_at, before, after_at, after))
+    return GateResult.of(GATE, subject, verdict, details={"via": outputs[0].via, **details})
+
+
+def run_incast_gate(
+    session: Session, hosts: list[str], reports: dict[str, NodeReport], newcomers: list[str] | None = None
+) -> list[GateResult]:
+    """Every test, those sharing no node at once; fewer than 3 nodes: one skipped result saying so."""
+    tests = incast_tests(hosts, session.inventory.gates.incast.senders, newcomers)
+    if not tests:
+        why = f"skipped: an incast needs at least 3 nodes ({len(hosts)} selected)"
+        return [GateResult(GATE, Subject.job(hosts), True, why, status="skipped")]
+    return run_in_rounds(
+        GATE, tests, lambda *test: [run_incast(session, test, reports)], lambda t: Subject.incast(list(t[1:]), t[0])
+    )

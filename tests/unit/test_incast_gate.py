@@ -1,0 +1,227 @@
+"""The incast gate: who sends to whom in which round, the counters read around it (the command run
+for real by bash, its parse on real captures: rxe's hw_counters from the lab, an mlx5 port's from
+`rdma statistic`, bnxt_en's pause counters from `ethtool -S`), and verdicts computed by hand."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+
+from rdmaprov.health.gates.incast import (
+    Around,
+    congestion,
+    counters_command,
+    incast_groups,
+    incast_tests,
+    judge_incast,
+    parse_counters,
+)
+from rdmaprov.health.gates.pairs import rounds
+from rdmaprov.health.gates.perftest import Endpoint, Lane, LaneOutput
+from rdmaprov.health.gates.subject import Subject
+from rdmaprov.inventory import load_inventory
+from rdmaprov.parsers.counters import loss_growth, parse_port_counters, trouble_growth
+from tests.conftest import FIXTURES
+from tests.support.inventories import problems, write
+
+QOS = FIXTURES / "roce_qos"
+CLIENT = (FIXTURES / "seed" / "ib_write_bw_client_roce_25g.txt").read_text()  # 23.14 Gb/s
+BNXT_NAME = "ethtool_S_bnxt_en_pfc_pri_counters_all_zero_ethq.txt"
+BNXT = (QOS / BNXT_NAME).read_text()
+
+INVENTORY = """cluster:
+  name: c
+  gates:
+    incast: {{senders: 2{extra}}}
+defaults:
+  fabric: {fabric}
+{qos}groups:
+  g:
+    hosts:
+      n1: {{address: 10.0.0.1}}
+      n2: {{address: 10.0.0.2}}
+      n3: {{address: 10.0.0.3}}
+"""
+
+
+def _session(tmp_path, fabric: str = "roce", profile: str | None = "dcqcn", extra: str = ""):
+    qos = f"  roce_qos: {{profile: {profile}}}\n" if profile else ""
+    qos += "  rdma: {netdevs: [eth0]}\n" if fabric == "softroce" else ""
+    path = write(tmp_path, INVENTORY.format(fabric=fabric, qos=qos, extra=extra))
+    return SimpleNamespace(inventory=load_inventory(path))
+
+
+# --- who sends to whom ------------------------------------------------------------------------------
+
+
+def test_groups_fill_senders_plus_one_and_share_the_nodes_left_over():
+    hosts = [f"n{i}" for i in range(1, 10)]
+    assert incast_groups(hosts[:2], 3) == []
+    assert incast_groups(hosts[:3], 3) == [["n1", "n2", "n3"]]  # fewer than senders + 1: one group of all
+    assert [len(g) for g in incast_groups(hosts[:8], 3)] == [4, 4]
+    assert [len(g) for g in incast_groups(hosts, 3)] == [5, 4]
+    assert sum(incast_groups(hosts, 3), []) == hosts
+
+
+def test_every_node_receives_once_from_its_group_and_groups_run_at_once():
+    hosts = [f"n{i}" for i in range(1, 9)]
+    tests = incast_tests(hosts, 3)
+    assert sorted(t[0] for t in tests) == sorted(hosts)
+    assert tests[0] == ("n1", "n2", "n3", "n4") and tests[4] == ("n5", "n6", "n7", "n8")
+    batches = rounds(tests)
+    assert len(batches) == 4 and all(len(batch) == 2 for batch in batches)  # 8 nodes: 4 rounds, not 8
+
+
+def test_a_newcomer_receives_from_nodes_already_there_taken_in_turn():
+    tests = incast_tests(["n1", "n2", "n3", "n4", "n5"], 2, newcomers=["n4", "n5"])
+    assert tests == [("n4", "n1", "n2"), ("n5", "n3", "n1")]
+    assert incast_tests(["n1", "n2", "n3"], 2, newcomers=["n2", "n3"]) == []  # one node there: no incast
+
+
+def test_an_incast_subject_names_its_senders_then_the_receiver_and_reads_back():
+    subject = Subject.incast(["n2", "n3"], "n1")
+    assert str(subject) == "n2,n3 -> n1" and subject.hosts == ["n2", "n3", "n1"]
+    assert Subject.parse(str(subject)) == subject
+    assert Subject.parse("n1,n2").kind == "job" and Subject.parse("n1 -> n2").kind == "pair"
+
+
+def test_the_incast_settings_are_off_unless_written_and_checked_in_order(tmp_path):
+    unwritten = INVENTORY.replace("  gates:\n    incast: {{senders: 2{extra}}}\n", "")
+    assert not load_inventory(write(tmp_path, unwritten.format(fabric="roce", qos=""))).gates.incast.enabled
+    gate = _session(tmp_path).inventory.gates.incast
+    assert (gate.enabled, gate.senders, gate.fraction, gate.duration_s) == (True, 2, 0.9, 5)
+    path = write(tmp_path, INVENTORY.format(fabric="roce", qos="", extra=", duration_s: 30, timeout_s: 20"))
+    [problem] = problems(path, require_files=False)
+    assert "cluster.gates.incast.duration_s: duration_s 30 is not below timeout_s 20" in problem
+
+
+# --- the counters read around it ---------------------------------------------------------------------
+
+
+def test_the_counter_read_runs_in_bash_quotes_the_netdev_and_parses_back(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ethtool").write_text(f"#!/bin/sh\n[ \"$2\" = 'ens1;x' ] || exit 1\ncat {QOS / BNXT_NAME}\n")
+    (fake / "ethtool").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    ran = subprocess.run(["bash", "-c", counters_command(["ens1;x"])], capture_output=True, text=True, env=env)
+    assert ran.returncode == 0 and not (tmp_path / "x").exists()
+    ports = parse_counters(ran.stdout)
+    assert ports["ens1;x"]["rx_pfc_prio3"] == 0 and ports["ens1;x"]["tx_pfc_prio3_pause_us"] == 0
+    assert "rx_link_pause" in ports["ens1;x"]
+    assert counters_command([]).endswith("2>/dev/null; true")  # no NIC to read: RDMA counters alone
+
+
+def test_rxes_counters_of_a_policed_link_grew_as_lost_packets():
+    before = parse_port_counters((FIXTURES / "lab" / "counters_policed_node1_before.txt").read_text().splitlines())
+    after = parse_port_counters((FIXTURES / "lab" / "counters_policed_node1_after.txt").read_text().splitlines())
+    lost = loss_growth(before, after)
+    assert lost and all(" completer_retry_err " in line or " duplicate_request " in line for line in lost)
+    assert set(lost) <= set(trouble_growth(before, after))
+
+
+def _mlx5() -> dict[str, int]:
+    words = (QOS / "rdma_statistic_single_line_mlx5_2_ja_blog.txt").read_text().split()[2:]
+    return {name: int(value) for name, value in zip(words[::2], words[1::2], strict=True)}
+
+
+def _nic() -> dict[str, int]:
+    return parse_counters("\n".join(f"ethtool ens1 {line}" for line in BNXT.splitlines()))["ens1"]
+
+
+def _around(grow: dict[str, dict[str, int]]) -> Around:
+    """n1..n3 with an mlx5 port and a bnxt_en NIC each, read before; after, `grow` added on top."""
+    before = {host: {"mlx5_0/1": _mlx5(), "ens1": _nic()} for host in ("n1", "n2", "n3")}
+    after = {host: {port: dict(values) for port, values in ports.items()} for host, ports in before.items()}
+    for host, counters in grow.items():
+        for name, by in counters.items():
+            port = "ens1" if name in after[host]["ens1"] else "mlx5_0/1"
+            after[host][port][name] += by
+    return Around(1000.0, before, 1005.0, after)
+
+
+def _lanes(receiver_gbps: float, outputs: tuple[str, str] = (CLIENT, CLIENT)) -> tuple[list[Lane], list[LaneOutput]]:
+    receiver = Endpoint("n1", "mlx5_0", 1, 3, receiver_gbps, declared=True, tclass=106)
+    lanes = [Lane(i, receiver, Endpoint(h, "mlx5_0", 1, 3, 25.0, True, tclass=106), 18800 + i)
+             for i, h in enumerate(("n2", "n3"))]  # fmt: skip
+    return lanes, [LaneOutput(lane, text, 0 if text else 1, "", 0) for lane, text in zip(lanes, outputs, strict=True)]
+
+
+# --- verdicts ----------------------------------------------------------------------------------------
+
+_DCQCN_WORKING = {
+    "n1": {"np_ecn_marked_roce_packets": 1200, "np_cnp_sent": 300},
+    "n2": {"rp_cnp_handled": 140, "rx_pfc_prio3": 55},
+    "n3": {"rp_cnp_handled": 160, "rx_pfc_prio3": 41},
+}
+
+
+def test_senders_summed_against_the_receivers_port_with_the_congestion_shown(tmp_path):
+    lanes, outputs = _lanes(48.0)
+    verdict, details = judge_incast(_session(tmp_path), lanes, outputs, _around(_DCQCN_WORKING))
+    assert (verdict.status, verdict.measured, verdict.threshold) == ("pass", 46.28, 0.9 * 48)
+    assert verdict.reason == (
+        "46.28 Gb/s (96.4% of the receiver's port rate) >= 43.2 Gb/s = 0.90 × the receiver's port rate "
+        "(mlx5_0 on n1 at 48 Gb/s)"
+    )
+    assert details["senders"] == {"n2": 23.14, "n3": 23.14} and details["window_s"] == 5.0
+    assert details["congestion"] == {
+        "n1": {"np_ecn_marked_roce_packets": 1200, "np_cnp_sent": 300},
+        "n2": {"rp_cnp_handled": 140, "rx_pfc_prio3": 55},
+        "n3": {"rp_cnp_handled": 160, "rx_pfc_prio3": 41},
+    }
+    short, _ = judge_incast(_session(tmp_path), *_lanes(100.0), _around({}))
+    assert short.status == "fail" and "46.28 Gb/s (46.3% of the receiver's port rate) < 90 Gb/s" in short.reason
+
+
+def test_a_sender_without_a_figure_fails_the_incast_by_name(tmp_path):
+    verdict, details = judge_incast(_session(tmp_path), *_lanes(25.0, (CLIENT, "")), _around({}))
+    assert verdict.status == "fail" and verdict.reason.startswith("ib_write_bw on n3 gave no result: no output")
+    assert details["senders"] == {"n2": 23.14, "n3": None}
+
+
+@pytest.mark.parametrize(
+    ("grow", "said"),
+    [
+        ({"n2": {"rx_pfc_prio0": 77}}, "n2 ens1: rx_pfc_prio0 +77 in 5 s (roce.pause)"),
+        ({"n3": {"rx_link_pause": 5}}, "n3 ens1: rx_link_pause +5 in 5 s (roce.pause)"),
+        ({"n1": {"out_of_sequence": 12}}, "n1: packets lost on a lossless fabric: mlx5_0/1 out_of_sequence +12"),
+        (
+            {"n1": {"np_ecn_marked_roce_packets": 900}},
+            "n1: 900 ECN-marked packets arrived but it sent no CNP: DCQCN's notification point is off for "
+            "priority 3 (roce_np/enable/3)",
+        ),
+        (
+            {"n1": {"np_ecn_marked_roce_packets": 900, "np_cnp_sent": 80}},
+            "n1 sent 80 CNPs but no sender handled one: DCQCN's reaction point is off on n2, n3 "
+            "(roce_rp/enable/3), or the CNPs were lost (their priority 6 must not be dropped)",
+        ),
+    ],
+)
+def test_what_the_counters_show_under_congestion_fails_naming_the_node(tmp_path, grow, said):
+    verdict, _ = judge_incast(_session(tmp_path), *_lanes(50.0), _around(grow))
+    assert verdict.status == "fail" and verdict.reason.startswith(said), verdict.reason
+    assert "(senders 46.28 Gb/s: 46.28 Gb/s" in verdict.reason  # the figure stays in the reason
+
+
+def test_ecn_under_pfc_only_fails_and_lost_packets_are_only_shown_where_the_fabric_may_drop(tmp_path):
+    pfc_only, _ = judge_incast(_session(tmp_path, profile="pfc_only"), *_lanes(50.0), _around(_DCQCN_WORKING))
+    assert pfc_only.status == "fail" and "(roce.ecn_activity)" in pfc_only.reason
+    lossy = {"n1": {"out_of_sequence": 12}}
+    for fabric, profile in (("softroce", "dcqcn"), ("roce", None)):
+        verdict, details = judge_incast(_session(tmp_path, fabric, profile), *_lanes(50.0), _around(lossy))
+        assert verdict.status != "fail", (fabric, profile, verdict.reason)
+        assert details["congestion"]["n1"]["lost"] == ["mlx5_0/1 out_of_sequence +12"]
+    infiniband, _ = judge_incast(_session(tmp_path, "infiniband", None), *_lanes(50.0), _around(lossy))
+    assert infiniband.status == "fail" and "lossless" in infiniband.reason
+
+
+def test_a_node_whose_counters_could_not_be_read_fails_the_incast(tmp_path):
+    around = _around({})
+    del around.after["n3"]
+    verdict, _ = judge_incast(_session(tmp_path), *_lanes(50.0), around)
+    assert verdict.status == "fail" and verdict.reason.startswith("n3: its counters could not be read")
+    assert "n3" not in congestion("n1", ["n2", "n3"], around, 3)
