@@ -950,6 +950,50 @@ def test_diagnose_names_the_one_throttled_node_and_clears_the_others(vm_lab, tmp
     assert "fail" in [cell[0] for cell in rails.row("node3")[1:]], rails.rows
 
 
+def test_incast_sends_from_two_vms_into_the_third_in_turn_and_shows_what_it_cost(vm_lab, tmp_path):
+    """Three converged VMs (after the bootstrap test), gates.incast written: each VM receives from
+    the other two at once, one round each, the senders' figures added up against the lab's floor
+    and every node's rxe counters read around each round. With node3's RoCE traffic policed, an
+    incast node3 sends in fails naming it, and the retries and duplicates its lost acks cost the
+    incast into it are shown (SoftRoCE is no lossless fabric: shown, not judged)."""
+    data = yaml.safe_load(open(vm_lab.full_inventory))
+    gates = {gate: {"enabled": False} for gate in ("node", "ib_write_bw", "rail", "latency", "all_reduce")}
+    gates["incast"] = {"senders": 2, "min_gbps": 0.01, "duration_s": 3, "size": 65536}
+    data["cluster"]["gates"] = gates
+    inventory = tmp_path / "incast.yaml"
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def incasts(result: dict) -> dict[str, dict]:
+        return {g["subject"]: g for g in result["gates"] if g["gate"] == "incast"}
+
+    code, healthy = _gates_until(
+        vm_lab, str(inventory), lambda r: len(incasts(r)) == 3 and all(g["passed"] for g in incasts(r).values())
+    )
+    found = incasts(healthy)
+    assert code == 0 and sorted(found) == ["node1,node2 -> node3", "node1,node3 -> node2", "node2,node3 -> node1"]
+    for subject, gate in found.items():
+        figures = gate["details"]["senders"]
+        assert list(figures) == subject.split(" -> ")[0].split(",") and all(f > 0 for f in figures.values()), gate
+        assert gate["measured"] == pytest.approx(sum(figures.values()), abs=1e-3) and gate["threshold"] == 0.01
+        assert gate["details"]["receiver_device"] == "rxe0" and gate["details"]["window_s"] >= 3
+    throttle = vm_lab.ssh("node3", _POLICE_ROCE)
+    assert throttle.returncode == 0, throttle.stderr
+    try:
+        code, slow = rdmaprov_json("verify", str(inventory), "--gates", timeout=900)
+    finally:
+        unthrottled = vm_lab.ssh("node3", "tc qdisc del dev eth0 clsact", timeout=120)
+        assert unthrottled.returncode == 0, unthrottled.stderr
+    assert code == 4, slow["gates"]
+    for subject, gate in incasts(slow).items():
+        if subject.endswith("-> node3"):  # its acks were dropped: the senders retried, node3 saw duplicates
+            lost = [line for figures in gate["details"]["congestion"].values() for line in figures.get("lost", [])]
+            assert lost, gate["details"]
+        else:  # node3's writes were dropped: perftest gave up (retries exceeded) or crawled
+            figure = gate["details"]["senders"]["node3"]
+            assert figure is None or figure < 0.01, gate
+            assert figure is not None or (not gate["passed"] and "ib_write_bw on node3" in gate["reason"]), gate
+
+
 def test_diagnose_on_two_nodes_tests_each_alone_reads_counters_and_says_what_would_settle_it(vm_lab):
     """Two nodes, node2's RoCE traffic policed: no node passes round 1, so neither can vouch for
     the other. The diagnosis runs what decides without a third node: each node against itself
