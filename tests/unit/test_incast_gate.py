@@ -8,8 +8,10 @@ import os
 import subprocess
 from types import SimpleNamespace
 
+import jsonschema
 import pytest
 
+from rdmaprov.engine.results import RunResult
 from rdmaprov.health.gates.incast import (
     Around,
     congestion,
@@ -21,11 +23,16 @@ from rdmaprov.health.gates.incast import (
 )
 from rdmaprov.health.gates.pairs import rounds
 from rdmaprov.health.gates.perftest import Endpoint, Lane, LaneOutput
+from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
 from rdmaprov.inventory import load_inventory
 from rdmaprov.parsers.counters import loss_growth, parse_port_counters, trouble_growth
+from rdmaprov.report.html import render
+from rdmaprov.report.junit import junit_xml
+from rdmaprov.schemas import load_schema
 from tests.conftest import FIXTURES
 from tests.support.inventories import problems, write
+from tests.support.pages import Page
 
 QOS = FIXTURES / "roce_qos"
 CLIENT = (FIXTURES / "seed" / "ib_write_bw_client_roce_25g.txt").read_text()  # 23.14 Gb/s
@@ -180,7 +187,7 @@ def test_senders_summed_against_the_receivers_port_with_the_congestion_shown(tmp
 def test_a_sender_without_a_figure_fails_the_incast_by_name(tmp_path):
     verdict, details = judge_incast(_session(tmp_path), *_lanes(25.0, (CLIENT, "")), _around({}))
     assert verdict.status == "fail" and verdict.reason.startswith("ib_write_bw on n3 gave no result: no output")
-    assert details["senders"] == {"n2": 23.14, "n3": None}
+    assert details["senders"] == {"n2": 23.14, "n3": None} and details["named"] == ["n3"]
 
 
 @pytest.mark.parametrize(
@@ -202,8 +209,9 @@ def test_a_sender_without_a_figure_fails_the_incast_by_name(tmp_path):
     ],
 )
 def test_what_the_counters_show_under_congestion_fails_naming_the_node(tmp_path, grow, said):
-    verdict, _ = judge_incast(_session(tmp_path), *_lanes(50.0), _around(grow))
+    verdict, details = judge_incast(_session(tmp_path), *_lanes(50.0), _around(grow))
     assert verdict.status == "fail" and verdict.reason.startswith(said), verdict.reason
+    assert details["named"] == (["n2", "n3"] if "reaction point" in said else list(grow))
     assert "(senders 46.28 Gb/s: 46.28 Gb/s" in verdict.reason  # the figure stays in the reason
 
 
@@ -225,3 +233,23 @@ def test_a_node_whose_counters_could_not_be_read_fails_the_incast(tmp_path):
     verdict, _ = judge_incast(_session(tmp_path), *_lanes(50.0), around)
     assert verdict.status == "fail" and verdict.reason.startswith("n3: its counters could not be read")
     assert "n3" not in congestion("n1", ["n2", "n3"], around, 3)
+
+
+def test_an_incast_result_matches_the_result_schema_and_shows_in_junit(tmp_path):
+    lanes, outputs = _lanes(48.0)
+    verdict, details = judge_incast(_session(tmp_path), lanes, outputs, _around(_DCQCN_WORKING))
+    result = GateResult.of("incast", Subject.incast(["n2", "n3"], "n1"), verdict, details=details)
+    doc = RunResult("verify", "inv.yaml", "c", "2026-01-01T00:00:00+00:00", 1.0, [], [], [result]).to_json()
+    jsonschema.validate(doc, load_schema("result"))
+    assert doc["gates"][0]["subject"] == "n2,n3 -> n1" and doc["exit_code"] == 0
+    assert 'classname="incast" name="n2,n3 -&gt; n1"' in junit_xml("c", [], [result])
+
+
+def test_the_report_counts_a_failed_incast_against_the_node_it_names_not_its_whole_group(tmp_path):
+    lanes, outputs = _lanes(48.0)
+    verdict, details = judge_incast(_session(tmp_path), lanes, outputs, _around({"n3": {"rx_pfc_prio0": 9}}))
+    result = GateResult.of("incast", Subject.incast(["n2", "n3"], "n1"), verdict, details=details)
+    doc = RunResult("verify", "inv.yaml", "c", "2026-01-01T00:00:00+00:00", 1.0, [], [], [result]).to_json()
+    page = Page(render(doc))
+    assert "failing nodes (how many failures name each): n3 (1)" in page.verdict, page.verdict
+    assert "incast n2,n3 -> n1: n3 ens1: rx_pfc_prio0 +9 in 5 s (roce.pause)" in page.verdict

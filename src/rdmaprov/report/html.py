@@ -285,7 +285,9 @@ def _failures(run: Run) -> list[Failure]:
     found = _node_failures(run)
     for result in run.gates:
         if _status(result) == "fail":
-            hosts = () if result["gate"] in JOB_GATES else tuple(Subject.parse(result["subject"]).hosts)
+            named = result["details"].get("named")  # the incast's: the nodes its counters or senders name
+            subject = Subject.parse(result["subject"]).hosts
+            hosts = () if result["gate"] in JOB_GATES else tuple(named or subject)
             found.append(Failure(hosts, f"{result['gate']} {_short(result['subject'])}: {result['reason']}"))
     diagnosis = run.diagnosis or {}
     for name, evidence in diagnosis.get("suspects", {}).items():

@@ -38,6 +38,7 @@ GATE = "incast"
 INCAST_BASE_PORT = 18800
 Test = tuple[str, ...]  # (receiver, *senders)
 Ports = dict[str, dict[str, int]]  # {"mlx5_0/1" or a NIC netdev: {counter: value}}
+Problem = tuple[tuple[str, ...], str]  # the nodes it names, and what it says
 
 
 def incast_groups(hosts: list[str], senders: int) -> list[list[str]]:
@@ -127,39 +128,41 @@ class Around:
         )
 
 
-def counter_problems(session: Session, receiver: str, senders: Sequence[str], around: Around) -> list[str]:
+def counter_problems(session: Session, receiver: str, senders: Sequence[str], around: Around) -> list[Problem]:
     """What the counters say went wrong on each node, naming it: the periodic checks' limits over
     the test's window, a lost packet on a lossless fabric, ECN marks or CNPs not answered."""
-    problems = []
+    problems: list[Problem] = []
     for host in (receiver, *senders):
         node = session.inventory.hosts[host].node
         if host not in around.before or host not in around.after:
-            problems.append(f"{host}: its counters could not be read")
+            problems.append(((host,), f"{host}: its counters could not be read"))
             continue
         previous: CounterRead = {"at": around.before_at, "ports": around.before[host]}
         for found in counter_findings(
             host, node.fabric, around.after_at, around.after[host], previous, checks=counter_checks(node)
         ):
             if not found.ok:
-                problems.append(f"{host} {found.subject}: {found.found} ({found.id})")
+                problems.append(((host,), f"{host} {found.subject}: {found.found} ({found.id})"))
         lost = loss_growth(around.before[host], around.after[host])
         if lost and lossless(node):
-            problems.append(f"{host}: packets lost on a lossless fabric: {', '.join(lost)}")
+            problems.append(((host,), f"{host}: packets lost on a lossless fabric: {', '.join(lost)}"))
     qos = session.inventory.hosts[receiver].node.qos
     if qos is not None and qos.ecn and qos.dcb_scope(session.inventory.hosts[receiver].node.fabric) is None:
         marked, sent = around.grown(receiver, "np_ecn_marked_roce_packets"), around.grown(receiver, "np_cnp_sent")
         if marked and not sent:
-            problems.append(
+            why = (
                 f"{receiver}: {marked} ECN-marked packets arrived but it sent no CNP: DCQCN's notification point "
                 f"is off for priority {qos.priority} (roce_np/enable/{qos.priority})"
             )
+            problems.append(((receiver,), why))
         handled = sum(around.grown(s, "rp_cnp_handled") for s in senders)
         if sent and not handled:
-            problems.append(
+            why = (
                 f"{receiver} sent {sent} CNPs but no sender handled one: DCQCN's reaction point is off on "
                 f"{', '.join(senders)} (roce_rp/enable/{qos.priority}), or the CNPs were lost (their priority "
                 f"{qos.cnp_priority} must not be dropped)"
             )
+            problems.append((tuple(senders), why))
     return problems
 
 
@@ -183,25 +186,23 @@ def congestion(receiver: str, senders: Sequence[str], around: Around, priority: 
     return figures
 
 
-def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[str]]:
-    """Each sender's Gb/s, and why a sender gave none."""
-    figures, missing = {}, []
+def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[Problem]]:
+    """Each sender's Gb/s, and why a sender gave none or broke."""
+    figures: dict[str, float] = {}
+    missing: list[Problem] = []
     for output in outputs:
         sender = output.lane.client.host
         try:
-            parsed = parse_bw_output(output.client)
+            parsed, why = parse_bw_output(output.client), ""
         except ValueError as exc:
-            missing.append(f"ib_write_bw on {sender} gave no result: {exc}")
-            continue
+            parsed, why = None, str(exc)
         if parsed is None:
-            missing.append(
-                f"ib_write_bw on {sender} gave no result: {' | '.join(last_lines(output.client)) or 'no output'}"
-            )
-        elif output.client_status not in (0, None):
-            missing.append(f"ib_write_bw on {sender} exited {output.client_status}")
-            figures[sender] = parsed.average_gbps
-        else:
-            figures[sender] = parsed.average_gbps
+            why = why or " | ".join(last_lines(output.client)) or "no output"
+            missing.append(((sender,), f"ib_write_bw on {sender} gave no result: {why}"))
+            continue
+        figures[sender] = parsed.average_gbps
+        if output.client_status not in (0, None):
+            missing.append(((sender,), f"ib_write_bw on {sender} exited {output.client_status}"))
     return figures, missing
 
 
@@ -227,11 +228,12 @@ def judge_incast(
     verdict = judge(total, "Gb/s", bounds, reference) if figures else failed("no sender gave a figure", "Gb/s")
     problems = missing + counter_problems(session, receiver.host, senders, around)
     if problems:
-        verdict = replace(
-            verdict, status="fail", reason=f"{'; '.join(problems)} (senders {total:.4g} Gb/s: {verdict.reason})"
-        )
+        said = "; ".join(text for _, text in problems)
+        verdict = replace(verdict, status="fail", reason=f"{said} (senders {total:.4g} Gb/s: {verdict.reason})")
     qos = session.inventory.hosts[receiver.host].node.qos
     details: dict[str, object] = {
+        # the nodes the failure names (the report counts a failure against these, not the group)
+        "named": list(dict.fromkeys(host for hosts, _ in problems for host in hosts)),
         "receiver_device": receiver.device,
         "senders": {host: figures.get(host) for host in senders},
         "traffic_class": receiver.tclass,
