@@ -16,7 +16,7 @@ from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import Bounds
 from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool, judge_bandwidth, pair_bounds
 from rdmaprov.health.gates.pairs import gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import Lane, LaneOutput, pair_lanes, pair_problem, run_lanes
+from rdmaprov.health.gates.perftest import Lane, LaneOutput, judged_lanes, pair_lanes, pair_problem
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
 from rdmaprov.parsers.container import container_lack
@@ -78,16 +78,17 @@ def run_container_pair(session: Session, server: str, client: str, reports: dict
 
     if not lanes:
         return results
-    outputs = run_lanes(session, replace(bandwidth_tool(settings), image=image), lanes)
-    if isinstance(outputs, str):  # the server never listened: its device is not known here
-        lack = container_lack(outputs, image)
-        reason = f"{lack} (on {server}): {outputs}" if lack else outputs
-        return results + [
-            GateResult(GATE, subject(lane), False, reason, details={"image": image, "rail": lane.rail})
-            for lane in lanes
-        ]
     bounds = pair_bounds(settings)
-    return results + [judge_lane(output, image, bounds, subject(output.lane)) for output in outputs]
+
+    def unheard(lane: Lane, why: str) -> GateResult:  # the server never listened: its device is not known here
+        lack = container_lack(why, image)
+        reason = f"{lack} (on {server}): {why}" if lack else why
+        return GateResult(GATE, subject(lane), False, reason, details={"image": image, "rail": lane.rail})
+
+    tool = replace(bandwidth_tool(settings), image=image)
+    return results + judged_lanes(
+        session, tool, lanes, lambda output: judge_lane(output, image, bounds, subject(output.lane)), unheard
+    )
 
 
 def run_container_gate(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import Verdict, failed
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import LaneOutput, Tool, failed_on_exit, last_lines, pair_lanes, run_lanes
+from rdmaprov.health.gates.perftest import LaneOutput, Tool, failed_on_exit, judged_lanes, last_lines, pair_lanes
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.gates import LatencyGate
 from rdmaprov.parsers.node import NodeReport
@@ -103,10 +103,13 @@ def run_latency_pair(session: Session, server: str, client: str, reports: dict[s
         # nothing to judge against: testing would only cost the pair its time
         why = f"skipped (no p99 default for {fabric}: set cluster.gates.latency.max_p99_us, or turn the gate off)"
         return results + [GateResult("latency", lane.subject, True, why, status="skipped") for lane in lanes]
-    outputs = run_lanes(session, latency_tool(settings), lanes)
-    if isinstance(outputs, str):
-        return results + [GateResult("latency", lane.subject, False, outputs) for lane in lanes]
-    return results + [judge_lane(output, settings, limit) for output in outputs]
+    return results + judged_lanes(
+        session,
+        latency_tool(settings),
+        lanes,
+        lambda output: judge_lane(output, settings, limit),
+        lambda lane, why: GateResult("latency", lane.subject, False, why),
+    )
 
 
 def run_latencies(session: Session, pairs: list[Pair], reports: dict[str, NodeReport]) -> list[GateResult]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -311,6 +311,21 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
             s_status, s_text = server_out.get(i, (None, ""))
             outputs[i] = LaneOutput(lanes[i], c_text, c_status, s_text, s_status, launch.via)
     return [outputs[i] for i in range(len(lanes))]
+
+
+def judged_lanes(
+    session: Session,
+    tool: Tool,
+    lanes: list[Lane],
+    judge: Callable[[LaneOutput], GateResult],
+    unheard: Callable[[Lane, str], GateResult],
+) -> list[GateResult]:
+    """Every lane run at once and each output judged; where the server never listened (`why`),
+    each lane's `unheard(lane, why)` failure instead."""
+    outputs = run_lanes(session, tool, lanes)
+    if isinstance(outputs, str):
+        return [unheard(lane, outputs) for lane in lanes]
+    return [judge(output) for output in outputs]
 
 
 def pair_problem(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> str:

@@ -15,7 +15,7 @@ from rdmaprov.health.gates.bandwidth import Bounds
 from rdmaprov.health.gates.gpudirect import MemoryChoice
 from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, judge_bandwidth
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import Lane, pair_lanes, run_lanes
+from rdmaprov.health.gates.perftest import Lane, LaneOutput, judged_lanes, pair_lanes
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
 from rdmaprov.inventory.gates import IbWriteBwGate, RailGate
@@ -59,16 +59,16 @@ def run_rail_pair(session: Session, server: str, client: str, reports: dict[str,
         lanes = [lane for lane in lanes if lane.subject not in missing]
         if not lanes:
             return results
-    outputs = run_lanes(session, bandwidth_tool(settings), lanes)
-    if isinstance(outputs, str):
-        return results + [GateResult("rail", lane.subject, False, outputs) for lane in lanes]
-    for output in outputs:
-        result = judge_bandwidth(
-            "rail", output.lane.subject, output, rail_bounds(settings, session.inventory.gates.ib_write_bw)
-        )
+    bounds = rail_bounds(settings, session.inventory.gates.ib_write_bw)
+
+    def judged(output: LaneOutput) -> GateResult:
+        result = judge_bandwidth("rail", output.lane.subject, output, bounds)
         result.details["memory"] = {e.name: memory[e.name].why for e in (output.lane.server, output.lane.client)}
-        results.append(result)
-    return results
+        return result
+
+    return results + judged_lanes(
+        session, bandwidth_tool(settings), lanes, judged, lambda lane, why: GateResult("rail", lane.subject, False, why)
+    )
 
 
 def run_rails(session: Session, pairs: list[Pair], reports: dict[str, NodeReport]) -> list[GateResult]:
