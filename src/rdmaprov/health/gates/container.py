@@ -16,7 +16,7 @@ from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import Bounds
 from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool, judge_bandwidth, pair_bounds
 from rdmaprov.health.gates.pairs import gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import Lane, LaneOutput, judged_lanes, pair_lanes, pair_problem
+from rdmaprov.health.gates.perftest import Lane, LaneOutput, judged_lanes, nodes_problem, pair_lanes
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
 from rdmaprov.parsers.container import container_lack
@@ -39,7 +39,7 @@ def _lacked(output: LaneOutput, image: str) -> tuple[str, str] | None:
 def _without_runtime(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> str:
     """Why the pair cannot run containers at all ("" when it can): a node that cannot be reached,
     or one rdmaprov set up no container runtime on."""
-    problem = pair_problem(session, server, client, reports)
+    problem = nodes_problem(session, (server, client), reports)
     if problem:
         return problem
     for name in (server, client):

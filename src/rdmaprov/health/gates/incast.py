@@ -24,7 +24,15 @@ from rdmaprov.health.counters import CounterRead, counter_checks, counter_findin
 from rdmaprov.health.gates.bandwidth import Bounds, Reference, Verdict, failed, judge
 from rdmaprov.health.gates.ib_write_bw import bandwidth_tool
 from rdmaprov.health.gates.pairs import run_in_rounds
-from rdmaprov.health.gates.perftest import Lane, LaneOutput, endpoint, last_lines, rail_devices, run_lanes
+from rdmaprov.health.gates.perftest import (
+    Lane,
+    LaneOutput,
+    endpoint,
+    last_lines,
+    nodes_problem,
+    rail_devices,
+    run_lanes,
+)
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
 from rdmaprov.inventory.config import NodeConfig
@@ -245,13 +253,9 @@ def judge_incast(
 
 def _problem(session: Session, names: Sequence[str], reports: dict[str, NodeReport]) -> str:
     """Why a test cannot run ("" when it can)."""
+    if problem := nodes_problem(session, names, reports):
+        return problem
     for name in names:
-        if name in session.unreachable:
-            return f"{name} is unreachable: {session.unreachable[name]}"
-        if name in session.lost:
-            return f"not run: {session.lost[name]}"
-        if name not in reports:
-            return f"{name}: its state could not be read"
         if not rail_devices(session.inventory.hosts[name].node, reports[name]):
             return f"{name}: no compute HCA to test: declare rdma.devices"
     return ""

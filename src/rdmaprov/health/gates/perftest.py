@@ -328,9 +328,9 @@ def judged_lanes(
     return [judge(output) for output in outputs]
 
 
-def pair_problem(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> str:
-    """Why a pair cannot be tested at all ("" when it can)."""
-    for name in (server, client):
+def nodes_problem(session: Session, names: Sequence[str], reports: dict[str, NodeReport]) -> str:
+    """Why nodes cannot be tested together at all ("" when they can)."""
+    for name in names:
         if name in session.unreachable:
             return f"{name} is unreachable: {session.unreachable[name]}"
         if name in session.lost:
@@ -352,7 +352,7 @@ def pair_lanes(
     """The lanes of a pair, one per rail both nodes have; a failure for each rail only one node
     has (or for the pair when it cannot be tested); the memory each endpoint writes from."""
     subject = Subject.pair(server, client)
-    problem = pair_problem(session, server, client, reports)
+    problem = nodes_problem(session, (server, client), reports)
     if problem:
         return [], [GateResult(gate, subject, False, problem)], {}
     sides: list[list[Endpoint]] = []
