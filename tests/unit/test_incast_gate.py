@@ -33,6 +33,7 @@ from rdmaprov.schemas import load_schema
 from tests.conftest import FIXTURES
 from tests.support.inventories import problems, write
 from tests.support.pages import Page
+from tests.support.runs import verify_run
 
 QOS = FIXTURES / "roce_qos"
 CLIENT = (FIXTURES / "seed" / "ib_write_bw_client_roce_25g.txt").read_text()  # 23.14 Gb/s
@@ -85,7 +86,12 @@ def test_every_node_receives_once_from_its_group_and_groups_run_at_once():
 def test_a_newcomer_receives_from_nodes_already_there_taken_in_turn():
     tests = incast_tests(["n1", "n2", "n3", "n4", "n5"], 2, newcomers=["n4", "n5"])
     assert tests == [("n4", "n1", "n2"), ("n5", "n3", "n1")]
-    assert incast_tests(["n1", "n2", "n3"], 2, newcomers=["n2", "n3"]) == []  # one node there: no incast
+    # one node already there: the newcomers join the groups of all, and every node receives
+    assert incast_tests(["n1", "n2", "n3"], 2, newcomers=["n2", "n3"]) == [
+        ("n1", "n2", "n3"),
+        ("n2", "n1", "n3"),
+        ("n3", "n1", "n2"),
+    ]
 
 
 def test_an_incast_subject_names_its_senders_then_the_receiver_and_reads_back():
@@ -128,6 +134,14 @@ def test_rxes_counters_of_a_policed_link_grew_as_lost_packets():
     lost = loss_growth(before, after)
     assert lost and all(" completer_retry_err " in line or " duplicate_request " in line for line in lost)
     assert set(lost) <= set(trouble_growth(before, after))
+    # a receiver-not-ready retry loses nothing; mlx5's names from a real `rdma statistic`
+    names = _mlx5()
+    grown = {"mlx5_0/1": {n: v + 1 for n, v in names.items()}}
+    lost = {line.split()[1] for line in loss_growth({"mlx5_0/1": names}, grown)}
+    assert lost == {
+        "out_of_sequence", "duplicate_request", "packet_seq_err", "implied_nak_seq_err", "local_ack_timeout_err",
+        "roce_adp_retrans", "roce_adp_retrans_to",  # mlx5's adaptive retransmission: a packet was lost
+    }  # fmt: skip
 
 
 def _mlx5() -> dict[str, int]:
@@ -146,15 +160,20 @@ def _around(grow: dict[str, dict[str, int]]) -> Around:
     for host, counters in grow.items():
         for name, by in counters.items():
             port = "ens1" if name in after[host]["ens1"] else "mlx5_0/1"
-            after[host][port][name] += by
+            before[host][port].setdefault(name, 0)  # counters/ beside hw_counters: link_downed…
+            after[host][port][name] = after[host][port].get(name, 0) + by
     return Around(1000.0, before, 1005.0, after)
 
 
-def _lanes(receiver_gbps: float, outputs: tuple[str, str] = (CLIENT, CLIENT)) -> tuple[list[Lane], list[LaneOutput]]:
+def _lanes(
+    receiver_gbps: float, outputs: tuple[str, str] = (CLIENT, CLIENT), sender_gbps: float = 25.0, server: str = ""
+) -> tuple[list[Lane], list[LaneOutput]]:
     receiver = Endpoint("n1", "mlx5_0", 1, 3, receiver_gbps, declared=True, tclass=106)
-    lanes = [Lane(i, receiver, Endpoint(h, "mlx5_0", 1, 3, 25.0, True, tclass=106), 18800 + i)
+    lanes = [Lane(i, receiver, Endpoint(h, "mlx5_0", 1, 3, sender_gbps, True, tclass=106), 18800 + i)
              for i, h in enumerate(("n2", "n3"))]  # fmt: skip
-    return lanes, [LaneOutput(lane, text, 0 if text else 1, "", 0) for lane, text in zip(lanes, outputs, strict=True)]
+    return lanes, [
+        LaneOutput(lane, text, 0 if text else 1, server, 0) for lane, text in zip(lanes, outputs, strict=True)
+    ]
 
 
 # --- verdicts ----------------------------------------------------------------------------------------
@@ -180,8 +199,22 @@ def test_senders_summed_against_the_receivers_port_with_the_congestion_shown(tmp
         "n2": {"rp_cnp_handled": 140, "rx_pfc_prio3": 55},
         "n3": {"rp_cnp_handled": 160, "rx_pfc_prio3": 41},
     }
-    short, _ = judge_incast(_session(tmp_path), *_lanes(100.0), _around({}))
+    short, _ = judge_incast(_session(tmp_path), *_lanes(100.0, sender_gbps=100.0), _around({}))
     assert short.status == "fail" and "46.28 Gb/s (46.3% of the receiver's port rate) < 90 Gb/s" in short.reason
+    # two 25G senders cannot fill a 400G port: held to what they can carry together
+    wide, _ = judge_incast(_session(tmp_path), *_lanes(400.0), _around({}))
+    assert wide.status == "warn" and wide.reason.startswith(
+        "46.28 Gb/s (92.6% of the senders' port rates) >= 45 Gb/s = 0.90 × the senders' port rates (n2 25 + n3 25 Gb/s)"
+    ), wide.reason
+
+
+def test_where_no_sender_got_through_the_receiver_is_named_with_what_its_server_said(tmp_path):
+    server = " Couldn't listen to port 18800\n Failed to modify QP to RTR"
+    verdict, details = judge_incast(_session(tmp_path), *_lanes(25.0, ("", ""), server=server), _around({}))
+    assert verdict.reason.startswith(
+        "no sender got through to n1 (its first server said: Couldn't listen to port 18800 | Failed to modify QP"
+    ), verdict.reason
+    assert details["named"] == ["n1", "n2", "n3"]
 
 
 def test_a_sender_without_a_figure_fails_the_incast_by_name(tmp_path):
@@ -195,6 +228,11 @@ def test_a_sender_without_a_figure_fails_the_incast_by_name(tmp_path):
     [
         ({"n2": {"rx_pfc_prio0": 77}}, "n2 ens1: rx_pfc_prio0 +77 in 5 s (roce.pause)"),
         ({"n3": {"rx_link_pause": 5}}, "n3 ens1: rx_link_pause +5 in 5 s (roce.pause)"),
+        ({"n2": {"link_downed": 1}}, "n2 mlx5_0/1: link_downed +1 in 5 s (rdma.port_errors)"),
+        (  # 1 % of the window, no 1 s floor: 0.1 s is 2 % of 5 s
+            {"n1": {"tx_pfc_prio3_pause_us": 100_000}},
+            "n1 ens1: tx_pfc_prio3_pause_us +0.1 s (2.0 % of the time) in 5 s (roce.pause_time)",
+        ),
         ({"n1": {"out_of_sequence": 12}}, "n1: packets lost on a lossless fabric: mlx5_0/1 out_of_sequence +12"),
         (
             {"n1": {"np_ecn_marked_roce_packets": 900}},
@@ -213,6 +251,18 @@ def test_what_the_counters_show_under_congestion_fails_naming_the_node(tmp_path,
     assert verdict.status == "fail" and verdict.reason.startswith(said), verdict.reason
     assert details["named"] == (["n2", "n3"] if "reaction point" in said else list(grow))
     assert "(senders 46.28 Gb/s: 46.28 Gb/s" in verdict.reason  # the figure stays in the reason
+
+
+def test_rates_per_hour_and_counters_a_nic_lacks_are_left_alone_in_a_window_of_seconds(tmp_path):
+    # symbol_error may grow 120 an hour: one in five seconds is no rate (the periodic check judges it)
+    verdict, _ = judge_incast(_session(tmp_path), *_lanes(48.0), _around({"n2": {"symbol_error": 1}}))
+    assert verdict.status == "pass", verdict.reason
+    # a receiver that counts ECN marks but not the CNPs it sends: nothing said of its CNPs
+    around = _around({"n1": {"np_ecn_marked_roce_packets": 500}})
+    for reads in (around.before, around.after):
+        del reads["n1"]["mlx5_0/1"]["np_cnp_sent"]
+    verdict, _ = judge_incast(_session(tmp_path), *_lanes(48.0), around)
+    assert verdict.status == "pass", verdict.reason
 
 
 def test_ecn_under_pfc_only_fails_and_lost_packets_are_only_shown_where_the_fabric_may_drop(tmp_path):
@@ -248,8 +298,12 @@ def test_an_incast_result_matches_the_result_schema_and_shows_in_junit(tmp_path)
 def test_the_report_counts_a_failed_incast_against_the_node_it_names_not_its_whole_group(tmp_path):
     lanes, outputs = _lanes(48.0)
     verdict, details = judge_incast(_session(tmp_path), lanes, outputs, _around({"n3": {"rx_pfc_prio0": 9}}))
-    result = GateResult.of("incast", Subject.incast(["n2", "n3"], "n1"), verdict, details=details)
-    doc = RunResult("verify", "inv.yaml", "c", "2026-01-01T00:00:00+00:00", 1.0, [], [], [result]).to_json()
+    assert details["named"] == ["n3"]
+    doc = verify_run(3, cluster="incast").to_json()
+    result = GateResult.of("incast", Subject.incast(["node02", "node03"], "node01"), verdict, details=details)
+    doc["gates"] = [{**result.to_json(), "details": {**details, "named": ["node03"]}}]
     page = Page(render(doc))
-    assert "failing nodes (how many failures name each): n3 (1)" in page.verdict, page.verdict
-    assert "incast n2,n3 -> n1: n3 ens1: rx_pfc_prio0 +9 in 5 s (roce.pause)" in page.verdict
+    assert "failing nodes (how many failures name each): node03 (1)" in page.verdict, page.verdict
+    assert "incast node02,node03 -> node01: n3 ens1: rx_pfc_prio0 +9 in 5 s (roce.pause)" in page.verdict
+    nodes = next(t for t in page.tables if t.rows[0][0][1] == "node" and t.css == "")
+    assert [(row[0][1], row[-1][1]) for row in nodes.rows[1:]] == [("node01", "0"), ("node02", "0"), ("node03", "1")]

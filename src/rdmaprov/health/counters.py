@@ -13,7 +13,7 @@ link_downed that is no fault. A counter lower than before means the port was res
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypedDict, TypeGuard
 
@@ -136,6 +136,19 @@ def counter_checks(node: NodeConfig) -> tuple[CounterCheck, ...]:
         return (PORT_ERRORS,)
     pfc = (stray_pause(qos.priority), pause_time(qos.priority))
     return (PORT_ERRORS, *pfc) + (() if qos.ecn else (NO_DCQCN,))
+
+
+def window_checks(node: NodeConfig) -> tuple[CounterCheck, ...]:
+    """counter_checks for a window of seconds around one test (the incast gate) rather than the
+    minutes or hours between periodic checks: limits per hour are left out (one error in five
+    seconds is no rate; the periodic checks judge rates), and a share of the window has no
+    floor (the floor keeps a burst between close Slurm checks from failing; here the window is
+    the traffic itself)."""
+    kept = []
+    for check in counter_checks(node):
+        limits = {name: replace(limit, least_us=0.0) for name, limit in check.limits.items() if not limit.per_hour}
+        kept.append(replace(check, limits=limits))
+    return tuple(kept)
 
 
 def state_file(cluster: str) -> Path:

@@ -50,9 +50,10 @@ _TROUBLE = re.compile(r"err|discard|retr|dup|seq|nak|rnr|downed|symbol|integrity
 # The counters a packet lost on the wire moves, among those: the responder's sequence gap (mlx5
 # `out_of_sequence`, rxe `rcvd_seq_err`), the requester's NAK or timeout and its retransmission
 # (`packet_seq_err`, `implied_nak_seq_err`, `local_ack_timeout_err`, rxe `completer_retry_err`),
-# duplicates and discards. Not waits: a port waits whenever flow control holds it, a lossless
-# fabric doing its work.
-_LOSS = re.compile(r"seq|retr|timeout|dup|discard")
+# duplicates and discards. Not waits (a port waits whenever flow control holds it, a lossless
+# fabric doing its work), nor receiver-not-ready retries (`rnr_nak_retry_err`: the peer had no
+# receive posted, nothing was lost).
+_LOSS = re.compile(r"^(?!.*rnr).*(seq|retr|timeout|dup|discard)")
 
 
 def _grown(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], names: re.Pattern[str]) -> list[str]:

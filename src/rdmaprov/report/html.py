@@ -280,14 +280,20 @@ def _node_failures(run: Run) -> list[Failure]:
     return failures
 
 
+def _gate_hosts(result: Doc) -> tuple[str, ...]:
+    """The nodes a gate result counts against: none for a job across the cluster, the nodes an
+    incast's failure names (details.named), else its subject's."""
+    if result["gate"] in JOB_GATES:
+        return ()
+    return tuple(result["details"].get("named") or Subject.parse(result["subject"]).hosts)
+
+
 def _failures(run: Run) -> list[Failure]:
     """Everything that fails in the run, nodes first, then gates, then the diagnosis' verdicts."""
     found = _node_failures(run)
     for result in run.gates:
         if _status(result) == "fail":
-            named = result["details"].get("named")  # the incast's: the nodes its counters or senders name
-            subject = Subject.parse(result["subject"]).hosts
-            hosts = () if result["gate"] in JOB_GATES else tuple(named or subject)
+            hosts = _gate_hosts(result)
             found.append(Failure(hosts, f"{result['gate']} {_short(result['subject'])}: {result['reason']}"))
     diagnosis = run.diagnosis or {}
     for name, evidence in diagnosis.get("suspects", {}).items():
@@ -393,11 +399,7 @@ def _node_cells(host: Doc | None, gates: list[Doc]) -> list[object]:
     findings = host["findings"]
     failed = [f for f in findings if not f["ok"] and not f.get("unknown")]
     count = {kind: sum(_kind(f) == kind for f in failed) for kind in ("checks", "health findings", "fleet outliers")}
-    gate_failures = sum(
-        _status(g) == "fail" and host["name"] in Subject.parse(g["subject"]).hosts
-        for g in gates
-        if g["gate"] not in JOB_GATES
-    )
+    gate_failures = sum(_status(g) == "fail" and host["name"] in _gate_hosts(g) for g in gates)
     unknown = sum(bool(f.get("unknown")) for f in findings)
     checks = f"{count['checks']} fail, {unknown} unknown of {len(findings)}"
     return [host["status"], checks, count["health findings"], count["fleet outliers"], gate_failures]

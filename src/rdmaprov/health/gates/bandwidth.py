@@ -44,6 +44,7 @@ class Bounds:
     max_fraction: float
     minimum: float | None = None
     minimum_source: str = "the inventory's minimum"  # what the minimum is, as the verdict names it
+    too_high: str = "not Ring, or the declared rate is wrong"  # why a figure above max_fraction is wrong
 
     def threshold(self, reference: Reference | None) -> float | None:
         """The figure a pass needs, as judge holds it: the absolute minimum, else fraction × reference."""
@@ -97,8 +98,7 @@ def judge(measured: float, unit: str, bounds: Bounds, reference: Reference | Non
             threshold,
             unit,
             f"measurement error: {measured:.4g} {unit}{share} is above "
-            f"{bounds.max_fraction:.2f} × {reference.what} ({reference.formula}): not Ring, or the "
-            "declared rate is wrong",
+            f"{bounds.max_fraction:.2f} × {reference.what} ({reference.formula}): {bounds.too_high}",
             expected,
         )
     passed = measured >= threshold

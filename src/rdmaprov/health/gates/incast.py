@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from rdmaprov.engine.session import Session
-from rdmaprov.health.counters import CounterRead, counter_checks, counter_findings
+from rdmaprov.health.counters import CounterRead, counter_findings, window_checks
 from rdmaprov.health.gates.bandwidth import Bounds, Reference, Verdict, failed, judge
 from rdmaprov.health.gates.ib_write_bw import bandwidth_tool
 from rdmaprov.health.gates.pairs import run_in_rounds
@@ -66,11 +66,10 @@ def incast_groups(hosts: list[str], senders: int) -> list[list[str]]:
 
 def incast_tests(hosts: list[str], senders: int, newcomers: list[str] | None = None) -> list[Test]:
     """(receiver, *senders) for every test: each node of a group receives from the rest of it;
-    with newcomers, each newcomer receives from `senders` nodes already there, taken in turn."""
-    if newcomers:
-        existing = [h for h in hosts if h not in newcomers]
-        if len(existing) < 2:
-            return []
+    with newcomers, each newcomer receives from `senders` nodes already there, taken in turn
+    (fewer than two there: the groups of all, newcomers among them)."""
+    existing = [h for h in hosts if h not in (newcomers or ())]
+    if newcomers and len(existing) >= 2:
         count = min(senders, len(existing))
         return [
             (new, *(existing[(i * count + j) % len(existing)] for j in range(count))) for i, new in enumerate(newcomers)
@@ -103,10 +102,18 @@ def parse_counters(text: str) -> Ports:
     )
 
 
-def _read(session: Session, names: list[str], netdevs: dict[str, list[str]]) -> tuple[float, dict[str, Ports]]:
-    """When, and every node's counters (those that answered)."""
+def _read(session: Session, watched: dict[str, tuple[str, ...]]) -> tuple[float, dict[str, Ports]]:
+    """When, and each node's counters of what the test used (those that answered): {node: its
+    tested port ("mlx5_0/1") first, then that HCA's NIC netdevs}. Other HCAs' traffic (storage,
+    other jobs) is not the test's."""
+
+    def one(name: str) -> Ports:
+        port, *netdevs = watched[name]
+        ports = parse_counters(session.run(name, counters_command(netdevs)).stdout)
+        return {key: counters for key, counters in ports.items() if key in watched[name]}
+
     at = time.time()
-    read = session.each(names, lambda name: parse_counters(session.run(name, counters_command(netdevs[name])).stdout))
+    read = session.each(list(watched), one)
     return at, {name: ports for name, ports in read.items() if isinstance(ports, dict)}
 
 
@@ -126,14 +133,13 @@ class Around:
     after_at: float
     after: dict[str, Ports]
 
-    def grown(self, host: str, counter: str) -> int:
-        """How much a counter grew on any port of a node (0 where it was not read twice)."""
+    def grown(self, host: str, counter: str) -> int | None:
+        """How much a counter grew on a node's ports; None where no port has it in both reads."""
         before, after = self.before.get(host, {}), self.after.get(host, {})
-        return sum(
-            max(0, c[counter] - before[p][counter])
-            for p, c in after.items()
-            if counter in before.get(p, {}) and counter in c
-        )
+        both = [
+            (before[p][counter], c[counter]) for p, c in after.items() if counter in c and counter in before.get(p, {})
+        ]
+        return sum(max(0, new - old) for old, new in both) if both else None
 
 
 def counter_problems(session: Session, receiver: str, senders: Sequence[str], around: Around) -> list[Problem]:
@@ -147,7 +153,7 @@ def counter_problems(session: Session, receiver: str, senders: Sequence[str], ar
             continue
         previous: CounterRead = {"at": around.before_at, "ports": around.before[host]}
         for found in counter_findings(
-            host, node.fabric, around.after_at, around.after[host], previous, checks=counter_checks(node)
+            host, node.fabric, around.after_at, around.after[host], previous, checks=window_checks(node)
         ):
             if not found.ok:
                 problems.append(((host,), f"{host} {found.subject}: {found.found} ({found.id})"))
@@ -157,20 +163,20 @@ def counter_problems(session: Session, receiver: str, senders: Sequence[str], ar
     qos = session.inventory.hosts[receiver].node.qos
     if qos is not None and qos.ecn and qos.dcb_scope(session.inventory.hosts[receiver].node.fabric) is None:
         marked, sent = around.grown(receiver, "np_ecn_marked_roce_packets"), around.grown(receiver, "np_cnp_sent")
-        if marked and not sent:
+        if marked and sent == 0:  # None: the NIC does not count CNPs, nothing to judge
             why = (
                 f"{receiver}: {marked} ECN-marked packets arrived but it sent no CNP: DCQCN's notification point "
                 f"is off for priority {qos.priority} (roce_np/enable/{qos.priority})"
             )
             problems.append(((receiver,), why))
-        handled = sum(around.grown(s, "rp_cnp_handled") for s in senders)
-        if sent and not handled:
+        handled = {s: n for s in senders if (n := around.grown(s, "rp_cnp_handled")) is not None}
+        if sent and handled and not any(handled.values()):
             why = (
                 f"{receiver} sent {sent} CNPs but no sender handled one: DCQCN's reaction point is off on "
-                f"{', '.join(senders)} (roce_rp/enable/{qos.priority}), or the CNPs were lost (their priority "
+                f"{', '.join(handled)} (roce_rp/enable/{qos.priority}), or the CNPs were lost (their priority "
                 f"{qos.cnp_priority} must not be dropped)"
             )
-            problems.append((tuple(senders), why))
+            problems.append((tuple(handled), why))
     return problems
 
 
@@ -195,7 +201,8 @@ def congestion(receiver: str, senders: Sequence[str], around: Around, priority: 
 
 
 def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[Problem]]:
-    """Each sender's Gb/s, and why a sender gave none or broke."""
+    """Each sender's Gb/s, and why a sender gave none or broke. Where none gave a figure the
+    receiver is the likelier fault (its HCA, its GID): it is named, with what its servers said."""
     figures: dict[str, float] = {}
     missing: list[Problem] = []
     for output in outputs:
@@ -211,12 +218,37 @@ def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[Problem]
         figures[sender] = parsed.average_gbps
         if output.client_status not in (0, None):
             missing.append(((sender,), f"ib_write_bw on {sender} exited {output.client_status}"))
+    if not figures and outputs:
+        receiver = outputs[0].lane.server.host
+        said = " | ".join(last_lines(outputs[0].server)) or "nothing"
+        missing.insert(0, ((receiver,), f"no sender got through to {receiver} (its first server said: {said})"))
     return figures, missing
 
 
 def incast_bounds(session: Session) -> Bounds:
     settings = session.inventory.gates.incast
-    return Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)
+    too_high = "the senders did not run at once, or the declared rate is wrong"
+    return Bounds(
+        settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps, too_high=too_high
+    )
+
+
+def incast_reference(lanes: list[Lane]) -> Reference | None:
+    """What the incast can carry: the receiver's port rate, or the senders' rates added up where
+    they are less (three 100G senders cannot fill a 400G port); None where a rate is unknown."""
+    receiver = lanes[0].server
+    if not receiver.rate_gbps:
+        return None
+    own = Reference(
+        receiver.rate_gbps,
+        f"{receiver.device} on {receiver.host} at {receiver.rate_gbps:g} Gb/s",
+        "the receiver's port rate",
+    )
+    rates = [lane.client.rate_gbps for lane in lanes]
+    if not all(rates) or sum(r or 0 for r in rates) >= receiver.rate_gbps:
+        return own
+    shown = " + ".join(f"{lane.client.host} {lane.client.rate_gbps:g}" for lane in lanes)
+    return Reference(sum(r or 0 for r in rates), f"{shown} Gb/s", "the senders' port rates")
 
 
 def judge_incast(
@@ -225,12 +257,7 @@ def judge_incast(
     """The senders' sum against the receiver's port rate, failed by what the counters say."""
     receiver, senders = lanes[0].server, [lane.client.host for lane in lanes]
     figures, missing = _figures(outputs)
-    reference = None
-    if receiver.rate_gbps:
-        rate = receiver.rate_gbps
-        reference = Reference(
-            rate, f"{receiver.device} on {receiver.host} at {rate:g} Gb/s", "the receiver's port rate"
-        )
+    reference = incast_reference(lanes)
     total = round(sum(figures.values()), 4)
     bounds = incast_bounds(session)
     verdict = judge(total, "Gb/s", bounds, reference) if figures else failed("no sender gave a figure", "Gb/s")
@@ -273,12 +300,15 @@ def run_incast(session: Session, test: Test, reports: dict[str, NodeReport]) -> 
         node = session.inventory.hosts[name].node
         ends[name] = endpoint(name, node, reports[name], rail_devices(node, reports[name])[0])
     lanes = [Lane(i, ends[receiver], ends[s], INCAST_BASE_PORT + i) for i, s in enumerate(senders)]
-    netdevs = {name: list(reports[name].roce_qos.netdevs.get(ends[name].device, ())) for name in test}
-    before_at, before = _read(session, list(test), netdevs)
+    watched = {
+        name: (f"{end.device}/{end.port}", *reports[name].roce_qos.netdevs.get(end.device, ()))
+        for name, end in ends.items()
+    }
+    before_at, before = _read(session, watched)
     outputs = run_lanes(session, bandwidth_tool(session.inventory.gates.incast), lanes)
-    after_at, after = _read(session, list(test), netdevs)
-    if isinstance(outputs, str):
-        return GateResult(GATE, subject, False, outputs)
+    after_at, after = _read(session, watched)
+    if isinstance(outputs, str):  # the receiver's servers never listened
+        return GateResult(GATE, subject, False, outputs, details={"named": [receiver]})
     verdict, details = judge_incast(session, lanes, outputs, Around(before_at, before, after_at, after))
     return GateResult.of(GATE, subject, verdict, details={"via": outputs[0].via, **details})
 
@@ -286,7 +316,8 @@ def run_incast(session: Session, test: Test, reports: dict[str, NodeReport]) -> 
 def run_incast_gate(
     session: Session, hosts: list[str], reports: dict[str, NodeReport], newcomers: list[str] | None = None
 ) -> list[GateResult]:
-    """Every test, those sharing no node at once; fewer than 3 nodes: one skipped result saying so."""
+    """Every test, those sharing no node at once; fewer than 3 nodes: one skipped result saying so
+    (a bootstrap of one newcomer beside one node already there is such a case)."""
     tests = incast_tests(hosts, session.inventory.gates.incast.senders, newcomers)
     if not tests:
         why = f"skipped: an incast needs at least 3 nodes ({len(hosts)} selected)"

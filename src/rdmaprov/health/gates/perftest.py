@@ -287,19 +287,20 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
             said = _server_said(server_job)
             return f"the {tool.program} server on {server} did not start listening on port {listed}{said}"
         client_results = session.each(list(by_client), clients)
-        server_job.join(timeout=10)
+        if not any(isinstance(ran, Exception) for ran in client_results.values()):
+            server_job.join(timeout=10)  # a client that broke: its server is killed at once, below
     finally:
         if not server_job.ready() and server not in session.lost:
             session.run(server, tool.stray_kill(ports))
             launch.stop(server)
             server_job.join(timeout=10)
-    if isinstance(server_job.value, HostLost):
-        raise server_job.value
     done: dict[str, CommandResult] = {}
-    for host, ran in client_results.items():
+    for host, ran in client_results.items():  # a client's failure first, as when it ran alone
         if isinstance(ran, Exception):
             raise ran
         done[host] = ran
+    if isinstance(server_job.value, HostLost):
+        raise server_job.value
     ended = server_job.value if isinstance(server_job.value, CommandResult) else None
     server_out = split_lanes(ended.stdout) if ended else {}
     outputs: dict[int, LaneOutput] = {}
