@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from types import SimpleNamespace
 
 import jsonschema
 import pytest
+from gevent import subprocess as gsubprocess
 
 from rdmaprov.engine.results import RunResult
+from rdmaprov.engine.session import CommandResult, HostLost, each
+from rdmaprov.health.gates.ib_write_bw import bandwidth_tool
 from rdmaprov.health.gates.incast import (
     Around,
     congestion,
@@ -22,7 +26,7 @@ from rdmaprov.health.gates.incast import (
     parse_counters,
 )
 from rdmaprov.health.gates.pairs import rounds
-from rdmaprov.health.gates.perftest import Endpoint, Lane, LaneOutput
+from rdmaprov.health.gates.perftest import Endpoint, Lane, LaneOutput, run_lanes
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
 from rdmaprov.inventory import load_inventory
@@ -307,3 +311,81 @@ def test_the_report_counts_a_failed_incast_against_the_node_it_names_not_its_who
     assert "incast node02,node03 -> node01: n3 ens1: rx_pfc_prio0 +9 in 5 s (roce.pause)" in page.verdict
     nodes = next(t for t in page.tables if t.rows[0][0][1] == "node" and t.css == "")
     assert [(row[0][1], row[-1][1]) for row in nodes.rows[1:]] == [("node01", "0"), ("node02", "0"), ("node03", "1")]
+
+
+# --- the lanes run for real, every "node" this machine ----------------------------------------------
+
+FAKE_PERFTEST = """import socket, sys, time
+args = sys.argv[1:]
+port = int(args[args.index("-p") + 1])
+if args[-1].startswith("-"):  # no server address: the server side
+    with socket.create_server(("127.0.0.1", port)) as server:
+        server.settimeout(20)
+        peer, _ = server.accept()
+        peer.recv(1)
+    print("server of port", port)
+else:
+    for _ in range(100):
+        try:
+            socket.create_connection((args[-1], port), timeout=5).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    sys.stdout.write(open(sys.argv[0] + ".txt").read())
+"""
+
+
+class LocalSession:
+    """A session whose every node is this machine: commands run in bash here (gevent's subprocess,
+    so that the lanes' server and clients run at once), lanes meet over loopback. `lost` hosts
+    raise as a node that stopped answering does."""
+
+    def __init__(self, inventory, path: str, lose: str = "") -> None:
+        self.inventory, self.path, self.lose = inventory, path, lose
+        self.lost: dict[str, HostLost] = {}
+        self.unreachable: dict[str, str] = {}
+
+    def run(self, name: str, command: str, timeout_s: int | None = None) -> CommandResult:
+        if name == self.lose:
+            raise HostLost(name, "now", "the incast gate", "connection reset")
+        env = {**os.environ, "PATH": f"{self.path}:{os.environ['PATH']}"}
+        done = gsubprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=60)
+        return CommandResult(done.returncode == 0, done.stdout, done.stderr)
+
+    def each(self, names, work):
+        return each(names, work)
+
+
+def _local(tmp_path, lose: str = "") -> LocalSession:
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    (fake / "perftest.py").write_text(FAKE_PERFTEST)
+    (fake / "perftest.py.txt").write_text(CLIENT)
+    # named ib_write_bw in its command line, as the gates' stray-server kill matches it
+    wrapper = f'#!/bin/bash\nexec -a ib_write_bw /usr/bin/python3 {fake / "perftest.py"} "$@"\n'
+    (fake / "ib_write_bw").write_text(wrapper)
+    (fake / "ib_write_bw").chmod(0o755)
+    text = INVENTORY.format(fabric="roce", qos="", extra="").replace("10.0.0.", "127.0.0.")
+    return LocalSession(load_inventory(write(tmp_path, text)), str(fake), lose)
+
+
+def _local_lanes() -> list[Lane]:
+    receiver = Endpoint("n1", "mlx5_0", 1, 3, 25.0)
+    return [Lane(i, receiver, Endpoint(h, "mlx5_0", 1, 3, 25.0), 28800 + i) for i, h in enumerate(("n2", "n3"))]
+
+
+def test_lanes_from_two_client_nodes_into_one_server_run_at_once_and_come_back_in_lane_order(tmp_path):
+    tool = bandwidth_tool(_session(tmp_path).inventory.gates.incast)
+    outputs = run_lanes(_local(tmp_path), tool, _local_lanes())
+    assert not isinstance(outputs, str), outputs
+    assert [o.lane.client.host for o in outputs] == ["n2", "n3"]
+    assert all(o.client_status == 0 and " 23.14 " in o.client for o in outputs)
+    assert [o.server for o in outputs] == ["server of port 28800", "server of port 28801"]
+
+
+def test_a_client_node_lost_mid_lanes_is_raised_and_its_server_is_not_waited_for(tmp_path):
+    tool = bandwidth_tool(_session(tmp_path).inventory.gates.incast)
+    started = time.monotonic()
+    with pytest.raises(HostLost, match="n3 stopped answering"):
+        run_lanes(_local(tmp_path, lose="n3"), tool, _local_lanes())
+    assert time.monotonic() - started < 10  # the server of n3's lane was killed, not waited 10 s for
