@@ -31,7 +31,7 @@ from pathlib import Path
 from rdmaprov.errors import UserError
 from rdmaprov.lab import mirror
 from rdmaprov.lab.image import Image, ensure_image
-from rdmaprov.lab.paths import cache_root
+from rdmaprov.lab.paths import cache_root, making
 from rdmaprov.lab.proc import require, run
 from rdmaprov.lab.releases import Release
 
@@ -124,9 +124,9 @@ def _write_files(rootfs: Path, key: str) -> None:
     (ssh / "authorized_keys").chmod(0o600)
 
 
-def _customize(rootfs: Path, image: Image, release: Release, key: str, work: Path) -> None:
+def _customize(rootfs: Path, image: Image, release: Release, key: str, work: Path, log) -> None:
     debs = work / "debs"
-    mirror.download(image, release, ["sudo"], debs)
+    mirror.download(image, release, ["sudo"], debs, log)
     target = rootfs / "tmp/rdmaprov-box-debs"
     shutil.copytree(debs, target)
     names = sorted(p.name for p in target.glob("*.deb"))
@@ -204,6 +204,14 @@ def ensure_box(release: Release, log=print) -> Path:
     box = done / f"rdmaprov-{release.codename}.box"
     if box.exists():
         return box
+    with making(done, log):
+        if not box.exists():
+            _make_box(image, release, key, done, box, log)
+    return box
+
+
+def _make_box(image: Image, release: Release, key: str, done: Path, box: Path, log) -> None:
+    """Copy the image's root, make it a Vagrant machine, and pack disk and metadata into `box`."""
     started = time.monotonic()
     log(f"lab: making a Vagrant libvirt box of the {release.title} image in {done}")
     work = done.with_name(done.name + ".building")
@@ -211,7 +219,7 @@ def ensure_box(release: Release, log=print) -> Path:
     work.mkdir(parents=True)
     rootfs = work / "rootfs"
     run(["cp", "-a", "--reflink=auto", str(image.rootfs), str(rootfs)], "copying the image's root")
-    _customize(rootfs, image, release, key, work)
+    _customize(rootfs, image, release, key, work, log)
     disk = _disk(rootfs, work)
     shutil.rmtree(rootfs)
     (work / "metadata.json").write_text(
@@ -229,4 +237,3 @@ def ensure_box(release: Release, log=print) -> Path:
     shutil.rmtree(done, ignore_errors=True)
     work.rename(done)
     log(f"lab: box made in {time.monotonic() - started:.0f}s")
-    return box

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rdmaprov.errors import UserError
-from rdmaprov.lab.paths import cache_root
+from rdmaprov.lab.paths import cache_root, making
 from rdmaprov.lab.proc import require, run
 from rdmaprov.lab.releases import Release
 
@@ -169,6 +169,14 @@ def ensure_image(release: Release, log=print) -> Image:
     image = Image(image_dir(release))
     if (image.root / "complete").exists():
         return image
+    with making(image.root, log):
+        if not (image.root / "complete").exists():
+            _build(image, release, log)
+    return image
+
+
+def _build(image: Image, release: Release, log) -> None:
+    """Debootstrap the release, configure it and leave its kernel, initrd and disk in image.root."""
     require("debootstrap", "mke2fs", "qemu-img")
     free = shutil.disk_usage(cache_root().parent if cache_root().parent.exists() else Path("/")).free
     if free < 6 * 1024**3:
@@ -210,4 +218,3 @@ def ensure_image(release: Release, log=print) -> Image:
     shutil.rmtree(image.root, ignore_errors=True)
     building.rename(image.root)
     log(f"lab: {release.title} image built in {time.monotonic() - started:.0f}s")
-    return image

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rdmaprov.errors import UserError
 from rdmaprov.lab.image import DEBIAN_MIRROR, Image
-from rdmaprov.lab.paths import cache_root
+from rdmaprov.lab.paths import cache_root, making
 from rdmaprov.lab.proc import require, run
 from rdmaprov.lab.releases import Release
 from rdmaprov.packages import lab_packages
@@ -69,26 +69,28 @@ def _apt_get(conf: Path, args: list[str], what: str) -> None:
         raise UserError(f"{what} failed (check that this machine reaches {DEBIAN_MIRROR}):\n{tail}")
 
 
-def download(image: Image, release: Release, packages: list[str], dest: Path) -> None:
+def download(image: Image, release: Release, packages: list[str], dest: Path, log=print) -> None:
     """Download `packages` and what the release's image lacks of their dependencies into `dest`."""
     require("apt-get")
     if not ARCHIVE_KEYRING.exists():
         raise UserError(f"checking Debian's signatures needs {ARCHIVE_KEYRING}: apt-get install debian-archive-keyring")
     (dest / "partial").mkdir(parents=True, exist_ok=True)
-    conf = _apt_config(release, image, dest)
-    _apt_get(conf, ["update"], f"reading the {release.codename} package index")
-    _apt_get(
-        conf,
-        [
-            "--download-only",
-            "--no-install-recommends",
-            "-o",
-            "APT::Get::AllowUnauthenticated=false",
-            "install",
-            *packages,
-        ],
-        f"fetching {release.codename} packages",
-    )
+    # the release's apt folder (its lists and caches) is shared by every download for that release
+    with making(cache_root() / "apt" / release.codename, log):
+        conf = _apt_config(release, image, dest)
+        _apt_get(conf, ["update"], f"reading the {release.codename} package index")
+        _apt_get(
+            conf,
+            [
+                "--download-only",
+                "--no-install-recommends",
+                "-o",
+                "APT::Get::AllowUnauthenticated=false",
+                "install",
+                *packages,
+            ],
+            f"fetching {release.codename} packages",
+        )
     shutil.rmtree(dest / "partial", ignore_errors=True)
     if not list(dest.glob("*.deb")):
         raise UserError(f"fetching {release.codename} packages produced no .deb files")
@@ -100,13 +102,16 @@ def fetch_packages(image: Image, release: Release, log=print) -> Path:
     pool = _pool_dir(image, packages)
     if (pool / "complete").exists():
         return pool
-    log(f"lab: fetching {len(packages)} packages and their dependencies for {release.title}")
-    partial = pool.with_name(pool.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    download(image, release, packages, partial / "debs")
-    (partial / "complete").write_text("\n".join(packages) + "\n")
-    shutil.rmtree(pool, ignore_errors=True)
-    partial.rename(pool)
+    with making(pool, log):
+        if (pool / "complete").exists():
+            return pool
+        log(f"lab: fetching {len(packages)} packages and their dependencies for {release.title}")
+        partial = pool.with_name(pool.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        download(image, release, packages, partial / "debs", log)
+        (partial / "complete").write_text("\n".join(packages) + "\n")
+        shutil.rmtree(pool, ignore_errors=True)
+        partial.rename(pool)
     return pool
 
 

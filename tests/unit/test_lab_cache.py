@@ -1,0 +1,62 @@
+"""The lab's cache entries (images, package pools, boxes) made by one rdmaprov at a time: a second
+run that needs the same entry waits for the first, says so, and then finds it made."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from rdmaprov.lab.paths import making
+
+# Two processes, as two rdmaprov runs are (the lock is the kernel's, per open file): the first
+# holds the entry until its standard input closes, then makes it; the second reports what it saw.
+FIRST = """
+import sys
+from pathlib import Path
+from rdmaprov.lab.paths import making
+entry = Path(sys.argv[1])
+with making(entry):
+    print("holding", flush=True)
+    sys.stdin.read()
+    entry.mkdir()
+"""
+SECOND = """
+import sys
+from pathlib import Path
+from rdmaprov.lab.paths import making
+entry = Path(sys.argv[1])
+with making(entry, log=lambda line: print(line, flush=True)):
+    print(f"made: {entry.is_dir()}", flush=True)
+"""
+
+
+def _start(code: str, entry) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, str(entry)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def test_a_second_maker_waits_says_so_and_then_finds_the_entry_made(tmp_path):
+    entry = tmp_path / "images" / "debian12-abc"
+    first = _start(FIRST, entry)
+    try:
+        assert first.stdout.readline() == "holding\n"
+        second = _start(SECOND, entry)
+        assert second.stdout.readline() == f"lab: waiting for another rdmaprov making {entry}\n"
+        assert not entry.exists()
+        first.stdin.close()
+        assert first.wait(30) == 0
+        assert second.stdout.read() == "made: True\n"
+        assert second.wait(30) == 0
+    finally:
+        first.kill()
+
+
+def test_nobody_making_the_entry_means_no_wait_and_no_word(tmp_path):
+    said: list[str] = []
+    with making(tmp_path / "mirror" / "pool", log=said.append):
+        pass
+    with making(tmp_path / "mirror" / "pool", log=said.append):
+        pass
+    assert said == []
+    assert (tmp_path / "mirror" / "pool.lock").exists()  # the lock file stays; the entry is never made by it
