@@ -3,7 +3,7 @@
 # take the place of each run's default folder (tests/unit, tests/e2e), e.g. tools/test.sh unit -k quoting
 #   all   (the default; what CI runs) the system packages and .venv (tools/setup.sh), style and
 #         types, the unit tier against the installed wheel with the tested versions, the lowest and
-#         the newest ones pyproject.toml allows, then both end-to-end tiers (root)
+#         the newest ones pyproject.toml allows, then both end-to-end tiers side by side (root)
 #   unit  style, types and the unit tests on this checkout: no root, no Debian packages
 #   ssh   end-to-end tests on real SSH hosts in network namespaces (root)
 #   lab   end-to-end tests on the QEMU SoftRoCE lab and on Vagrant (root; the lab image is cached)
@@ -57,6 +57,24 @@ unit_on_wheel() {
   fi
 }
 
+# Both end-to-end tiers as two pytest processes at once: the VM lab's tests (one shared lab, in
+# order) and all the others (real SSH hosts, twins, Vagrant's own VMs). Much of the lab's hour is
+# waiting (VM boots and reboots, Slurm's intervals, timeouts on purpose) with the cores idle, so
+# the others run in that time. Their output follows the lab's, whole, once both have ended.
+end_to_end() {
+  local log code=0 others=0
+  log=$(mktemp)
+  run_pytest .venv --durations=0 --ignore=tests/e2e/test_lab.py tests/e2e >"$log" 2>&1 &
+  local pid=$!
+  echo "test: the end-to-end tests other than the VM lab's run beside it (pid $pid); their output comes after"
+  run_pytest .venv --durations=0 tests/e2e/test_lab.py || code=$?
+  wait "$pid" || others=$?
+  echo "test: the end-to-end tests other than the VM lab's:"
+  cat "$log"
+  rm -f "$log"
+  [[ $code -eq 0 && $others -eq 0 ]]
+}
+
 case $tier in
   unit)
     bash tools/setup.sh --python
@@ -80,6 +98,10 @@ case $tier in
     for set in tested lowest newest; do
       unit_on_wheel "$set" "$@"
     done
-    run_pytest .venv --durations=0 "${@:-tests/e2e}"
+    if [[ $# -gt 0 ]]; then
+      run_pytest .venv --durations=0 "$@"
+    else
+      end_to_end
+    fi
     ;;
 esac
