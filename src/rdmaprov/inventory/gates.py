@@ -21,32 +21,47 @@ class NodeGate:
 
 
 @dataclass(frozen=True)
-class IbWriteBwGate:
+class Bandwidth:
+    """What an ib_write_bw gate sends and judges by, the same settings in the pair, rail and incast
+    gates: `size`-byte writes for `duration_s` (the run killed at `timeout_s`); a pass at `fraction`
+    × the port rate (or `min_gbps`), a warning under `warn_fraction` ×, a measurement error over
+    `max_fraction` ×."""
+
+    fraction: float
+    warn_fraction: float
+    max_fraction: float
+    min_gbps: float | None
+    size: int
+    duration_s: int
+    timeout_s: int
+
+    @staticmethod
+    def read(settings: Section) -> tuple[float, float, float, float | None, int, int, int]:
+        """The fields above from a gate's section, in their order (a gate's own fields follow)."""
+        return (
+            settings.number("fraction"),
+            settings.number("warn_fraction"),
+            settings.number("max_fraction"),
+            settings.optional_number("min_gbps"),
+            settings.integer("size"),
+            settings.integer("duration_s"),
+            settings.integer("timeout_s"),
+        )
+
+
+@dataclass(frozen=True)
+class IbWriteBwGate(Bandwidth):
     """ib_write_bw between pairs of nodes, judged against the port rate (or min_gbps)."""
 
     enabled: bool
     pairs: str  # ring or all
-    fraction: float
-    warn_fraction: float
-    max_fraction: float
-    min_gbps: float | None
-    duration_s: int
-    timeout_s: int
-    size: int
 
 
 @dataclass(frozen=True)
-class RailGate:
+class RailGate(Bandwidth):
     """ib_write_bw on every rail of a pair at once, each HCA judged against its own port rate."""
 
     enabled: bool
-    fraction: float
-    warn_fraction: float
-    max_fraction: float
-    min_gbps: float | None
-    size: int
-    duration_s: int
-    timeout_s: int
     gpudirect: str  # auto, off or required
 
 
@@ -63,35 +78,18 @@ class LatencyGate:
 
 
 @dataclass(frozen=True)
-class IncastGate:
+class IncastGate(Bandwidth):
     """Several senders write to one receiver at once; the sum against the receiver's port rate,
     every node's counters around it. Off unless written: it congests the fabric on purpose."""
 
     enabled: bool
     senders: int
-    fraction: float
-    warn_fraction: float
-    max_fraction: float
-    min_gbps: float | None
-    size: int
-    duration_s: int
-    timeout_s: int
 
     @classmethod
     def from_settings(cls, settings: Section) -> IncastGate:
         if not settings:
-            return cls(False, 3, 0.9, 0.95, 1.05, None, 1 << 20, 5, 60)
-        return cls(
-            settings.flag("enabled"),
-            settings.integer("senders"),
-            settings.number("fraction"),
-            settings.number("warn_fraction"),
-            settings.number("max_fraction"),
-            settings.optional_number("min_gbps"),
-            settings.integer("size"),
-            settings.integer("duration_s"),
-            settings.integer("timeout_s"),
-        )
+            return cls(0.9, 0.95, 1.05, None, 1 << 20, 5, 60, False, 3)
+        return cls(*Bandwidth.read(settings), settings.flag("enabled"), settings.integer("senders"))
 
 
 @dataclass(frozen=True)
@@ -230,17 +228,7 @@ class GatesConfig:
                 nd.text("max_bytes"),
                 nd.integer("timeout_s"),
             ),
-            IbWriteBwGate(
-                ib.flag("enabled"),
-                ib.text("pairs"),
-                ib.number("fraction"),
-                ib.number("warn_fraction"),
-                ib.number("max_fraction"),
-                ib.optional_number("min_gbps"),
-                ib.integer("duration_s"),
-                ib.integer("timeout_s"),
-                ib.integer("size"),
-            ),
+            IbWriteBwGate(*Bandwidth.read(ib), ib.flag("enabled"), ib.text("pairs")),
             AllReduceGate(
                 ar.flag("enabled"),
                 ar.number("fraction"),
@@ -254,17 +242,7 @@ class GatesConfig:
                 ar.texts("hosts"),
                 ar.optional_text("launcher_ifname"),
             ),
-            RailGate(
-                rl.flag("enabled"),
-                rl.number("fraction"),
-                rl.number("warn_fraction"),
-                rl.number("max_fraction"),
-                rl.optional_number("min_gbps"),
-                rl.integer("size"),
-                rl.integer("duration_s"),
-                rl.integer("timeout_s"),
-                rl.text("gpudirect"),
-            ),
+            RailGate(*Bandwidth.read(rl), rl.flag("enabled"), rl.text("gpudirect")),
             LatencyGate(
                 lt.flag("enabled"),
                 lt.optional_number("max_p99_us"),

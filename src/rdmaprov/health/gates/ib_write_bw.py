@@ -19,19 +19,19 @@ from rdmaprov.health.gates.perftest import (
 )
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
-from rdmaprov.inventory.gates import IbWriteBwGate, IncastGate, RailGate
+from rdmaprov.inventory.gates import Bandwidth
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
 
 TCP_PORT = 18515
 
 
-def bandwidth_tool(settings: IbWriteBwGate | RailGate | IncastGate) -> Tool:
+def bandwidth_tool(settings: Bandwidth) -> Tool:
     args = ("-s", str(settings.size), "-D", str(settings.duration_s), "--report_gbits", "-F")
     return Tool("ib_write_bw", args, settings.timeout_s)
 
 
-def pair_bounds(settings: IbWriteBwGate) -> Bounds:
+def pair_bounds(settings: Bandwidth) -> Bounds:
     """A pair's floor: the inventory's absolute min_gbps, else the fraction of the port rate."""
     return Bounds(settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps)
 
