@@ -240,9 +240,9 @@ def test_a_sender_without_a_figure_fails_the_incast_by_name(tmp_path):
         ({"n1": {"out_of_sequence": 12}}, "n1: packets lost on a lossless fabric: mlx5_0/1 out_of_sequence +12"),
         (
             {"n1": {"np_ecn_marked_roce_packets": 900}},
-            "n1: 900 ECN-marked packets arrived but it sent no CNP: DCQCN's notification point is off for "
-            "priority 3 (roce_np/enable/3)",
+            "n1 mlx5_0/1: np_ecn_marked_roce_packets +900 with no np_cnp_sent in 5 s (roce.dcqcn)",
         ),
+        ({"n2": {"rp_cnp_ignored": 30}}, "n2 mlx5_0/1: rp_cnp_ignored +30 in 5 s (roce.dcqcn)"),
         (
             {"n1": {"np_ecn_marked_roce_packets": 900, "np_cnp_sent": 80}},
             "n1 sent 80 CNPs but no sender handled one: DCQCN's reaction point is off on n2, n3 "

@@ -131,7 +131,7 @@ def _node_section(page: str, name: str) -> str:
 
 
 def test_findings_are_sorted_into_checks_health_findings_and_fleet_outliers():
-    assert len(HEALTH_CHECKS) == 9 and HEALTH_CHECKS <= set(CHECKS)
+    assert len(HEALTH_CHECKS) == 10 and HEALTH_CHECKS <= set(CHECKS)
     # node03's two K80s fell off the bus (a real journal): it reports no GPU, and the Xids say why
     xid = (FIXTURES / "public" / "journal_xid_79_fallen_off_bus_2xK80_same_board_kernel_ts.txt").read_text()
     report = parse_node_report(NODE_REPORT.replace("@@ xid\n", "@@ xid\n" + xid))

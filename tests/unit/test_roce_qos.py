@@ -415,7 +415,7 @@ def test_ecn_marks_or_cnps_on_a_pfc_only_fabric_name_the_node():
         "roce.ecn_activity",
     ]
     dcqcn = node_config({"fabric": "roce", "roce_qos": {"profile": "dcqcn"}})
-    assert [c.check_id for c in counter_checks(dcqcn)] == ["rdma.port_errors", "roce.pause", "roce.pause_time"]
+    assert [c.check_id for c in counter_checks(dcqcn)][:3] == ["rdma.port_errors", "roce.pause", "roce.pause_time"]
     assert [c.check_id for c in counter_checks(node_config({"fabric": "roce"}))] == ["rdma.port_errors"]
     softroce = node_config({"fabric": "softroce", "rdma": {"netdevs": ["eth0"]}, "roce_qos": {"profile": "pfc_only"}})
     assert [c.check_id for c in counter_checks(softroce)] == ["rdma.port_errors"]
@@ -429,6 +429,47 @@ def test_ecn_marks_or_cnps_on_a_pfc_only_fabric_name_the_node():
     [found] = counter_findings("gpu1", "roce", 600.0, {"mlx5_2/1": after}, previous, "b", counter_checks(pfc_only))
     assert (found.id, found.ok, found.found) == ("roce.ecn_activity", False, "rp_cnp_handled +42 in 10 min")
     assert found.deploy is None and "declared PFC-only" in found.hint  # the cause may be another node
+    # a node whose reaction point is off, as pfc_only sets it, counts a peer's CNPs as ignored
+    ignored = {**before, "rp_cnp_ignored": 7}
+    [found] = counter_findings("gpu1", "roce", 600.0, {"mlx5_2/1": ignored}, previous, "b", counter_checks(pfc_only))
+    assert (found.ok, found.found) == (False, "rp_cnp_ignored +7 in 10 min")
+
+
+def test_under_dcqcn_every_ecn_mark_is_answered_and_no_cnp_ignored():
+    dcqcn = node_config({"fabric": "roce", "roce_qos": {"profile": "dcqcn"}})
+    assert counter_checks(dcqcn)[-1].check_id == "roce.dcqcn"
+    before = _hw_counters()
+    previous = {"at": 0.0, "boot": "b", "ports": {"mlx5_2/1": before}}
+
+    def judged(**grown: int):
+        after = {name: before[name] + grown.get(name, 0) for name in before}
+        [found] = counter_findings("gpu1", "roce", 7200.0, {"mlx5_2/1": after}, previous, "b", counter_checks(dcqcn))
+        return found
+
+    # congestion controlled: marks answered by fewer CNPs, senders slowing on the CNPs they got
+    working = judged(np_ecn_marked_roce_packets=5000, np_cnp_sent=800, rp_cnp_handled=650)
+    assert (working.id, working.ok, working.found) == ("roce.dcqcn", True, "none grew past its limit in 2.0 h")
+    assert working.expected == "rp_cnp_ignored +0, np_ecn_marked_roce_packets +0 unless np_cnp_sent grew"
+    # the notification point off for the priority: marks, and not one CNP
+    silent = judged(np_ecn_marked_roce_packets=5000)
+    assert (silent.ok, silent.found) == (False, "np_ecn_marked_roce_packets +5000 with no np_cnp_sent in 2.0 h")
+    assert "ecn/roce_np/enable/3" in silent.hint and "apply --tags roce_qos" in silent.hint
+    # the reaction point off: CNPs arrive and are ignored, the sender never slows
+    deaf = judged(rp_cnp_ignored=42, np_ecn_marked_roce_packets=10, np_cnp_sent=2)
+    assert (deaf.ok, deaf.found) == (False, "rp_cnp_ignored +42 in 2.0 h")
+    # a port that counts marks but not the CNPs it sends: its marks are not judged
+    uncounted = {name: value for name, value in before.items() if name != "np_cnp_sent"}
+    after = {**uncounted, "np_ecn_marked_roce_packets": 9}
+    [found] = counter_findings(
+        "gpu1",
+        "roce",
+        60.0,
+        {"mlx5_2/1": after},
+        {**previous, "ports": {"mlx5_2/1": uncounted}},
+        "b",
+        counter_checks(dcqcn),
+    )
+    assert found.ok, found.found
 
 
 def _pause(name: str) -> dict[str, int]:

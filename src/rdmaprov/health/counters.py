@@ -1,7 +1,8 @@
 """RDMA port counters, judged by how much they grew since the previous check: a counter's total
 says nothing (a port up for a year has some), its growth over a known window does. The error
 counters on every node; on a RoCE node whose QoS chain is declared, pause frames outside its
-priority, and where it is declared PFC-only, DCQCN's counters too.
+priority, and DCQCN's counters: silent where it is declared PFC-only, answering every ECN mark
+where DCQCN is declared.
 
 Each check keeps what it read on the control machine, one file per cluster; the first check of a
 node records the baseline. A node that booted since (its kernel boot id changed) starts over:
@@ -20,6 +21,7 @@ from typing import TypedDict, TypeGuard
 from rdmaprov.health.findings import Finding, finding
 from rdmaprov.health.state import load_section, save_section
 from rdmaprov.inventory.config import NodeConfig
+from rdmaprov.parsers.counters import CONGESTION_COUNTERS
 from rdmaprov.paths import cluster_file
 
 
@@ -29,23 +31,37 @@ class Limit:
     per_hour: bool = False
     share: bool = False  # a time in microseconds, `most` its largest share of the window (0.01: 1 %)
     least_us: float = 0.0  # a share's floor: a short window (Slurm's checks) is not judged on a burst
+    # Growth allowed where this counter grew in the same window (an ECN mark answered by a CNP);
+    # not judged where the port does not count it.
+    unless: str = ""
 
     def allowed(self, window_s: float) -> float:
         if self.share:
             return max(self.least_us, self.most * window_s * 1e6)
         return self.most * window_s / 3600 if self.per_hour else self.most
 
+    def exceeded(self, name: str, counters: Mapping[str, int], before: Mapping[str, int], window_s: float) -> bool:
+        """Whether `name` grew past the limit between the two reads of a port."""
+        if counters[name] - before[name] <= self.allowed(window_s):
+            return False
+        if not self.unless:
+            return True
+        if self.unless not in counters or self.unless not in before:
+            return False
+        return counters[self.unless] <= before[self.unless]
+
     def grew(self, name: str, growth: int, window_s: float) -> str:
         """The growth as a finding says it: a count, or a time with its share of the window."""
         if not self.share:
-            return f"{name} +{growth}"
+            return f"{name} +{growth}" + (f" with no {self.unless}" if self.unless else "")
         share = f" ({growth / 1e4 / window_s:.1f} % of the time)" if window_s > 0 else ""  # a clock gone back
         return f"{name} +{growth / 1e6:.1f} s{share}"
 
     def __str__(self) -> str:
         if self.share:
             return f"≤ {self.most * 100:g} % of the time (at least {self.least_us / 1e6:g} s)"
-        return f"≤ {self.most:g}/h" if self.per_hour else f"+{self.most:g}"
+        unless = f" unless {self.unless} grew" if self.unless else ""
+        return (f"≤ {self.most:g}/h" if self.per_hour else f"+{self.most:g}") + unless
 
 
 # One per parsers.counters.ERROR_COUNTERS. Defaults from the field: a link that went down,
@@ -78,13 +94,29 @@ PORT_ERRORS = CounterCheck(
 )
 # Under roce_qos pfc_only no RoCE packet is ECN-capable (its ToS has no ECT bit) and no NIC runs
 # DCQCN: a CE-marked packet or a CNP means a node sends in another class or runs DCQCN, against
-# the fabric's declared chain.
+# the fabric's declared chain. A CNP arriving where the reaction point is off (as pfc_only sets
+# it) is counted as ignored, not handled.
 NO_DCQCN = CounterCheck(
     "roce.ecn_activity",
-    {name: Limit(0) for name in ("np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled")},
+    {name: Limit(0) for name in CONGESTION_COUNTERS},
     "the fabric is declared PFC-only, yet ECN marks or CNPs arrive: a node with another roce_qos (or set by "
     "hand) sends ECN-capable traffic or runs DCQCN; `rdmaprov verify` names the node whose chain differs",
 )
+
+
+def dcqcn(priority: int) -> CounterCheck:
+    """Under the dcqcn profile a CE-marked RoCE packet must be answered: its receiver's notification
+    point sends a CNP (fewer than the marks: one per flow per interval, but some), and the sender's
+    reaction point slows down on it. Marks with no CNP in the window mean the notification point
+    is off for the priority; a CNP the reaction point ignored (mlx5 `rp_cnp_ignored`) means its
+    reaction point is. Either way congestion is no longer controlled and PFC pauses instead."""
+    return CounterCheck(
+        "roce.dcqcn",
+        {"np_ecn_marked_roce_packets": Limit(0, unless="np_cnp_sent"), "rp_cnp_ignored": Limit(0)},
+        f"DCQCN is declared on priority {priority}: marks with no CNP mean the notification point is off "
+        f"(ecn/roce_np/enable/{priority}), ignored CNPs that the reaction point is (ecn/roce_rp/enable/{priority}); "
+        "`rdmaprov apply --tags roce_qos` sets both again",
+    )
 
 
 def stray_pause(priority: int) -> CounterCheck:
@@ -129,13 +161,13 @@ def pause_time(priority: int) -> CounterCheck:
 
 def counter_checks(node: NodeConfig) -> tuple[CounterCheck, ...]:
     """What a node's counters are judged on: the error counters; where the hosts set RoCE's PFC,
-    pause outside the RoCE priority and the time spent paused on it; and DCQCN's where it must
-    be off."""
+    pause outside the RoCE priority and the time spent paused on it; and DCQCN's, answering
+    congestion where it is declared, silent where it must be off."""
     qos = node.qos
     if qos is None or qos.dcb_scope(node.fabric) is not None:
         return (PORT_ERRORS,)
     pfc = (stray_pause(qos.priority), pause_time(qos.priority))
-    return (PORT_ERRORS, *pfc) + (() if qos.ecn else (NO_DCQCN,))
+    return (PORT_ERRORS, *pfc, dcqcn(qos.priority) if qos.ecn else NO_DCQCN)
 
 
 def window_checks(node: NodeConfig) -> tuple[CounterCheck, ...]:
@@ -241,7 +273,7 @@ def _judged(
     grew = [
         limit.grew(name, counters[name] - before[name], window)
         for name, limit in limited.items()
-        if name in before and counters[name] - before[name] > limit.allowed(window)
+        if name in before and limit.exceeded(name, counters, before, window)
     ]
     if grew:
         return False, "; ".join(grew) + f" in {_duration(window)}"

@@ -71,6 +71,7 @@ CHECKS = {
         Check("roce.ecn", "ECN (DCQCN)", "roce_qos"),
         Check("roce.cnp", "CNP class", "roce_qos"),
         Check("roce.ecn_activity", "no ECN marks or CNPs", health=True),
+        Check("roce.dcqcn", "ECN marks answered", health=True),
         Check("roce.pause", "no pause outside the RoCE priority", health=True),
         Check("roce.pause_time", "time paused on the RoCE priority", health=True),
         Check("limits.memlock_login", "login limit", "limits"),

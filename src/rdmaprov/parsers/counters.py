@@ -16,9 +16,10 @@ ERROR_COUNTERS = (
     "port_rcv_errors",
     "port_xmit_discards",
 )
-# DCQCN's own counters (mlx5 hw_counters): CE-marked RoCE packets received, CNPs sent by the
-# notification point, CNPs the reaction point acted on.
-CONGESTION_COUNTERS = ("np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled")
+# DCQCN's own counters (mlx5 hw_counters, kernel commit e1f24a79f424 "IB/mlx5: Support congestion
+# related counters"): CE-marked RoCE packets received, CNPs sent by the notification point, CNPs
+# the reaction point acted on, and CNPs it ignored (its priority not enabled for DCQCN).
+CONGESTION_COUNTERS = ("np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored")
 COUNTER_FILES = " ".join(
     f"/sys/class/infiniband/*/ports/*/{d}/{n}"
     for d in ("counters", "hw_counters")

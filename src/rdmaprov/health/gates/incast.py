@@ -3,8 +3,8 @@ congested on purpose, as an all-to-all or a reduce-scatter congests it in traini
 lossless chain holds shows only then: the switch pauses the senders on the RoCE priority (and on
 no other), or marks ECN and the receiver answers with CNPs that the senders act on; nothing is
 lost. Every node's counters are read just before and just after the traffic and judged as the
-periodic checks judge them (health/counters.py), plus what only congestion shows: a lost packet
-on a lossless fabric, ECN marks no CNP answered, CNPs no sender handled. The senders' figures
+periodic checks judge them (health/counters.py: ECN marks no CNP answered among them), plus what
+only congestion shows: a lost packet on a lossless fabric, CNPs no sender handled. The senders' figures
 added up are held to the receiver's port rate.
 
 The nodes are split into groups of `senders` + 1 and each node of a group is the receiver once,
@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from rdmaprov.engine.session import Session
 from rdmaprov.health.counters import CounterRead, counter_findings, window_checks
 from rdmaprov.health.gates.bandwidth import Bounds, Reference, Verdict, failed, judge
-from rdmaprov.health.gates.ib_write_bw import bandwidth_tool
+from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, pair_bounds
 from rdmaprov.health.gates.pairs import run_in_rounds
 from rdmaprov.health.gates.perftest import (
     Lane,
@@ -36,7 +36,7 @@ from rdmaprov.health.gates.perftest import (
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
 from rdmaprov.inventory.config import NodeConfig
-from rdmaprov.parsers.counters import ALL_COUNTER_FILES, loss_growth, parse_port_counters
+from rdmaprov.parsers.counters import ALL_COUNTER_FILES, CONGESTION_COUNTERS, loss_growth, parse_port_counters
 from rdmaprov.parsers.node import NodeReport
 from rdmaprov.parsers.perftest import parse_bw_output
 from rdmaprov.parsers.roce_qos import PAUSE_WORDS, parse_qos_state
@@ -141,6 +141,13 @@ class Around:
         ]
         return sum(max(0, new - old) for old, new in both) if both else None
 
+    def lost(self, host: str) -> list[str]:
+        """The node's counters of lost packets that grew (parsers/counters.loss_growth); none where
+        it was not read both times."""
+        if host not in self.before or host not in self.after:
+            return []
+        return loss_growth(self.before[host], self.after[host])
+
 
 def counter_problems(session: Session, receiver: str, senders: Sequence[str], around: Around) -> list[Problem]:
     """What the counters say went wrong on each node, naming it: the periodic checks' limits over
@@ -157,18 +164,14 @@ def counter_problems(session: Session, receiver: str, senders: Sequence[str], ar
         ):
             if not found.ok:
                 problems.append(((host,), f"{host} {found.subject}: {found.found} ({found.id})"))
-        lost = loss_growth(around.before[host], around.after[host])
+        lost = around.lost(host)
         if lost and lossless(node):
             problems.append(((host,), f"{host}: packets lost on a lossless fabric: {', '.join(lost)}"))
     qos = session.inventory.hosts[receiver].node.qos
     if qos is not None and qos.ecn and qos.dcb_scope(session.inventory.hosts[receiver].node.fabric) is None:
-        marked, sent = around.grown(receiver, "np_ecn_marked_roce_packets"), around.grown(receiver, "np_cnp_sent")
-        if marked and sent == 0:  # None: the NIC does not count CNPs, nothing to judge
-            why = (
-                f"{receiver}: {marked} ECN-marked packets arrived but it sent no CNP: DCQCN's notification point "
-                f"is off for priority {qos.priority} (roce_np/enable/{qos.priority})"
-            )
-            problems.append(((receiver,), why))
+        # marks with no CNP, and CNPs a node ignored, are counter_findings' (roce.dcqcn); what needs
+        # both ends of the incast is here
+        sent = around.grown(receiver, "np_cnp_sent")
         handled = {s: n for s in senders if (n := around.grown(s, "rp_cnp_handled")) is not None}
         if sent and handled and not any(handled.values()):
             why = (
@@ -185,15 +188,11 @@ def congestion(receiver: str, senders: Sequence[str], around: Around, priority: 
     and CNPs, and counters of lost packets, per node where any grew."""
     figures: dict[str, object] = {}
     for host in (receiver, *senders):
-        names = ["np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled"]
+        names = list(CONGESTION_COUNTERS)
         if priority is not None:
             names += [f"rx_pfc_prio{priority}", f"tx_pfc_prio{priority}"]
         mine: dict[str, object] = {name: grown for name in names if (grown := around.grown(host, name))}
-        if (
-            host in around.before
-            and host in around.after
-            and (lost := loss_growth(around.before[host], around.after[host]))
-        ):
+        if lost := around.lost(host):
             mine["lost"] = lost
         if mine:
             figures[host] = mine
@@ -226,10 +225,10 @@ def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[Problem]
 
 
 def incast_bounds(session: Session) -> Bounds:
-    settings = session.inventory.gates.incast
-    too_high = "the senders did not run at once, or the declared rate is wrong"
-    return Bounds(
-        settings.fraction, settings.warn_fraction, settings.max_fraction, settings.min_gbps, too_high=too_high
+    """The pair gate's bounds on the incast's own settings; a sum over max_fraction has its own why."""
+    return replace(
+        pair_bounds(session.inventory.gates.incast),
+        too_high="the senders did not run at once, or the declared rate is wrong",
     )
 
 
