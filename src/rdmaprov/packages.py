@@ -62,6 +62,9 @@ SLURM_NODE = {
 # crun asks systemd for each container's cgroup over D-Bus ("cannot open sd-bus" on a server without it).
 CONTAINERS = {"debian": ["podman", "dbus"], "rhel": ["podman", "dbus"]}
 
+# A ConnectX NIC's firmware settings (roce_qos.firmware): mstflint's mstconfig, from the distro.
+ROCE_FIRMWARE = {"debian": ["mstflint"], "rhel": ["mstflint"]}
+
 # node-check runs on the node's own python3 (stdlib only).
 NODE_CHECK = {"debian": ["python3"], "rhel": ["python3"]}
 

@@ -328,8 +328,20 @@ def test_the_report_runs_dcgms_diagnostic_only_when_asked_and_bounded():
     command = node_report_command((), dcgm_level=3)
     assert "@@ dcgm_diag'; { if command -v dcgmi >/dev/null; then timeout -k 10 2700 dcgmi diag -r 3 -j" in command
     spec = lab_host(gpu={"count": 8, "driver_version": "535"})
-    assert report_arguments(spec, 1) == {"programs": (), "dcgm_level": 1, "roce_qos": False, "frameworks": ()}
-    assert report_arguments(lab_host(), 1) == {"programs": (), "dcgm_level": 0, "roce_qos": False, "frameworks": ()}
+    assert report_arguments(spec, 1) == {
+        "programs": (),
+        "dcgm_level": 1,
+        "roce_qos": False,
+        "frameworks": (),
+        "qos_firmware": False,
+    }
+    assert report_arguments(lab_host(), 1) == {
+        "programs": (),
+        "dcgm_level": 0,
+        "roce_qos": False,
+        "frameworks": (),
+        "qos_firmware": False,
+    }
 
 
 def _dcgm_findings(section: str) -> list:

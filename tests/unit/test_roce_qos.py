@@ -7,13 +7,14 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from rdmaprov.deploys.boot import render_unit
 from rdmaprov.deploys.roce_qos import render_script
-from rdmaprov.facts.node_report import ROCE_QOS, node_report_command
+from rdmaprov.facts.node_report import node_report_command, roce_qos_command
 from rdmaprov.facts.rdma import RoceQosState
 from rdmaprov.health.checks import report_arguments, verify_node
 from rdmaprov.health.counters import counter_checks, counter_findings
@@ -23,6 +24,7 @@ from rdmaprov.health.gates.perftest import endpoint, perftest_words
 from rdmaprov.inventory import load_inventory
 from rdmaprov.inventory.roce_qos import RoceQos, chain_links, nic_links, qos_devices
 from rdmaprov.operations.roce_qos import chain_now
+from rdmaprov.parsers.mlxconfig import parse_mlxconfig_query
 from rdmaprov.parsers.node import NodeReport, parse_node_report
 from rdmaprov.parsers.roce_qos import QosState, dscp_value, parse_dcb, parse_mlnx_qos, parse_qos_state, pause_counters
 from tests.conftest import FIXTURES, REPO
@@ -109,7 +111,7 @@ QOS = FIXTURES / "roce_qos"
 
 
 def _prefixed(kind: str, netdev: str, fixture: str) -> str:
-    """A fixture's lines as the node report's ROCE_QOS prints them (each tagged with its source)."""
+    """A fixture's lines as the node report's roce_qos section prints them (each tagged with its source)."""
     return "".join(f"{kind} {netdev} {line}\n" for line in (QOS / fixture).read_text().splitlines())
 
 
@@ -348,7 +350,7 @@ def test_the_roce_example_inventory_derives_nccls_class_from_its_chain():
 
 
 def test_a_lab_vms_real_reading_rxe_over_virtio():
-    """The ROCE_QOS command's own output on a lab VM (rxe0 on virtio eth0, ToS 106 set)."""
+    """The roce_qos section's own output on a lab VM (rxe0 on virtio eth0, ToS 106 set)."""
     state = parse_qos_state((FIXTURES / "lab" / "roce_qos_rxe_virtio.txt").read_text())
     assert state.tos == {"rxe0": {1: 106}} and state.netdevs == {"rxe0": ("eth0",)} and state.configfs
     assert state.nics["eth0"].unsupported == "Attribute read: Operation not supported"
@@ -561,14 +563,15 @@ def _fake_sys(root: Path) -> None:
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text + "\n")
-    for device, netdev in (("mlx5_0", "eth4"), ("mlx5_1", "ib0")):
-        (root / f"class/infiniband/{device}/device/net/{netdev}").mkdir(parents=True)
+    for device, netdev, pci in (("mlx5_0", "eth4", "0000:4b:00.1"), ("mlx5_1", "ib0", "0000:4c:00.0")):
+        (root / f"devices/{pci}/net/{netdev}").mkdir(parents=True)  # device: a link to its PCI function
+        (root / f"class/infiniband/{device}/device").symlink_to(f"../../../devices/{pci}")
     (root / "class/net/ib0").mkdir()
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root for a mount namespace")
 def test_the_reading_itself_on_a_connectx_shaped_sysfs(tmp_path):
-    """The ROCE_QOS shell command run for real over a ConnectX-shaped /sys (bind-mounted in a
+    """The roce_qos shell command run for real over a ConnectX-shaped /sys (bind-mounted in a
     private mount namespace) with an mlnx_qos that answers with a real capture."""
     _fake_sys(tmp_path / "sys")
     tool = tmp_path / "bin" / "mlnx_qos"
@@ -580,7 +583,7 @@ def test_the_reading_itself_on_a_connectx_shaped_sysfs(tmp_path):
         f"#!/bin/sh\n[ \"$*\" = '-S eth4' ] && cat {QOS / 'ethtool_S_bnxt_en_pfc_pri_counters_all_zero_ethq.txt'}\n"
     )
     ethtool.chmod(0o755)
-    script = f"mount --bind {tmp_path / 'sys'} /sys && PATH={tool.parent}:$PATH && {ROCE_QOS}"
+    script = f"mount --bind {tmp_path / 'sys'} /sys && PATH={tool.parent}:$PATH && {roce_qos_command()}"
     out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     state = parse_qos_state(out.stdout)
@@ -591,6 +594,30 @@ def test_the_reading_itself_on_a_connectx_shaped_sysfs(tmp_path):
     assert nic.ecn == {"roce_np/enable/3": 1, "roce_rp/enable/3": 1, "roce_np/cnp_802p_prio": 6, "roce_np/cnp_dscp": 48}
     assert all(link.ok for link in chain_links(RoceQos("dcqcn"), "roce", state, [], ()))
     assert state.pause == {"eth4": _pause("bnxt_en_pfc_pri_counters_all_zero_ethq")}
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root for a mount namespace")
+def test_the_firmware_reading_itself_asks_the_tool_for_the_devices_pci_function(tmp_path):
+    """With roce_qos.firmware the same command asks mstconfig for each RoCE device's settings by
+    its PCI address; here an mstconfig that answers with a real ConnectX-4 Lx query."""
+    _fake_sys(tmp_path / "sys")
+    tool = tmp_path / "bin" / "mstconfig"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\n[ \"$*\" = '-e -d 0000:4b:00.1 q' ] && cat {QOS / NEXT_BOOT}\n")
+    tool.chmod(0o755)
+    script = f"mount --bind {tmp_path / 'sys'} /sys && PATH={tool.parent}:$PATH && {roce_qos_command(firmware=True)}"
+    out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    state = parse_qos_state(out.stdout)
+    [(device, nic)] = state.firmware.items()  # the InfiniBand port's device is not asked
+    assert (device, nic.pci, nic.tool, nic.port) == ("mlx5_0", "0000:4b:00.1", "mstconfig", 2)
+    assert nic.config.next_boot == parse_mlxconfig_query((QOS / NEXT_BOOT).read_text()).next_boot
+    links = [link for link in chain_links(RoceQos("dcqcn", firmware=True), "roce", state, [], ()) if link.next_boot]
+    assert [(link.subject, link.ok) for link in links] == [
+        ("mlx5_0 ROCE_CC_PRIO_MASK_P2", True),
+        ("mlx5_0 CNP_802P_PRIO_P2", True),
+        ("mlx5_0 CNP_DSCP_P2", True),
+    ]
 
 
 def test_the_chain_as_read_goes_into_facts_json():
@@ -604,3 +631,129 @@ def test_the_section_read_back_from_its_own_settings_is_the_same():
     qos = RoceQos("pfc_only", priority=5, dscp=34, cnp_priority=7, cnp_dscp=56, tool="mlnx_qos")
     assert RoceQos.from_settings(qos.settings()) == qos
     assert node_config({"fabric": "roce", "roce_qos": qos.settings()}).roce_qos == qos
+
+
+# --- the NICs' firmware settings (roce_qos.firmware) ----------------------------------------------
+
+NEXT_BOOT = "mlxconfig_q_cx4lx_next_boot_xtremeownage.txt"  # a ConnectX-4 Lx, plain `q`
+
+
+def test_mlxconfig_queries_read_with_and_without_the_running_values():
+    plain = parse_mlxconfig_query((QOS / NEXT_BOOT).read_text())
+    assert len(plain.next_boot) == 161 and plain.current == {} and plain.errors == ()
+    assert {name: plain.next_boot[name] for name in ("ROCE_CC_PRIO_MASK_P1", "CNP_802P_PRIO_P1", "CNP_DSCP_P2")} == {
+        "ROCE_CC_PRIO_MASK_P1": 255,
+        "CNP_802P_PRIO_P1": 6,
+        "CNP_DSCP_P2": 48,
+    }
+    assert plain.next_boot["SRIOV_EN"] == 0 and plain.next_boot["EXP_ROM_UEFI_x86_ENABLE"] == 0
+    assert plain.next_boot["PCI_DOWNSTREAM_PORT_OWNER"] is None  # Array[0..15]: no number
+    # -e: default, current and next boot; '*' marks a next boot that differs (the '...' rows the
+    # document's author cut are skipped)
+    verbose = parse_mlxconfig_query((QOS / "mlxconfig_e_q_cx5_default_current_next_elided_hpe.txt").read_text())
+    assert verbose.next_boot == {
+        "MEMIC_BAR_SIZE": 0,
+        "MEMIC_SIZE_LIMIT": 1,
+        "ADVANCED_PCI_SETTINGS": 1,
+        "SAFE_MODE_THRESHOLD": 10,
+        "SAFE_MODE_ENABLE": 1,
+    }
+    assert verbose.current == verbose.next_boot
+
+
+def _firmware(device: str, pci: str, query: str, tool: str = "/usr/bin/mstconfig") -> str:
+    return f"fwtool {device} {tool} {pci}\n" + "".join(f"fw {device} {line}\n" for line in query.splitlines())
+
+
+def _with_firmware(query: str, pci: str = "0000:01:00.0") -> QosState:
+    return parse_qos_state(
+        "tos mlx5_0 1 106\ntclass mlx5_0 Global tclass=106\nnetdev mlx5_0 eth4\n"
+        + _prefixed("mlnx_qos", "eth4", "mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt")
+        + _ecn("eth4", 1)
+        + _firmware("mlx5_0", pci, query)
+    )
+
+
+def _firmware_links(qos: RoceQos, state: QosState):
+    return [link for link in chain_links(qos, "roce", state, [], ()) if link.check == "roce.firmware"]
+
+
+def test_firmware_settings_are_judged_for_the_port_the_function_drives():
+    query = (QOS / NEXT_BOOT).read_text()
+    dcqcn = RoceQos("dcqcn", tool="mlnx_qos", firmware=True)
+    links = _firmware_links(dcqcn, _with_firmware(query))
+    assert [(link.subject, link.expected, link.found, link.ok) for link in links] == [
+        ("mlx5_0 ROCE_CC_PRIO_MASK_P1", "255", "255", True),  # the firmware's default: every priority
+        ("mlx5_0 CNP_802P_PRIO_P1", "6", "6", True),
+        ("mlx5_0 CNP_DSCP_P1", "48", "48", True),
+    ]
+    assert all(link.next_boot for link in links)
+    # the second function of a dual-port card is its port 2; PFC only takes priority 3 off the mask
+    pfc_only = replace(dcqcn, profile="pfc_only", cnp_dscp=46)
+    second = _firmware_links(pfc_only, _with_firmware(query, "0000:01:00.1"))
+    assert [(link.subject, link.expected, link.ok, link.commands) for link in second if not link.ok] == [
+        (
+            "mlx5_0 ROCE_CC_PRIO_MASK_P2",
+            "247",
+            False,
+            ("mstconfig -y -d 0000:01:00.1 set ROCE_CC_PRIO_MASK_P2=247",),
+        ),
+        ("mlx5_0 CNP_DSCP_P2", "46", False, ("mstconfig -y -d 0000:01:00.1 set CNP_DSCP_P2=46",)),
+    ]
+    # not declared: not read, not judged
+    assert _firmware_links(replace(dcqcn, firmware=False), _with_firmware(query)) == []
+
+
+def test_a_firmware_change_owes_a_reboot_and_stays_out_of_the_boot_unit():
+    query = (QOS / NEXT_BOOT).read_text().replace("CNP_DSCP_P1                                 48", "CNP_DSCP_P1  40")
+    state = _with_firmware(query)
+    qos = RoceQos("dcqcn", tool="mlnx_qos", firmware=True)
+    out, notes = run_notes(chain_now, {RoceQosState: state}, qos=qos, fabric="roce", named=[], storage=[])
+    assert out == ["mstconfig -y -d 0000:01:00.0 set CNP_DSCP_P1=48"]
+    assert notes.reboots["node1"] == ["RoCE QoS firmware settings take effect at the next boot: mlx5_0 CNP_DSCP_P1"]
+    assert "mstconfig" not in render_script(qos, chain_links(qos, "roce", state, [], ()))
+    # set, not yet in force (the firmware shows the running value: -e): nothing to run, a reboot still owed
+    pending = query.replace("Configurations:                                          Next Boot",
+                            "Configurations:          Current    Next Boot")  # fmt: skip
+    pending = re.sub(r"^( +)(\S+)( +)(\S+)$", r"\1\2\3\4 \4", pending, flags=re.M)
+    pending = pending.replace("CNP_DSCP_P1  40 40", "CNP_DSCP_P1  40 48")
+    state = _with_firmware(pending)
+    [link] = [link for link in _firmware_links(qos, state) if not link.ok]
+    assert (link.found, link.commands) == ("40 now, 48 from the next boot", ())
+    out, notes = run_notes(chain_now, {RoceQosState: state}, qos=qos, fabric="roce", named=[], storage=[])
+    assert out == [] and notes.reboots["node1"] == [
+        "RoCE QoS firmware settings take effect at the next boot: mlx5_0 CNP_DSCP_P1"
+    ]
+    findings = verify_node(_roce(qos.settings()), NodeReport(roce_qos=state))
+    [finding] = [f for f in findings if f.id.startswith("roce.") and not f.ok]
+    assert (finding.id, finding.subject, finding.found) == (
+        "roce.firmware",
+        "mlx5_0 CNP_DSCP_P1",
+        "40 now, 48 from the next boot",
+    )
+
+
+def test_firmware_that_cannot_be_read_is_named_with_what_to_install():
+    qos = RoceQos("dcqcn", firmware=True)
+    missing = parse_qos_state("tos mlx5_0 1 106\nnetdev mlx5_0 eth4\nfwtool mlx5_0 - 0000:01:00.0\n")
+    [link] = _firmware_links(qos, missing)
+    assert link.unknown is not None and "mstflint" in link.unknown and "mlxconfig" in link.unknown
+    lacking = _with_firmware("-E- The Device doesn't support CNP_DSCP_P1 parameter")
+    assert {link.unknown for link in _firmware_links(qos, lacking)} == {
+        "mstconfig cannot read ROCE_CC_PRIO_MASK_P1 of mlx5_0 (0000:01:00.0): "
+        "The Device doesn't support CNP_DSCP_P1 parameter",
+        "mstconfig cannot read CNP_802P_PRIO_P1 of mlx5_0 (0000:01:00.0): "
+        "The Device doesn't support CNP_DSCP_P1 parameter",
+        "mstconfig cannot read CNP_DSCP_P1 of mlx5_0 (0000:01:00.0): The Device doesn't support CNP_DSCP_P1 parameter",
+    }
+
+
+def test_the_node_report_queries_the_firmware_only_where_declared_and_node_check_never():
+    from rdmaprov.nodecheck.run import report_command
+
+    assert "mstconfig" not in roce_qos_command() and "mstconfig" in roce_qos_command(firmware=True)
+    declared = _roce({"profile": "dcqcn", "firmware": True})
+    assert report_arguments(declared)["qos_firmware"] is True
+    assert "mstconfig -e" not in node_report_command(**report_arguments(_roce({"profile": "dcqcn"})))
+    assert "-e -d $a q" in node_report_command(**report_arguments(declared))
+    assert "-e -d $a q" not in report_command(declared)

@@ -13,8 +13,9 @@ from rdmaprov.parsers.node import NodeReport, parse_node_report
 
 class NodeFacts(FactBase[NodeReport]):
     """`programs`: files whose linkage the checks judge (the nccl-tests binary the gates run);
-    `dcgm_level`: DCGM's diagnostic at that level too (0: not); `roce_qos`: RoCE's QoS chain too;
-    `frameworks`: which NCCL these Python interpreters' PyTorch loads."""
+    `dcgm_level`: DCGM's diagnostic at that level too (0: not); `roce_qos`: RoCE's QoS chain too
+    (`qos_firmware`: with the NICs' firmware settings); `frameworks`: which NCCL these Python
+    interpreters' PyTorch loads."""
 
     def command(
         self,
@@ -22,8 +23,9 @@ class NodeFacts(FactBase[NodeReport]):
         dcgm_level: int = 0,
         roce_qos: bool = False,
         frameworks: tuple[str, ...] = (),
+        qos_firmware: bool = False,
     ) -> str:
-        return node_report_command(programs, dcgm_level, roce_qos, frameworks)
+        return node_report_command(programs, dcgm_level, roce_qos, frameworks, qos_firmware)
 
     def process(self, output: list[str]) -> NodeReport:
         return parse_node_report("\n".join(output))

@@ -91,14 +91,27 @@ _QOS_NETDEVS = (
     f'command -v ethtool >/dev/null && ethtool -S $e 2>/dev/null | grep -E "{PAUSE_WORDS}" | sed "s|^|ethtool $e |"; '
     "done"
 )
-ROCE_QOS = (
-    'for d in /sys/class/infiniband/*; do [ -d "$d" ] || continue; n=${d##*/}; roce=; '
-    'for p in $d/ports/*; do [ "$(cat $p/link_layer 2>/dev/null)" = Ethernet ] || continue; i=${p##*/}; roce=1; '
-    "f=/sys/kernel/config/rdma_cm/$n/ports/$i/default_roce_tos; "
-    'echo "tos $n $i $(cat $f 2>/dev/null || echo -)"; done; [ -n "$roce" ] || continue; '
-    '[ -e $d/tc/1/traffic_class ] && echo "tclass $n $(cat $d/tc/1/traffic_class)"; '
-    f"{_QOS_NETDEVS}; done; [ -e /sys/kernel/config/rdma_cm ] || echo 'configfs missing'; true"
+# With roce_qos.firmware, each RoCE device's persistent firmware settings too (parsers/mlxconfig.py):
+# mstflint's mstconfig (Debian's package) or NVIDIA MFT's mlxconfig, by PCI address, with the
+# running values where the firmware shows them (-e). A second or two per device.
+_QOS_FIRMWARE = (
+    "a=$(readlink -f $d/device); a=${a##*/}; t=$(command -v mstconfig || command -v mlxconfig); "
+    'echo "fwtool $n ${t:--} $a"; [ -n "$t" ] && $t -e -d $a q 2>&1 | sed "s|^|fw $n |"; '
 )
+
+
+def roce_qos_command(firmware: bool = False) -> str:
+    """The roce_qos section's command; `firmware`: with each device's firmware settings."""
+    return (
+        'for d in /sys/class/infiniband/*; do [ -d "$d" ] || continue; n=${d##*/}; roce=; '
+        'for p in $d/ports/*; do [ "$(cat $p/link_layer 2>/dev/null)" = Ethernet ] || continue; i=${p##*/}; roce=1; '
+        "f=/sys/kernel/config/rdma_cm/$n/ports/$i/default_roce_tos; "
+        'echo "tos $n $i $(cat $f 2>/dev/null || echo -)"; done; [ -n "$roce" ] || continue; '
+        '[ -e $d/tc/1/traffic_class ] && echo "tclass $n $(cat $d/tc/1/traffic_class)"; '
+        f"{_QOS_FIRMWARE if firmware else ''}{_QOS_NETDEVS}; done; "
+        "[ -e /sys/kernel/config/rdma_cm ] || echo 'configfs missing'; true"
+    )
+
 
 # What each declared framework interpreter loads (parsers/framework.py): PyTorch's NCCL version,
 # the libnccl file the process mapped (none: linked into libtorch), and whether NCCL's net plugin
@@ -188,13 +201,17 @@ def dcgm_diag(level: int) -> str:
 
 
 def node_report_command(
-    programs: tuple[str, ...] = (), dcgm_level: int = 0, roce_qos: bool = False, frameworks: tuple[str, ...] = ()
+    programs: tuple[str, ...] = (),
+    dcgm_level: int = 0,
+    roce_qos: bool = False,
+    frameworks: tuple[str, ...] = (),
+    qos_firmware: bool = False,
 ) -> str:
     """The shell command whose output parse_node_report reads (sections marked by SECTION);
     `programs`: files whose linkage the checks judge (the nccl-tests binary the gates run);
     `dcgm_level`: run DCGM's diagnostic at that level too (0: not; it takes seconds to hours);
-    `roce_qos`: read RoCE's QoS chain (where the inventory declares one); `frameworks`: the
-    Python interpreters whose PyTorch's NCCL is read."""
+    `roce_qos`: read RoCE's QoS chain (where the inventory declares one), `qos_firmware`: with
+    the NICs' firmware settings; `frameworks`: the Python interpreters whose PyTorch's NCCL is read."""
     sections = {
         "ports": _PORTS,
         "ibv_devinfo": "ibv_devinfo -v 2>/dev/null",
@@ -225,7 +242,7 @@ def node_report_command(
         "cuda": "ls -d /usr/local/cuda-[0-9]* 2>/dev/null",
     }
     if roce_qos:
-        sections["roce_qos"] = ROCE_QOS
+        sections["roce_qos"] = roce_qos_command(qos_firmware)
     if dcgm_level:
         sections["dcgm_diag"] = dcgm_diag(dcgm_level)
     if frameworks:

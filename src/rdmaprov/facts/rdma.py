@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyinfra.api import FactBase
 
-from rdmaprov.facts.node_report import ROCE_QOS
+from rdmaprov.facts.node_report import roce_qos_command
 from rdmaprov.facts.shell import YesNoFact, yes_if
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
 from rdmaprov.parsers.roce_qos import QosState, parse_qos_state
@@ -50,8 +50,8 @@ class ErdmaProvider(YesNoFact):
 class RoceQosState(FactBase[QosState]):
     """RoCE's QoS chain as the node has it: the node report's own reading (one rule for both)."""
 
-    def command(self) -> str:
-        return ROCE_QOS
+    def command(self, firmware: bool = False) -> str:
+        return roce_qos_command(firmware)
 
     def process(self, output: list[str]) -> QosState:
         return parse_qos_state("\n".join(output))

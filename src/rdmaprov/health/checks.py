@@ -174,6 +174,7 @@ class ReportArguments(TypedDict):
     dcgm_level: int
     roce_qos: bool
     frameworks: tuple[str, ...]
+    qos_firmware: bool
 
 
 def report_arguments(spec: HostSpec, dcgm_level: int = 0) -> ReportArguments:
@@ -186,6 +187,7 @@ def report_arguments(spec: HostSpec, dcgm_level: int = 0) -> ReportArguments:
         "dcgm_level": dcgm_level if gpu and gpu.dcgm else 0,
         "roce_qos": spec.node.qos is not None,
         "frameworks": spec.node.nccl.frameworks,
+        "qos_firmware": spec.node.qos is not None and spec.node.qos.firmware,
     }
 
 

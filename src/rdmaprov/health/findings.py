@@ -70,6 +70,7 @@ CHECKS = {
         Check("roce.dscp_map", "DSCP to priority", "roce_qos"),
         Check("roce.ecn", "ECN (DCQCN)", "roce_qos"),
         Check("roce.cnp", "CNP class", "roce_qos"),
+        Check("roce.firmware", "NIC firmware (DCQCN, CNPs)", "roce_qos"),
         Check("roce.ecn_activity", "no ECN marks or CNPs", health=True),
         Check("roce.dcqcn", "ECN marks answered", health=True),
         Check("roce.pause", "no pause outside the RoCE priority", health=True),

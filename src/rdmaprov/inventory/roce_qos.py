@@ -34,6 +34,7 @@ class RoceQos:
     cnp_priority: int = 6
     cnp_dscp: int = 48
     tool: str = "dcb"
+    firmware: bool = False  # also the NICs' persistent DCQCN and CNP settings (mstconfig/mlxconfig)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, object]) -> RoceQos:
@@ -47,12 +48,20 @@ class RoceQos:
             cnp.integer("priority"),
             cnp.integer("dscp"),
             qos.text("tool"),
+            qos.flag("firmware"),
         )
 
     def settings(self) -> dict[str, object]:
         """The section back in the inventory's shape (what node-check's expectations carry)."""
         cnp = {"priority": self.cnp_priority, "dscp": self.cnp_dscp}
-        return {"profile": self.profile, "priority": self.priority, "dscp": self.dscp, "cnp": cnp, "tool": self.tool}
+        return {
+            "profile": self.profile,
+            "priority": self.priority,
+            "dscp": self.dscp,
+            "cnp": cnp,
+            "tool": self.tool,
+            "firmware": self.firmware,
+        }
 
     @property
     def enabled(self) -> bool:
@@ -121,7 +130,7 @@ class QosLink:
     here; `blocking`: the node cannot carry lossless RoCE as it is (a NIC without DCB, the tool
     missing), which no deploy can mend; otherwise a link that is simply not exposed (no ECN files)."""
 
-    check: str  # roce.tos, roce.tclass, roce.trust, roce.pfc, roce.dscp_map, roce.ecn, roce.cnp
+    check: str  # roce.tos, roce.tclass, roce.trust, roce.pfc, roce.dscp_map, roce.ecn, roce.cnp, roce.firmware
     subject: str
     expected: str
     found: str
@@ -129,6 +138,8 @@ class QosLink:
     commands: tuple[str, ...] = ()
     unknown: str | None = None
     blocking: bool = False
+    # In the NIC's firmware: set once (not by the boot unit), in force from the next boot on.
+    next_boot: bool = False
 
 
 def _mask(pfc: tuple[bool, ...]) -> str:
@@ -168,7 +179,9 @@ def chain_links(
         return []
     devices = qos_devices(state, named, storage)
     links = host_links(qos, state, devices)
-    return links if qos.dcb_scope(fabric) is not None else links + nic_links(qos, state, devices)
+    if qos.dcb_scope(fabric) is not None:
+        return links
+    return links + nic_links(qos, state, devices) + (firmware_links(qos, state, devices) if qos.firmware else [])
 
 
 def host_links(qos: RoceQos, state: QosState, devices: list[str]) -> list[QosLink]:
@@ -269,6 +282,8 @@ def _ecn_links(qos: RoceQos, nic: NicQos) -> list[QosLink]:
     }
     if not files:
         why = f"the driver of {netdev} exposes no ECN settings ({base}: MLNX_OFED's mlx5 has them)"
+        if qos.firmware:
+            why += "; the firmware's are checked (roce.firmware)"
         return [QosLink("roce.ecn", netdev, f"DCQCN {'on' if qos.ecn else 'off'}", "", False, (), why)]
     links = []
     for name, (check, value) in wanted.items():
@@ -279,4 +294,52 @@ def _ecn_links(qos: RoceQos, nic: NicQos) -> list[QosLink]:
             continue
         line = f"echo {value} > {sh(f'{base}/{name}')}"
         links.append(QosLink(check, subject, str(value), str(files[name]), files[name] == value, (line,)))
+    return links
+
+
+# Where the firmware tools are, as the declaration's fix says.
+_FIRMWARE_TOOLS = "neither mstconfig (Debian's and RHEL's mstflint package) nor mlxconfig (NVIDIA MFT) is installed"
+
+
+def firmware_wanted(qos: RoceQos, port: int, mask: int) -> dict[str, int]:
+    """The firmware settings of one NIC port: DCQCN on the RoCE priority (a bit of its priority
+    mask, the other priorities' bits left as they are) and the CNPs' priority and DSCP."""
+    bit = 1 << qos.priority
+    return {
+        f"ROCE_CC_PRIO_MASK_P{port}": mask | bit if qos.ecn else mask & ~bit,
+        f"CNP_802P_PRIO_P{port}": qos.cnp_priority,
+        f"CNP_DSCP_P{port}": qos.cnp_dscp,
+    }
+
+
+def firmware_links(qos: RoceQos, state: QosState, devices: list[str]) -> list[QosLink]:
+    """The NICs' persistent firmware settings (roce_qos.firmware): what DCQCN and the CNPs are
+    at every boot before anything else sets them, and the only place to set them where the
+    driver has no ECN files (the distro's mlx5). A setting is judged for the next boot, and
+    where the firmware shows the running value too, a change not yet in force is named."""
+    links = []
+    for device in devices:
+        nic = state.firmware.get(device)
+        if nic is None:
+            continue
+        if not nic.tool:
+            links.append(
+                QosLink("roce.firmware", device, "DCQCN and CNP firmware settings", "", False, (), _FIRMWARE_TOOLS)
+            )
+            continue
+        config = nic.config
+        mask = config.next_boot.get(f"ROCE_CC_PRIO_MASK_P{nic.port}")
+        for name, want in firmware_wanted(qos, nic.port, mask or 0).items():
+            subject = f"{device} {name}"
+            planned, running = config.next_boot.get(name), config.current.get(name)
+            if planned is None:
+                errors = "; ".join(config.errors) or "no such setting in its query"
+                why = f"{nic.tool} cannot read {name} of {device} ({nic.pci}): {errors}"
+                links.append(QosLink("roce.firmware", subject, str(want), "", False, (), why))
+                continue
+            found = str(planned) if running in (None, planned) else f"{running} now, {planned} from the next boot"
+            line = f"{nic.tool} -y -d {sh(nic.pci)} set {name}={want}"
+            commands = () if planned == want else (line,)
+            ok = planned == want and running in (None, want)
+            links.append(QosLink("roce.firmware", subject, str(want), found, ok, commands, next_boot=True))
     return links

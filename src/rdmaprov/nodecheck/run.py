@@ -44,11 +44,13 @@ class ReportFailed(Exception):
 
 
 def report_command(spec: HostSpec) -> str:
-    """The node report verify reads, but for the framework interpreters: importing PyTorch takes
-    seconds of a health check's budget, and which NCCL an environment loads does not change
-    between checks (verify reads it)."""
+    """The node report verify reads, but for the framework interpreters and the NICs' firmware
+    settings: importing PyTorch and querying each NIC's firmware take seconds of a health check's
+    budget, and neither which NCCL an environment loads nor a firmware setting changes between
+    checks (verify reads them)."""
     arguments = report_arguments(spec)
     arguments["frameworks"] = ()
+    arguments["qos_firmware"] = False
     return node_report_command(**arguments)
 
 

@@ -14,7 +14,7 @@ from pyinfra.api import StringCommand
 
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
-from rdmaprov.engine.notes import warn
+from rdmaprov.engine.notes import reboot_required, warn
 from rdmaprov.facts.rdma import RoceQosState
 from rdmaprov.inventory.roce_qos import QosLink, RoceQos, chain_links
 
@@ -30,13 +30,16 @@ def chain_now(qos: RoceQos | None, fabric: str | None, named: list[str], storage
     if qos is None:
         host.noop("no RoCE QoS declared")
         return
-    links = chain_links(qos, fabric, fact(RoceQosState), named, tuple(storage))
+    links = chain_links(qos, fabric, fact(RoceQosState, firmware=qos.firmware), named, tuple(storage))
     for why in dict.fromkeys(link.unknown for link in links if link.unknown is not None):
         what = ", ".join(link.check.removeprefix("roce.") for link in links if link.unknown == why)
         warn(f"RoCE QoS {what} left as it is: {why}")
     todo = [link for link in links if not link.ok and link.unknown is None]
-    if not todo:
-        host.noop("RoCE QoS as declared")
+    if later := [link.subject for link in todo if link.next_boot]:
+        reboot_required(f"RoCE QoS firmware settings take effect at the next boot: {', '.join(later)}")
+    commands = link_commands(todo)
+    if not commands:
+        host.noop("RoCE QoS as declared" if not todo else "RoCE QoS firmware set; in force from the next boot")
         return
-    for line in link_commands(todo):
+    for line in commands:
         yield StringCommand(line)

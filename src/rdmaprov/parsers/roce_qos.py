@@ -1,4 +1,4 @@
-"""What a node's RoCE QoS chain is now, from the lines facts/node_report.py's ROCE_QOS prints:
+"""What a node's RoCE QoS chain is now, from the lines facts/node_report.py's roce_qos_command prints:
 each RoCE port's RDMA-CM ToS (configfs), each device's verbs traffic class (mlx5's tc/1), and per
 NIC netdev what mlnx_qos or iproute2's dcb shows (trust, PFC, DSCP → priority) and mlx5's ECN
 files, and the NIC's pause counters (`ethtool -S`). Pure functions over text; tested on real
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+
+from rdmaprov.parsers.mlxconfig import FirmwareConfig, parse_mlxconfig_query
 
 # dcb prints DSCP values by their names unless given -N (iproute2's dcb_app.c): CSn, AFxy, EF.
 _DSCP_NAMES = {f"CS{n}": 8 * n for n in range(8)} | {"EF": 46}
@@ -39,6 +41,24 @@ class QosState:
     nics: dict[str, NicQos] = field(default_factory=dict)
     configfs: bool = True  # RDMA-CM's configfs is there (rdma_cm loaded, configfs mounted)
     pause: dict[str, dict[str, int]] = field(default_factory=dict)  # NIC netdev → pause_counters()
+    firmware: dict[str, FirmwareNic] = field(default_factory=dict)  # device → its firmware settings
+
+
+@dataclass(frozen=True)
+class FirmwareNic:
+    """A RoCE device's persistent firmware settings (read with roce_qos.firmware): the tool that
+    read them ("" when neither mstconfig nor mlxconfig is installed) and its PCI function."""
+
+    pci: str
+    tool: str = ""
+    config: FirmwareConfig = field(default_factory=FirmwareConfig)
+
+    @property
+    def port(self) -> int:
+        """The NIC's physical port this function drives, as its settings number it (`_P1`, `_P2`):
+        a ConnectX's PCI function N is its port N + 1."""
+        function = self.pci.rpartition(".")[2]
+        return int(function) + 1 if function.isdigit() else 1
 
 
 # Pause frames by direction and priority in each driver's `ethtool -S` names, and link-level
@@ -53,7 +73,7 @@ _STORM_NAME = re.compile(r"tx_pause_storm_(warning|error)_events")
 # holding its peer): mlx5 `rx_prio3_pause_duration` (its driver's name, which RCCL's telemetry
 # reads too), bnxt_en `pfc_pri3_rx_duration_us`. ice counts frames only.
 _PFC_DURATION = re.compile(r"(?:(rx|tx)_prio(\d)_pause_duration|pfc_pri(\d)_(rx|tx)_duration_us)")
-# What the ROCE_QOS section keeps of `ethtool -S`: the lines these names can be among.
+# What the roce_qos section keeps of `ethtool -S`: the lines these names can be among.
 PAUSE_WORDS = "pause|pfc|xoff"
 
 
@@ -130,14 +150,15 @@ def _number(text: str) -> int | None:
 
 
 def parse_qos_state(text: str) -> QosState:
-    """The ROCE_QOS section's lines: `tos DEV PORT VALUE|-`, `tclass DEV TEXT`, `netdev DEV NETDEV`,
+    """The roce_qos section's lines: `tos DEV PORT VALUE|-`, `tclass DEV TEXT`, `netdev DEV NETDEV`,
     `mlnx_qos NETDEV LINE`, `dcb_pfc NETDEV LINE`, `dcb_app NETDEV LINE`, `ecn NETDEV FILE:VALUE`,
-    `ethtool NETDEV LINE` and `configfs missing`."""
+    `ethtool NETDEV LINE`, `fwtool DEV TOOL|- PCI`, `fw DEV LINE` and `configfs missing`."""
     tos: dict[str, dict[int, int | None]] = {}
     tclass: dict[str, int | None] = {}
     netdevs: dict[str, tuple[str, ...]] = {}
     lines: dict[tuple[str, str], list[str]] = {}
     ecn: dict[str, dict[str, int]] = {}
+    tools: dict[str, tuple[str, str]] = {}
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         name, _, value = rest.partition(" ")
@@ -147,7 +168,9 @@ def parse_qos_state(text: str) -> QosState:
             tclass[name] = _number(value)
         elif kind == "netdev":
             netdevs[name] = (*netdevs.get(name, ()), value.strip())
-        elif kind in ("mlnx_qos", "dcb_pfc", "dcb_app", "ethtool"):
+        elif kind == "fwtool" and len(words := value.split()) == 2:
+            tools[name] = ("" if words[0] == "-" else words[0].rpartition("/")[2], words[1])
+        elif kind in ("mlnx_qos", "dcb_pfc", "dcb_app", "ethtool", "fw"):
             lines.setdefault((kind, name), []).append(value)
         elif kind == "ecn" and ":" in value:
             path, _, number = value.rpartition(":")
@@ -167,4 +190,9 @@ def parse_qos_state(text: str) -> QosState:
         netdev: pause_counters("\n".join(text_of)) for (kind, netdev), text_of in lines.items() if kind == "ethtool"
     }
     configfs = "configfs missing" not in text.splitlines()
-    return QosState(tos, tclass, netdevs, nics, configfs, {netdev: found for netdev, found in pause.items() if found})
+    firmware = {
+        device: FirmwareNic(pci, tool, parse_mlxconfig_query("\n".join(lines.get(("fw", device), []))))
+        for device, (tool, pci) in tools.items()
+    }
+    found = {netdev: counters for netdev, counters in pause.items() if counters}
+    return QosState(tos, tclass, netdevs, nics, configfs, found, firmware)

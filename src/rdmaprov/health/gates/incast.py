@@ -83,7 +83,7 @@ def incast_tests(hosts: list[str], senders: int, newcomers: list[str] | None = N
 
 def counters_command(netdevs: Sequence[str]) -> str:
     """Every counter of every RDMA port, then the pause counters of these NIC netdevs in the form
-    the node report's ROCE_QOS section prints them (`ethtool NETDEV LINE`)."""
+    the node report's roce_qos section prints them (`ethtool NETDEV LINE`)."""
     command = f"grep -H . {ALL_COUNTER_FILES} 2>/dev/null; "
     if netdevs:
         command += (
