@@ -757,3 +757,10 @@ def test_the_node_report_queries_the_firmware_only_where_declared_and_node_check
     assert "mstconfig -e" not in node_report_command(**report_arguments(_roce({"profile": "dcqcn"})))
     assert "-e -d $a q" in node_report_command(**report_arguments(declared))
     assert "-e -d $a q" not in report_command(declared)
+    # only where the NIC side is the hosts': not on SoftRoCE, whose NICs have no DCB
+    softroce = lab_host(roce_qos={"profile": "dcqcn", "firmware": True})
+    assert report_arguments(softroce)["qos_firmware"] is False
+    assert [RoceQos("dcqcn", firmware=f).reads_firmware(fabric) for f, fabric in ((True, "roce"), (False, "roce"))] == [
+        True,
+        False,
+    ]

@@ -51,6 +51,6 @@ def roce_qos(ctx: NodeContext) -> None:
         netdevs = sorted({n for d in devices for n in state.netdevs.get(d, ())} | set(node.rdma.netdevs))
     # after the rxe links, and after MLNX_OFED's openibd, which reloads the driver stack
     boot_script("RoCE QoS", NAME, script, netdevs, after=f"{RXE_LINKS}.service openibd.service")
-    firmware = qos is not None and qos.firmware
+    firmware = qos is not None and qos.reads_firmware(node.fabric)
     packages(name="NIC firmware tool", by_family=ROCE_FIRMWARE if firmware else {})
     chain_now(name="RoCE QoS now", qos=qos, fabric=node.fabric, named=named, storage=list(storage))

@@ -187,7 +187,7 @@ def report_arguments(spec: HostSpec, dcgm_level: int = 0) -> ReportArguments:
         "dcgm_level": dcgm_level if gpu and gpu.dcgm else 0,
         "roce_qos": spec.node.qos is not None,
         "frameworks": spec.node.nccl.frameworks,
-        "qos_firmware": spec.node.qos is not None and spec.node.qos.firmware,
+        "qos_firmware": spec.node.qos is not None and spec.node.qos.reads_firmware(spec.node.fabric),
     }
 
 

@@ -116,6 +116,11 @@ class RoceQos:
             return "eRDMA's congestion control is the cloud's own"
         return f"fabric {fabric or 'unset'} is not RoCE"
 
+    def reads_firmware(self, fabric: str | None) -> bool:
+        """Whether the NICs' firmware settings are read and set: declared, and the NIC side is the
+        hosts' (RoCE on NICs with DCB)."""
+        return self.firmware and self.dcb_scope(fabric) is None
+
     def dcb_scope(self, fabric: str | None) -> str | None:
         """Why the NIC side (trust, PFC, ECN) is not set here (None: it is)."""
         if fabric == "softroce":
@@ -181,7 +186,8 @@ def chain_links(
     links = host_links(qos, state, devices)
     if qos.dcb_scope(fabric) is not None:
         return links
-    return links + nic_links(qos, state, devices) + (firmware_links(qos, state, devices) if qos.firmware else [])
+    firmware = firmware_links(qos, state, devices) if qos.reads_firmware(fabric) else []
+    return links + nic_links(qos, state, devices) + firmware
 
 
 def host_links(qos: RoceQos, state: QosState, devices: list[str]) -> list[QosLink]:
