@@ -61,14 +61,18 @@ unit_on_wheel() {
 # order) and all the others (real SSH hosts, twins, Vagrant's own VMs). Much of the lab's hour is
 # waiting (VM boots and reboots, Slurm's intervals, timeouts on purpose) with the cores idle, so
 # the others run in that time. Their output follows the lab's, whole, once both have ended.
+# Each takes its test networks from its own half of the ranges (tests/support/netbands.py).
 end_to_end() {
   local log code=0 others=0
   log=$(mktemp)
-  run_pytest .venv --durations=0 --ignore=tests/e2e/test_lab.py tests/e2e >"$log" 2>&1 &
+  RDMAPROV_TEST_NET_SHARE=1/2 run_pytest .venv --durations=0 --ignore=tests/e2e/test_lab.py tests/e2e >"$log" 2>&1 &
   local pid=$!
+  # ended with this script, its output shown, however the script ends
+  trap 'kill -INT "$pid" 2>/dev/null && wait "$pid"; cat "$log"; rm -f "$log"' EXIT
   echo "test: the end-to-end tests other than the VM lab's run beside it (pid $pid); their output comes after"
-  run_pytest .venv --durations=0 tests/e2e/test_lab.py || code=$?
+  RDMAPROV_TEST_NET_SHARE=0/2 run_pytest .venv --durations=0 tests/e2e/test_lab.py || code=$?
   wait "$pid" || others=$?
+  trap - EXIT
   echo "test: the end-to-end tests other than the VM lab's:"
   cat "$log"
   rm -f "$log"

@@ -12,12 +12,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.conftest import rdmaprov
+from tests.support.netbands import octets
 
 
 def free_subnet(skip: int = 0) -> str:
     """A /24 no interface here uses; `skip` free ones are passed over (a test needing two)."""
     used = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True).stdout
-    for third in range(os.getpid() % 100 + 100, 250):
+    for third in octets(100, 250):
         if f" 10.78.{third}." not in used:
             if skip == 0:
                 return f"10.78.{third}.0/24"

@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.netbands import octets
+
 _START = """set -e
 D="$1"
 [ "$3" = disk ] || mount -t tmpfs tmpfs "$D/mnt"  # disk: what hosts write stays in $D/mnt on disk
@@ -133,7 +135,7 @@ class SSHHostFarm:
         if self.count > 2000:
             raise ValueError("at most 2,000 test hosts")
         step = 1 << (24 - length)
-        for third in [*range(os.getpid() % 200 + 20, 256), *range(0, 256)]:
+        for third in octets(0, 256):
             candidate = ipaddress.ip_network(f"10.{second}.{third - third % step}.0/{length}")
             if not any(candidate.overlaps(net) for net in taken):
                 return candidate
