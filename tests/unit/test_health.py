@@ -660,6 +660,8 @@ def test_port_error_counters_are_judged_by_growth_since_the_previous_read(tmp_pa
     assert not rate.ok and rate.found == "symbol_error +100 in 30 min"
     later["mlx5_0/1"]["symbol_error"] = 1050
     assert counter_findings("n", "ib", 1800.0, later, {"at": 0.0, "ports": ib})[0].ok
+    # the control machine's clock went back: no growth is no finding (a rate over -50 s allows none)
+    assert counter_findings("n", "ib", -50.0, ib, {"at": 0.0, "ports": ib})[0].ok
     # a counter that went down: the port was reset, a new baseline rather than a verdict
     [reset] = counter_findings("n", "ib", 1800.0, {"mlx5_0/1": {"symbol_error": 3}}, {"at": 0.0, "ports": ib})
     assert reset.ok and "reset" in reset.found

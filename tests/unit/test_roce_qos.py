@@ -459,6 +459,14 @@ def test_under_dcqcn_every_ecn_mark_is_answered_and_no_cnp_ignored():
     # the reaction point off: CNPs arrive and are ignored, the sender never slows
     deaf = judged(rp_cnp_ignored=42, np_ecn_marked_roce_packets=10, np_cnp_sent=2)
     assert (deaf.ok, deaf.found) == (False, "rp_cnp_ignored +42 in 2.0 h")
+    # a driver reload between the checks: CNPs counted from zero again, so no verdict but a new baseline
+    reloaded = {**before, "np_ecn_marked_roce_packets": 50, "np_cnp_sent": 0}
+    previous_high = {
+        **previous,
+        "ports": {"mlx5_2/1": {**before, "np_ecn_marked_roce_packets": 10, "np_cnp_sent": 900}},
+    }
+    [found] = counter_findings("gpu1", "roce", 600.0, {"mlx5_2/1": reloaded}, previous_high, "b", counter_checks(dcqcn))
+    assert (found.ok, found.found) == (True, "counters reset since the last check: new baseline")
     # a port that counts marks but not the CNPs it sends: its marks are not judged
     uncounted = {name: value for name, value in before.items() if name != "np_cnp_sent"}
     after = {**uncounted, "np_ecn_marked_roce_packets": 9}
@@ -600,7 +608,16 @@ def test_the_reading_itself_on_a_connectx_shaped_sysfs(tmp_path):
 def test_the_firmware_reading_itself_asks_the_tool_for_the_devices_pci_function(tmp_path):
     """With roce_qos.firmware the same command asks mstconfig for each RoCE device's settings by
     its PCI address; here an mstconfig that answers with a real ConnectX-4 Lx query."""
-    _fake_sys(tmp_path / "sys")
+    sys = tmp_path / "sys"
+    _fake_sys(sys)
+    # a VF (its physfn link) is not asked; a device whose name has a '|' is tagged as it is
+    for device, pci, vf in (("mlx5_2", "0000:4b:00.2", True), ("mlx5|3", "0000:4d:00.0", False)):
+        (sys / f"class/infiniband/{device}/ports/1").mkdir(parents=True)
+        (sys / f"class/infiniband/{device}/ports/1/link_layer").write_text("Ethernet\n")
+        (sys / f"devices/{pci}").mkdir(parents=True)
+        if vf:
+            (sys / f"devices/{pci}/physfn").symlink_to("../0000:4b:00.0")
+        (sys / f"class/infiniband/{device}/device").symlink_to(f"../../../devices/{pci}")
     tool = tmp_path / "bin" / "mstconfig"
     tool.parent.mkdir()
     tool.write_text(f"#!/bin/sh\n[ \"$*\" = '-e -d 0000:4b:00.1 q' ] && cat {QOS / NEXT_BOOT}\n")
@@ -609,8 +626,10 @@ def test_the_firmware_reading_itself_asks_the_tool_for_the_devices_pci_function(
     out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     state = parse_qos_state(out.stdout)
-    [(device, nic)] = state.firmware.items()  # the InfiniBand port's device is not asked
-    assert (device, nic.pci, nic.tool, nic.port) == ("mlx5_0", "0000:4b:00.1", "mstconfig", 2)
+    assert sorted(state.firmware) == ["mlx5_0", "mlx5|3"]  # not the InfiniBand port's device, nor the VF
+    nic = state.firmware["mlx5_0"]
+    assert (nic.pci, nic.tool, nic.port) == ("0000:4b:00.1", "mstconfig", 2)
+    assert state.firmware["mlx5|3"].config.next_boot == {}
     assert nic.config.next_boot == parse_mlxconfig_query((QOS / NEXT_BOOT).read_text()).next_boot
     links = [link for link in chain_links(RoceQos("dcqcn", firmware=True), "roce", state, [], ()) if link.next_boot]
     assert [(link.subject, link.ok) for link in links] == [
@@ -755,8 +774,8 @@ def test_the_node_report_queries_the_firmware_only_where_declared_and_node_check
     declared = _roce({"profile": "dcqcn", "firmware": True})
     assert report_arguments(declared)["qos_firmware"] is True
     assert "mstconfig -e" not in node_report_command(**report_arguments(_roce({"profile": "dcqcn"})))
-    assert "-e -d $a q" in node_report_command(**report_arguments(declared))
-    assert "-e -d $a q" not in report_command(declared)
+    assert '-e -d "$a" q' in node_report_command(**report_arguments(declared))
+    assert '-e -d "$a" q' not in report_command(declared)
     # only where the NIC side is the hosts': not on SoftRoCE, whose NICs have no DCB
     softroce = lab_host(roce_qos={"profile": "dcqcn", "firmware": True})
     assert report_arguments(softroce)["qos_firmware"] is False

@@ -93,10 +93,14 @@ _QOS_NETDEVS = (
 )
 # With roce_qos.firmware, each RoCE device's persistent firmware settings too (parsers/mlxconfig.py):
 # mstflint's mstconfig (Debian's package) or NVIDIA MFT's mlxconfig, by PCI address, with the
-# running values where the firmware shows them (-e). A second or two per device.
+# running values where the firmware shows them (-e). A second or two per device. Only a physical
+# function has them: a VF (physfn) or a sub-function (not a PCI address) is not asked. Each line
+# is tagged by printf, so that no device name can become part of a sed program.
 _QOS_FIRMWARE = (
-    "a=$(readlink -f $d/device); a=${a##*/}; t=$(command -v mstconfig || command -v mlxconfig); "
-    'echo "fwtool $n ${t:--} $a"; [ -n "$t" ] && $t -e -d $a q 2>&1 | sed "s|^|fw $n |"; '
+    'a=$(readlink -f "$d/device"); a=${a##*/}; [ -L "$d/device/physfn" ] && a=; '
+    "case $a in *:*:*.[0-7]) ;; *) a= ;; esac; t=$(command -v mstconfig || command -v mlxconfig); "
+    'if [ -n "$a" ]; then printf "fwtool %s %s %s\\n" "$n" "${t:--}" "$a"; [ -n "$t" ] && '
+    '"$t" -e -d "$a" q 2>&1 | while IFS= read -r l; do printf "fw %s %s\\n" "$n" "$l"; done; fi; '
 )
 
 

@@ -38,7 +38,7 @@ class Limit:
     def allowed(self, window_s: float) -> float:
         if self.share:
             return max(self.least_us, self.most * window_s * 1e6)
-        return self.most * window_s / 3600 if self.per_hour else self.most
+        return self.most * max(window_s, 0.0) / 3600 if self.per_hour else self.most  # no rate for a clock gone back
 
     def exceeded(self, name: str, counters: Mapping[str, int], before: Mapping[str, int], window_s: float) -> bool:
         """Whether `name` grew past the limit between the two reads of a port."""
@@ -268,7 +268,8 @@ def _judged(
         return True, "baseline recorded: judged from the next check on"
     if rebooted:
         return True, "the node rebooted since the last check: new baseline"
-    if any(counters[name] < before.get(name, 0) for name in limited):
+    watched = [*limited, *(limit.unless for limit in limited.values() if limit.unless in counters)]
+    if any(counters[name] < before.get(name, 0) for name in watched):
         return True, "counters reset since the last check: new baseline"
     grew = [
         limit.grew(name, counters[name] - before[name], window)

@@ -303,8 +303,11 @@ def _ecn_links(qos: RoceQos, nic: NicQos) -> list[QosLink]:
     return links
 
 
-# Where the firmware tools are, as the declaration's fix says.
-_FIRMWARE_TOOLS = "neither mstconfig (Debian's and RHEL's mstflint package) nor mlxconfig (NVIDIA MFT) is installed"
+# Why a node's firmware settings could not be read, and what apply does about it.
+_FIRMWARE_TOOLS = (
+    "neither mstconfig (Debian's and RHEL's mstflint package) nor mlxconfig (NVIDIA MFT) is installed: "
+    "apply installs mstflint, then reads and sets them (a changed setting owes a reboot)"
+)
 
 
 def firmware_wanted(qos: RoceQos, port: int, mask: int) -> dict[str, int]:

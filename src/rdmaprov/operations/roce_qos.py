@@ -30,7 +30,9 @@ def chain_now(qos: RoceQos | None, fabric: str | None, named: list[str], storage
     if qos is None:
         host.noop("no RoCE QoS declared")
         return
-    links = chain_links(qos, fabric, fact(RoceQosState, firmware=qos.firmware), named, tuple(storage))
+    # the same read as the deploy's where the firmware is not asked (one fact, read once)
+    state = fact(RoceQosState, firmware=True) if qos.reads_firmware(fabric) else fact(RoceQosState)
+    links = chain_links(qos, fabric, state, named, tuple(storage))
     for why in dict.fromkeys(link.unknown for link in links if link.unknown is not None):
         what = ", ".join(link.check.removeprefix("roce.") for link in links if link.unknown == why)
         warn(f"RoCE QoS {what} left as it is: {why}")
