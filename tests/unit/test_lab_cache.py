@@ -60,3 +60,19 @@ def test_nobody_making_the_entry_means_no_wait_and_no_word(tmp_path):
         pass
     assert said == []
     assert (tmp_path / "mirror" / "pool.lock").exists()  # the lock file stays; the entry is never made by it
+
+
+def test_an_entry_is_made_once_and_never_again_once_its_last_file_is_there(tmp_path):
+    from rdmaprov.lab.paths import make_once
+
+    entry = tmp_path / "boxes" / "debian12-abc"
+    made: list[str] = []
+
+    def make() -> None:
+        entry.mkdir(parents=True)
+        (entry / "rdmaprov-bookworm.box").write_text("box")
+        made.append("made")
+
+    for _ in range(2):
+        make_once(entry, entry / "rdmaprov-bookworm.box", make)
+    assert made == ["made"]

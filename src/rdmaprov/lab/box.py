@@ -31,7 +31,7 @@ from pathlib import Path
 from rdmaprov.errors import UserError
 from rdmaprov.lab import mirror
 from rdmaprov.lab.image import Image, ensure_image
-from rdmaprov.lab.paths import cache_root, making
+from rdmaprov.lab.paths import cache_root, make_once
 from rdmaprov.lab.proc import require, run
 from rdmaprov.lab.releases import Release
 
@@ -202,11 +202,7 @@ def ensure_box(release: Release, log=print) -> Path:
     image = ensure_image(release, log)
     done = cache_root() / "boxes" / f"{image.root.name}-{_recipe(image, key)}"
     box = done / f"rdmaprov-{release.codename}.box"
-    if box.exists():
-        return box
-    with making(done, log):
-        if not box.exists():
-            _make_box(image, release, key, done, box, log)
+    make_once(done, box, lambda: _make_box(image, release, key, done, box, log), log)
     return box
 
 

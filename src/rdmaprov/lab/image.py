@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rdmaprov.errors import UserError
-from rdmaprov.lab.paths import cache_root, making
+from rdmaprov.lab.paths import cache_root, make_once
 from rdmaprov.lab.proc import require, run
 from rdmaprov.lab.releases import Release
 
@@ -167,11 +167,7 @@ def _configure_rootfs(rootfs: Path, release: Release) -> None:
 def ensure_image(release: Release, log=print) -> Image:
     """Return the release's cached image for the current recipe, building it first if needed."""
     image = Image(image_dir(release))
-    if (image.root / "complete").exists():
-        return image
-    with making(image.root, log):
-        if not (image.root / "complete").exists():
-            _build(image, release, log)
+    make_once(image.root, image.root / "complete", lambda: _build(image, release, log), log)
     return image
 
 

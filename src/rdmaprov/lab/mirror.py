@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rdmaprov.errors import UserError
 from rdmaprov.lab.image import DEBIAN_MIRROR, Image
-from rdmaprov.lab.paths import cache_root, making
+from rdmaprov.lab.paths import cache_root, make_once, making
 from rdmaprov.lab.proc import require, run
 from rdmaprov.lab.releases import Release
 from rdmaprov.packages import lab_packages
@@ -100,19 +100,19 @@ def fetch_packages(image: Image, release: Release, log=print) -> Path:
     """The lab mirror's packages for one release, downloaded once and cached."""
     packages = lab_packages()
     pool = _pool_dir(image, packages)
-    if (pool / "complete").exists():
-        return pool
-    with making(pool, log):
-        if (pool / "complete").exists():
-            return pool
-        log(f"lab: fetching {len(packages)} packages and their dependencies for {release.title}")
-        partial = pool.with_name(pool.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        download(image, release, packages, partial / "debs", log)
-        (partial / "complete").write_text("\n".join(packages) + "\n")
-        shutil.rmtree(pool, ignore_errors=True)
-        partial.rename(pool)
+    make_once(pool, pool / "complete", lambda: _fetch(image, release, packages, pool, log), log)
     return pool
+
+
+def _fetch(image: Image, release: Release, packages: list[str], pool: Path, log) -> None:
+    """Download into a scratch folder beside `pool`, then put it in place whole."""
+    log(f"lab: fetching {len(packages)} packages and their dependencies for {release.title}")
+    partial = pool.with_name(pool.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    download(image, release, packages, partial / "debs", log)
+    (partial / "complete").write_text("\n".join(packages) + "\n")
+    shutil.rmtree(pool, ignore_errors=True)
+    partial.rename(pool)
 
 
 def _gpg(home: Path, *args: str, what: str) -> subprocess.CompletedProcess:

@@ -29,3 +29,13 @@ def making(entry: Path, log: Callable[[str], object] = print) -> Iterator[None]:
             log(f"lab: waiting for another rdmaprov making {entry}")
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def make_once(entry: Path, made: Path, make: Callable[[], object], log: Callable[[str], object] = print) -> None:
+    """Make the cache entry `entry` unless `made`, the file its maker writes last, is there; runs
+    at once take turns (making) and the later one finds it made."""
+    if made.exists():
+        return
+    with making(entry, log):
+        if not made.exists():
+            make()
