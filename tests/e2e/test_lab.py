@@ -239,13 +239,16 @@ def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_ow
         for node in ("node1", "node2"):
             assert vm_lab.ssh(node, "pgrep -a ib_write || true").stdout.strip() == ""
 
-        # rail 1's recorded past made ten times today's figure (as if its link had degraded
-        # since): it still clears the floor, and is flagged below its own baseline. Policing the
-        # link to a fraction of its past did not do here: RC over a policed rxe link stalls on its
-        # retransmits and measured 0 Gb/s (seen in CI).
+        # rail 1's recorded past made a hundred times the faster rail's figure today (as if its
+        # link had degraded since): it still clears the floor, and is flagged below its own
+        # baseline. Ten times rail 1's own figure was not enough: with the other e2e tests beside
+        # the lab, one rail measured 0.015 Gb/s, then 0.075 (only 51 % below; seen in CI).
+        # Policing the link to a fraction of its past did not do here: RC over a policed rxe link
+        # stalls on its retransmits and measured 0 Gb/s (seen in CI).
         path = baseline_file(yaml.safe_load(open(inventory))["cluster"]["name"])
         stored = json.loads(path.read_text())
-        stored["parts"][f"rail {rails[1]}"]["baseline"] = bandwidth[rails[1]]["measured"] * 10
+        past = 100 * max(bandwidth[subject]["measured"] for subject in rails)
+        stored["parts"][f"rail {rails[1]}"]["baseline"] = past
         path.write_text(json.dumps(stored))
         _, drifted = _gates_until(
             vm_lab, inventory, lambda result: _by_subject(result, "rail")[rails[1]]["passed"], rails_up
