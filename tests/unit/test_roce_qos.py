@@ -639,6 +639,65 @@ def test_the_firmware_reading_itself_asks_the_tool_for_the_devices_pci_function(
     ]
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root for a mount namespace")
+def test_a_roce_lag_device_is_read_and_set_on_both_pfs_of_its_bond(tmp_path):
+    """RoCE LAG: a ConnectX's two PF netdevs in bond0 show as one device, mlx5_bond_0, its `device`
+    the first PF and its GIDs on bond0. Both PFs' DCB is read and set (the second here still on
+    `trust pcp`, a real capture), and the firmware's settings for both ports are judged. An rxe
+    link on a macvlan (whose lower netdev is eth0) is not taken for a LAG."""
+    sys = tmp_path / "sys"
+    files = {
+        "class/infiniband/mlx5_bond_0/ports/1/link_layer": "Ethernet",
+        "class/infiniband/mlx5_bond_0/ports/1/gid_attrs/ndevs/0": "bond0",
+        "kernel/config/rdma_cm/mlx5_bond_0/ports/1/default_roce_tos": "106",
+        "class/infiniband/rxe1/ports/1/link_layer": "Ethernet",
+        "class/infiniband/rxe1/ports/1/gid_attrs/ndevs/0": "mv0",
+        "class/infiniband/rxe1/parent": "mv0",
+    }
+    for path, text in files.items():
+        (sys / path).parent.mkdir(parents=True, exist_ok=True)
+        (sys / path).write_text(text + "\n")
+    for pci, netdev in (("0000:17:00.0", "ens1f0np0"), ("0000:17:00.1", "ens1f1np1")):
+        (sys / f"devices/{pci}/net/{netdev}").mkdir(parents=True)
+        (sys / "class/net").mkdir(parents=True, exist_ok=True)
+        (sys / f"class/net/{netdev}").symlink_to(f"../../devices/{pci}/net/{netdev}")
+        for name, value in (("roce_np/enable/3", 1), ("roce_rp/enable/3", 1), ("roce_np/cnp_802p_prio", 6)):
+            (sys / f"class/net/{netdev}/ecn/{name}").parent.mkdir(parents=True, exist_ok=True)
+            (sys / f"class/net/{netdev}/ecn/{name}").write_text(f"{value}\n")
+        (sys / f"class/net/{netdev}/ecn/roce_np/cnp_dscp").write_text("48\n")
+    (sys / "class/infiniband/mlx5_bond_0/device").symlink_to("../../../devices/0000:17:00.0")
+    for upper, lowers in (("bond0", ("ens1f0np0", "ens1f1np1")), ("mv0", ("eth0",)), ("eth0", ())):
+        (sys / f"class/net/{upper}").mkdir(exist_ok=True)
+        for lower in lowers:
+            (sys / f"class/net/{upper}/lower_{lower}").symlink_to(f"../{lower}")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    answers = {
+        "mlnx_qos": f"""case "$*" in *ens1f0np0) cat {QOS / "mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt"} ;;
+            *ens1f1np1) cat {QOS / "mlnx_qos_trust_pcp_pfc_off_centos12.txt"} ;; *) exit 1 ;; esac""",
+        "mstconfig": f"[ \"$*\" = '-e -d 0000:17:00.0 q' ] && cat {QOS / NEXT_BOOT}",
+    }
+    for name, body in answers.items():
+        (tools / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tools / name).chmod(0o755)
+    script = f"mount --bind {sys} /sys && PATH={tools}:$PATH && {roce_qos_command(firmware=True)}"
+    out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    state = parse_qos_state(out.stdout)
+    assert state.lags == {"mlx5_bond_0": "bond0"}
+    assert state.netdevs == {"mlx5_bond_0": ("ens1f0np0", "ens1f1np1"), "rxe1": ("mv0",)}
+    assert (state.nics["ens1f0np0"].trust, state.nics["ens1f1np1"].trust) == ("dscp", "pcp")
+    assert state.firmware_ports("mlx5_bond_0") == (1, 2)
+    links = chain_links(RoceQos("dcqcn", tool="mlnx_qos", firmware=True), "roce", state, ["mlx5_bond_0"], ())
+    failing = {(link.check, link.subject) for link in links if not link.ok}
+    assert failing == {("roce.trust", "ens1f1np1"), ("roce.pfc", "ens1f1np1"), ("roce.dscp_map", "ens1f1np1")}
+    fixes = [line for link in links if not link.ok for line in link.commands]
+    assert fixes[:2] == ["mlnx_qos -i ens1f1np1 --trust dscp", "mlnx_qos -i ens1f1np1 --pfc 0,0,0,1,0,0,0,0"]
+    assert fixes[2:] == ["mlnx_qos -i ens1f1np1 --dscp2prio set,26,3", "mlnx_qos -i ens1f1np1 --dscp2prio set,48,6"]
+    firmware = [link.subject for link in links if link.next_boot]
+    assert firmware == [f"mlx5_bond_0 {name}_P{port}" for port in (1, 2) for name in FIRMWARE_NAMES]
+
+
 def test_the_chain_as_read_goes_into_facts_json():
     state = parse_qos_state((FIXTURES / "lab" / "roce_qos_rxe_virtio.txt").read_text())
     doc = json.loads(json.dumps(FactsReport({"node1": NodeReport(roce_qos=state)}, {}).to_json()))
@@ -655,6 +714,7 @@ def test_the_section_read_back_from_its_own_settings_is_the_same():
 # --- the NICs' firmware settings (roce_qos.firmware) ----------------------------------------------
 
 NEXT_BOOT = "mlxconfig_q_cx4lx_next_boot_xtremeownage.txt"  # a ConnectX-4 Lx, plain `q`
+FIRMWARE_NAMES = ("ROCE_CC_PRIO_MASK", "CNP_802P_PRIO", "CNP_DSCP")
 
 
 def test_mlxconfig_queries_read_with_and_without_the_running_values():

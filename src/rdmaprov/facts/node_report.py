@@ -79,34 +79,47 @@ FABRIC_MANAGER = (
 # rxe's parent) what mlnx_qos (preferred: it shows the trust) or dcb shows, with mlx5's ECN files
 # and the NIC's pause counters (`ethtool -S`). Reads only; nothing loads or mounts. Run only where
 # roce_qos is declared (mlnx_qos is a Python program: a second per NIC).
+# RoCE LAG: while a NIC's two PF netdevs are enslaved to one bond (or team), mlx5 shows one RDMA
+# device for both ports (mlx5_bond_0), its `device` the first PF, its GIDs on the bond. DCB stays
+# each PF's own, so the bond's lower netdevs are read (and set) too: `lag DEV BOND` says so.
 _ECN_FILES = "roce_np/enable/* roce_rp/enable/* roce_np/cnp_802p_prio roce_np/cnp_dscp"
+_QOS_LAG = (
+    "l=; [ -e $d/device ] && for g in $d/ports/*/gid_attrs/ndevs/0; do "
+    'u=$(cat "$g" 2>/dev/null) || continue; [ -n "$u" ] && [ ! -e "$d/device/net/$u" ] || continue; '
+    'k=; for x in /sys/class/net/$u/lower_*; do [ -e "$x" ] && k="$k /sys/class/net/${x##*/lower_}"; done; '
+    '[ -n "$k" ] && echo "lag $n $u" && l="$l$k"; done; '
+)
 _QOS_NETDEVS = (
-    "r=$(cat $d/parent 2>/dev/null); "
-    'for e in $d/device/net/* ${r:+/sys/class/net/$r}; do [ -e "$e" ] || continue; e=${e##*/}; '
+    f"r=$(cat $d/parent 2>/dev/null); {_QOS_LAG}s=' '; "
+    'for e in $d/device/net/* ${r:+/sys/class/net/$r} $l; do [ -e "$e" ] || continue; e=${e##*/}; '
+    'case "$s" in *" $e "*) continue ;; esac; s="$s$e "; '
     'echo "netdev $n $e"; '
-    'if command -v mlnx_qos >/dev/null; then mlnx_qos -i $e 2>&1 | sed "s|^|mlnx_qos $e |"; '
-    'elif command -v dcb >/dev/null; then dcb pfc show dev $e 2>&1 | sed "s|^|dcb_pfc $e |"; '
-    'dcb -N app show dev $e dscp-prio 2>&1 | sed "s|^|dcb_app $e |"; fi; '
-    f'(cd /sys/class/net/$e/ecn 2>/dev/null && grep -H . {_ECN_FILES} 2>/dev/null) | sed "s|^|ecn $e |"; '
-    f'command -v ethtool >/dev/null && ethtool -S $e 2>/dev/null | grep -E "{PAUSE_WORDS}" | sed "s|^|ethtool $e |"; '
+    'if command -v mlnx_qos >/dev/null; then mlnx_qos -i "$e" 2>&1 | qos_tag mlnx_qos "$e"; '
+    'elif command -v dcb >/dev/null; then dcb pfc show dev "$e" 2>&1 | qos_tag dcb_pfc "$e"; '
+    'dcb -N app show dev "$e" dscp-prio 2>&1 | qos_tag dcb_app "$e"; fi; '
+    f'(cd "/sys/class/net/$e/ecn" 2>/dev/null && grep -H . {_ECN_FILES} 2>/dev/null) | qos_tag ecn "$e"; '
+    f'command -v ethtool >/dev/null && ethtool -S "$e" 2>/dev/null | grep -E "{PAUSE_WORDS}" | qos_tag ethtool "$e"; '
     "done"
 )
 # With roce_qos.firmware, each RoCE device's persistent firmware settings too (parsers/mlxconfig.py):
 # mstflint's mstconfig (Debian's package) or NVIDIA MFT's mlxconfig, by PCI address, with the
 # running values where the firmware shows them (-e). A second or two per device. Only a physical
-# function has them: a VF (physfn) or a sub-function (not a PCI address) is not asked. Each line
-# is tagged by printf, so that no device name can become part of a sed program.
+# function has them: a VF (physfn) or a sub-function (not a PCI address) is not asked.
 _QOS_FIRMWARE = (
     'a=$(readlink -f "$d/device"); a=${a##*/}; [ -L "$d/device/physfn" ] && a=; '
     "case $a in *:*:*.[0-7]) ;; *) a= ;; esac; t=$(command -v mstconfig || command -v mlxconfig); "
     'if [ -n "$a" ]; then printf "fwtool %s %s %s\\n" "$n" "${t:--}" "$a"; [ -n "$t" ] && '
-    '"$t" -e -d "$a" q 2>&1 | while IFS= read -r l; do printf "fw %s %s\\n" "$n" "$l"; done; fi; '
+    '"$t" -e -d "$a" q 2>&1 | qos_tag fw "$n"; fi; '
 )
+# Each line a tool prints (a last one without its newline too), tagged by printf with its kind and
+# device or netdev (`ecn eth4 …`), so that no name becomes part of a sed program.
+_QOS_TAG = 'qos_tag() { while IFS= read -r q || [ -n "$q" ]; do printf "%s %s %s\\n" "$1" "$2" "$q"; done; }; '
 
 
 def roce_qos_command(firmware: bool = False) -> str:
     """The roce_qos section's command; `firmware`: with each device's firmware settings."""
     return (
+        f"{_QOS_TAG}"
         'for d in /sys/class/infiniband/*; do [ -d "$d" ] || continue; n=${d##*/}; roce=; '
         'for p in $d/ports/*; do [ "$(cat $p/link_layer 2>/dev/null)" = Ethernet ] || continue; i=${p##*/}; roce=1; '
         "f=/sys/kernel/config/rdma_cm/$n/ports/$i/default_roce_tos; "

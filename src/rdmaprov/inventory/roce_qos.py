@@ -337,8 +337,10 @@ def firmware_links(qos: RoceQos, state: QosState, devices: list[str]) -> list[Qo
             )
             continue
         config = nic.config
-        mask = config.next_boot.get(f"ROCE_CC_PRIO_MASK_P{nic.port}")
-        for name, want in firmware_wanted(qos, nic.port, mask or 0).items():
+        wanted: dict[str, int] = {}
+        for port in state.firmware_ports(device):
+            wanted |= firmware_wanted(qos, port, config.next_boot.get(f"ROCE_CC_PRIO_MASK_P{port}") or 0)
+        for name, want in wanted.items():
             subject = f"{device} {name}"
             planned, running = config.next_boot.get(name), config.current.get(name)
             if planned is None:

@@ -42,6 +42,14 @@ class QosState:
     configfs: bool = True  # RDMA-CM's configfs is there (rdma_cm loaded, configfs mounted)
     pause: dict[str, dict[str, int]] = field(default_factory=dict)  # NIC netdev → pause_counters()
     firmware: dict[str, FirmwareNic] = field(default_factory=dict)  # device → its firmware settings
+    lags: dict[str, str] = field(default_factory=dict)  # a RoCE LAG device → its bond (or team)
+
+    def firmware_ports(self, device: str) -> tuple[int, ...]:
+        """The NIC ports whose firmware settings are the device's: its PCI function's, and under
+        RoCE LAG (both PFs of the NIC in one bond, one device for both) every port its query shows."""
+        nic = self.firmware[device]
+        shown = {int(m[1]) for k in nic.config.next_boot if (m := _PORT_SETTING.fullmatch(k)) is not None}
+        return tuple(sorted(shown)) if device in self.lags and shown else (nic.port,)
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,8 @@ class FirmwareNic:
         return int(function) + 1 if function.isdigit() else 1
 
 
+# A per-port firmware setting the roce_qos section sets, by its port number.
+_PORT_SETTING = re.compile(r"ROCE_CC_PRIO_MASK_P(\d)")
 # Pause frames by direction and priority in each driver's `ethtool -S` names, and link-level
 # (802.3x) pause beside them: mlx5 `rx_prio3_pause`, `tx_global_pause` (it prints a priority's
 # counters only while PFC is on for it); bnxt_en `rx_pfc_ena_frames_pri3`, `rx_pause_frames`; ice
@@ -152,13 +162,14 @@ def _number(text: str) -> int | None:
 def parse_qos_state(text: str) -> QosState:
     """The roce_qos section's lines: `tos DEV PORT VALUE|-`, `tclass DEV TEXT`, `netdev DEV NETDEV`,
     `mlnx_qos NETDEV LINE`, `dcb_pfc NETDEV LINE`, `dcb_app NETDEV LINE`, `ecn NETDEV FILE:VALUE`,
-    `ethtool NETDEV LINE`, `fwtool DEV TOOL|- PCI`, `fw DEV LINE` and `configfs missing`."""
+    `ethtool NETDEV LINE`, `fwtool DEV TOOL|- PCI`, `fw DEV LINE`, `lag DEV BOND` and `configfs missing`."""
     tos: dict[str, dict[int, int | None]] = {}
     tclass: dict[str, int | None] = {}
     netdevs: dict[str, tuple[str, ...]] = {}
     lines: dict[tuple[str, str], list[str]] = {}
     ecn: dict[str, dict[str, int]] = {}
     tools: dict[str, tuple[str, str]] = {}
+    lags: dict[str, str] = {}
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         name, _, value = rest.partition(" ")
@@ -166,6 +177,8 @@ def parse_qos_state(text: str) -> QosState:
             tos.setdefault(name, {})[int(m.group(1))] = _number(m.group(2))
         elif kind == "tclass":
             tclass[name] = _number(value)
+        elif kind == "lag":
+            lags[name] = value.strip()
         elif kind == "netdev":
             netdevs[name] = (*netdevs.get(name, ()), value.strip())
         elif kind == "fwtool" and len(words := value.split()) == 2:
@@ -195,4 +208,4 @@ def parse_qos_state(text: str) -> QosState:
         for device, (tool, pci) in tools.items()
     }
     found = {netdev: counters for netdev, counters in pause.items() if counters}
-    return QosState(tos, tclass, netdevs, nics, configfs, found, firmware)
+    return QosState(tos, tclass, netdevs, nics, configfs, found, firmware, lags)
