@@ -392,9 +392,12 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
     assert code == 2 and vm_lab.ssh("node1", "ls /etc/containers/containers.conf.d").stdout.strip() == ""
 
 
-def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], **bw) -> str:
-    """The container gate alone (ib_write_bw's pairs and lab bounds kept, `bw` on top)."""
-    path = _gates_only(vm_lab, tmp_path, "container-gate.yaml", devices, {"container": {"image": image}})
+def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], latency=False, **bw) -> str:
+    """The container gate alone (ib_write_bw's pairs and lab bounds kept, `bw` on top); with
+    `latency`, the lab's latency gate on too (the container gate then holds each rail's p99 in
+    the image to its bound; the host's latency gate runs as well)."""
+    gates = {"container": {"image": image}} | ({"latency": {"enabled": True}} if latency else {})
+    path = _gates_only(vm_lab, tmp_path, "container-gate.yaml", devices, gates)
     data = yaml.safe_load(open(path))
     lab_gates = yaml.safe_load(open(vm_lab.inventory))["cluster"]["gates"]
     data["cluster"]["gates"]["ib_write_bw"] = {**lab_gates.get("ib_write_bw", {}), **bw, "enabled": False}
@@ -412,24 +415,34 @@ def _container_gate(vm_lab, tmp_path, image: str) -> tuple[int, list[dict]]:
 
 def _container_gate_runs_every_rail(vm_lab, tmp_path) -> None:
     """A second rail on both VMs (rxe1 on a macvlan): the container gate runs both rails in
-    containers at once, a verdict for each HCA. With 1 MiB messages for 10 s, as the rail test
-    uses: two rails share each VM's one emulated CPU."""
-    path = _container_gate_inventory(vm_lab, tmp_path, IMAGE, ["rxe0", "rxe1"], size=1048576, duration_s=10)
+    containers at once, a verdict for each HCA, and with the latency gate on, each rail's p99
+    in the image too (ib_write_lat in containers, held to the lab's bound). With 1 MiB messages
+    for 10 s, as the rail test uses: two rails share each VM's one emulated CPU."""
+    path = _container_gate_inventory(
+        vm_lab, tmp_path, IMAGE, ["rxe0", "rxe1"], latency=True, size=1048576, duration_s=10
+    )
 
     def rails_up() -> None:
         for i, node in enumerate(("node1", "node2")):
             if vm_lab.ssh(node, "ip -o link show mv0").returncode != 0:
                 _second_rail(vm_lab, node, i)
 
-    def both_passed(result: dict) -> bool:
-        return [g["passed"] for g in result["gates"] if g["gate"] == "container"] == [True, True]
+    def all_passed(result: dict) -> bool:
+        return [g["passed"] for g in result["gates"] if g["gate"] == "container"] == [True] * 4
 
     try:
-        code, result = _gates_until(vm_lab, path, both_passed, rails_up)
-        gates = _by_subject(result, "container")
-        rails = {frozenset(subject.split(" -> ")) for subject in gates}
+        code, result = _gates_until(vm_lab, path, all_passed, rails_up)
+        gates = [g for g in result["gates"] if g["gate"] == "container"]
+        by_test = {(g["details"]["test"], g["subject"]): g for g in gates}
+        rails = {frozenset(subject.split(" -> ")) for _, subject in by_test}
         assert rails == {frozenset({"node1:rxe0", "node2:rxe0"}), frozenset({"node1:rxe1", "node2:rxe1"})}, gates
-        assert code == 0 and all(g["passed"] and g["details"]["image"] == IMAGE for g in gates.values()), gates
+        assert code == 0 and all(g["passed"] and g["details"]["image"] == IMAGE for g in gates), gates
+        for (test, subject), gate in by_test.items():
+            assert gate["unit"] == {"ib_write_bw": "Gb/s", "ib_write_lat": "µs"}[test], gate
+            if test == "ib_write_lat":  # measured in the image, and the host's own latency gate beside it
+                assert gate["reason"].startswith(f"p99 {gate['measured']:g} µs <= 100000 µs"), gate
+                assert subject in _by_subject(result, "latency"), result["gates"]
+        assert sorted(test for test, _ in by_test) == ["ib_write_bw"] * 2 + ["ib_write_lat"] * 2, gates
     finally:
         for node in ("node1", "node2"):
             vm_lab.ssh(node, "rdma link del rxe1; ip link del mv0")

@@ -39,10 +39,13 @@ def baseline_file(cluster: str) -> Path:
 def part_key(result: GateResult) -> str:
     """The part a figure belongs to: the gate and its subject; for the container gate the image
     too, whose own libraries make the figure as much as the fabric does (a new image starts a
-    baseline of its own instead of being held to the old image's)."""
-    key = f"{result.gate} {result.subject}"
-    image = result.details.get("image") if result.gate == "container" else None
-    return f"{key} in {image}" if image else key
+    baseline of its own instead of being held to the old image's), and its latency figures apart
+    from its bandwidth ones on the same rail."""
+    if result.gate != "container":
+        return f"{result.gate} {result.subject}"
+    test = " ib_write_lat" if result.details.get("test") == "ib_write_lat" else ""
+    image = result.details.get("image")
+    return f"container{test} {result.subject}" + (f" in {image}" if image else "")
 
 
 class PartRecord(TypedDict, total=False):

@@ -5,24 +5,32 @@ podman with nothing but what rdmaprov's containers.conf gives every container
 inside it. It passes where such a job could use the fabric, and judges each figure like the
 host's ib_write_bw gate; a failure says what the container lacked and where
 (parsers/container.py): the image or perftest in it, the RDMA device, the HCA's verbs provider,
-locked memory.
+locked memory. Where the latency gate runs, each rail whose bandwidth passed in the image is
+then held to the same p99 bound with ib_write_lat in it: the image's own verbs libraries are
+in the path of every small message a job sends.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import Bounds
 from rdmaprov.health.gates.ib_write_bw import TCP_PORT, bandwidth_tool, judge_bandwidth, pair_bounds
+from rdmaprov.health.gates.latency import LATENCY_BASE_PORT, latency_limit, latency_tool
+from rdmaprov.health.gates.latency import judge_lane as judge_latency_lane
 from rdmaprov.health.gates.pairs import gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import Lane, LaneOutput, judged_lanes, nodes_problem, pair_lanes
+from rdmaprov.health.gates.perftest import Lane, LaneOutput, Tool, judged_lanes, nodes_problem, pair_lanes
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.gates.subject import Subject
+from rdmaprov.inventory.gates import LatencyGate
 from rdmaprov.parsers.container import container_lack
 from rdmaprov.parsers.node import NodeReport
 
 GATE = "container"
+# details["test"] of each result: which program's figure it is (its baseline is kept apart)
+BANDWIDTH, LATENCY = "ib_write_bw", "ib_write_lat"
 
 
 def _lacked(output: LaneOutput, image: str) -> tuple[str, str] | None:
@@ -48,22 +56,45 @@ def _without_runtime(session: Session, server: str, client: str, reports: dict[s
     return ""
 
 
-def judge_lane(output: LaneOutput, image: str, bounds: Bounds, subject: Subject) -> GateResult:
+def judge_lane(
+    output: LaneOutput, image: str, subject: Subject, figure: Callable[[LaneOutput], GateResult]
+) -> GateResult:
     """One lane's verdict: what a container lacked, first (its figure, if any, means nothing
-    then), else the client's figure against the link's rate."""
+    then), else `figure`'s judgement of the client's output, as the host's gate would judge it."""
     details: dict[str, object] = {"image": image, "via": output.via, "rail": output.lane.rail}
     lacked = _lacked(output, image)
     if lacked:
         host, lack = lacked
         return GateResult(GATE, subject, False, f"{lack} (on {host})", details={**details, "host": host})
-    result = judge_bandwidth(GATE, subject, output, bounds)
-    return replace(result, details={**result.details, "image": image})
+    result = figure(output)
+    return replace(result, gate=GATE, subject=subject, details={**result.details, "image": image})
+
+
+def bandwidth_figure(bounds: Bounds) -> Callable[[LaneOutput], GateResult]:
+    """ib_write_bw's figure against the link's rate, as the ib_write_bw gate judges it."""
+
+    def figure(output: LaneOutput) -> GateResult:
+        result = judge_bandwidth(GATE, output.lane.subject, output, bounds)
+        return replace(result, details={**result.details, "test": BANDWIDTH})
+
+    return figure
+
+
+def latency_figure(settings: LatencyGate, limit: tuple[float, str]) -> Callable[[LaneOutput], GateResult]:
+    """ib_write_lat's p99 against the latency gate's bound (lower is better for its baseline)."""
+
+    def figure(output: LaneOutput) -> GateResult:
+        result = judge_latency_lane(output, settings, limit)
+        return replace(result, details={**result.details, "test": LATENCY, "better": "lower"})
+
+    return figure
 
 
 def run_container_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> list[GateResult]:
-    """ib_write_bw between containers on every rail both nodes have, at once. A pair with one
-    rail keeps the pair as its subject (`node1 -> node2`); with several, each rail is named by
-    its HCAs as the rail gate names them."""
+    """ib_write_bw between containers on every rail both nodes have, at once; then, where the
+    latency gate runs, ib_write_lat on each rail that passed. A pair with one rail keeps the pair
+    as its subject (`node1 -> node2`); with several, each rail is named by its HCAs as the rail
+    gate names them."""
     inventory = session.inventory
     image, settings = inventory.gates.container.image, inventory.gates.ib_write_bw
     why = _without_runtime(session, server, client, reports)
@@ -76,19 +107,25 @@ def run_container_pair(session: Session, server: str, client: str, reports: dict
     def subject(lane: Lane) -> Subject:
         return Subject.pair(server, client) if single else lane.subject
 
-    if not lanes:
-        return results
-    bounds = pair_bounds(settings)
-
     def unheard(lane: Lane, why: str) -> GateResult:  # the server never listened: its device is not known here
         lack = container_lack(why, image)
         reason = f"{lack} (on {server}): {why}" if lack else why
         return GateResult(GATE, subject(lane), False, reason, details={"image": image, "rail": lane.rail})
 
-    tool = replace(bandwidth_tool(settings), image=image)
-    return results + judged_lanes(
-        session, tool, lanes, lambda output: judge_lane(output, image, bounds, subject(output.lane)), unheard
-    )
+    def run(tool: Tool, lanes: list[Lane], figure: Callable[[LaneOutput], GateResult]) -> list[GateResult]:
+        in_image = replace(tool, image=image)
+        return judged_lanes(
+            session, in_image, lanes, lambda output: judge_lane(output, image, subject(output.lane), figure), unheard
+        )
+
+    bandwidth = run(bandwidth_tool(settings), lanes, bandwidth_figure(pair_bounds(settings))) if lanes else []
+    latency = inventory.gates.latency
+    limit = latency_limit(latency, inventory.hosts[server].node.fabric)
+    passed = [lane for lane, result in zip(lanes, bandwidth, strict=True) if result.passed]
+    if not (latency.enabled and limit and passed):
+        return results + bandwidth
+    ports = [replace(lane, tcp_port=LATENCY_BASE_PORT + lane.rail) for lane in passed]
+    return results + bandwidth + run(latency_tool(latency), ports, latency_figure(latency, limit))
 
 
 def run_container_gate(
