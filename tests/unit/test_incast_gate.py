@@ -15,6 +15,7 @@ from gevent import subprocess as gsubprocess
 
 from rdmaprov.engine.results import RunResult
 from rdmaprov.engine.session import CommandResult, HostLost, each
+from rdmaprov.health.baselines import apply_baselines, load_parts
 from rdmaprov.health.gates.ib_write_bw import bandwidth_tool
 from rdmaprov.health.gates.incast import (
     Around,
@@ -35,7 +36,7 @@ from rdmaprov.report.html import render
 from rdmaprov.report.junit import junit_xml
 from rdmaprov.schemas import load_schema
 from tests.conftest import FIXTURES
-from tests.support.inventories import problems, write
+from tests.support.inventories import gates_config, problems, write
 from tests.support.pages import Page
 from tests.support.runs import verify_run
 
@@ -389,3 +390,21 @@ def test_a_client_node_lost_mid_lanes_is_raised_and_its_server_is_not_waited_for
     with pytest.raises(HostLost, match="n3 stopped answering"):
         run_lanes(_local(tmp_path, lose="n3"), tool, _local_lanes())
     assert time.monotonic() - started < 10  # the server of n3's lane was killed, not waited 10 s for
+
+
+def test_an_incasts_baseline_is_its_receivers_whichever_nodes_sent(tmp_path, monkeypatch):
+    """The groups change with the nodes selected (--limit, a node down): node1 taking 2 senders'
+    writes keeps one baseline whether node2 and node3 or node4 and node5 sent."""
+    monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path))
+    settings = gates_config({"baseline": {"runs": 1}}).baseline
+
+    def run(senders: list[str], gbps: float) -> GateResult:
+        result = GateResult("incast", Subject.incast(senders, "node1"), True, "x", gbps, 100.0, "Gb/s")
+        apply_baselines([result], "prod", settings)
+        return result
+
+    run(["node2", "node3"], 380.0)
+    later = run(["node4", "node5"], 370.0)
+    assert "against its baseline 380 Gb/s" in later.reason and not later.baseline["drift"], later.reason
+    run(["node2", "node3", "node4"], 390.0)  # three senders: a part of its own
+    assert sorted(load_parts("prod")) == ["incast into node1 from 2 senders", "incast into node1 from 3 senders"]

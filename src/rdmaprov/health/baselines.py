@@ -40,12 +40,18 @@ def part_key(result: GateResult) -> str:
     """The part a figure belongs to: the gate and its subject; for the container gate the image
     too, whose own libraries make the figure as much as the fabric does (a new image starts a
     baseline of its own instead of being held to the old image's), and its latency figures apart
-    from its bandwidth ones on the same rail."""
+    from its bandwidth ones on the same rail. An incast's part is its receiver and how many sent
+    into it: which nodes sent depends on the nodes selected (--limit, a node down), and on a
+    fleet of like nodes the sum is the same whichever sent."""
+    subject = result.subject
+    if subject.kind == "incast":
+        *senders, receiver = subject.hosts
+        return f"{result.gate} into {receiver} from {len(senders)} senders"
     if result.gate != "container":
-        return f"{result.gate} {result.subject}"
+        return f"{result.gate} {subject}"
     test = " ib_write_lat" if result.details.get("test") == "ib_write_lat" else ""
     image = result.details.get("image")
-    return f"container{test} {result.subject}" + (f" in {image}" if image else "")
+    return f"container{test} {subject}" + (f" in {image}" if image else "")
 
 
 class PartRecord(TypedDict, total=False):
