@@ -10,9 +10,10 @@ import pytest
 from rich.console import Console
 
 from rdmaprov.health.baselines import apply_baselines, baseline_file, load_parts, part_key
-from rdmaprov.health.gates.container import bandwidth_figure, judge_lane, latency_figure
+from rdmaprov.health.gates.container import LATENCY_GATE, bandwidth_figure, judge_lane, latency_figure
 from rdmaprov.health.gates.ib_write_bw import bandwidth_tool, pair_bounds
 from rdmaprov.health.gates.perftest import Endpoint, Lane, LaneOutput, Tool
+from rdmaprov.health.gates.result import GateResult
 from rdmaprov.health.state import updating
 from rdmaprov.inventory.loader import load_inventory
 from rdmaprov.parsers.container import container_lack, provider_name
@@ -97,7 +98,6 @@ def test_the_gate_is_refused_where_its_containers_would_start_under_srun(tmp_pat
 def test_a_new_image_starts_a_baseline_of_its_own(tmp_path, monkeypatch):
     """The image's own libraries make the figure as much as the fabric: a figure in a new image is
     recorded as that image's baseline, not held to the old image's (nor does it move the old one)."""
-    from rdmaprov.health.gates.result import GateResult
     from rdmaprov.health.gates.subject import Subject
     from rdmaprov.health.report import print_baselines
 
@@ -142,7 +142,7 @@ def test_each_rail_in_the_image_gets_its_own_verdict_naming_what_its_container_l
     passed = judge_lane(good, IMAGE, good.lane.subject, bandwidth_figure(bounds))
     failed = judge_lane(short, IMAGE, short.lane.subject, bandwidth_figure(bounds))
     assert passed.passed and passed.measured == 0.21 and passed.details["image"] == IMAGE
-    assert passed.gate == "container" and passed.details["test"] == "ib_write_bw"
+    assert passed.gate == failed.gate == "container"
     assert str(passed.subject) == "node2:rxe0 -> node1:rxe0" and passed.details["rail"] == 0
     assert not failed.passed and str(failed.subject) == "node2:rxe1 -> node1:rxe1"
     assert "may not lock memory" in failed.reason and failed.reason.endswith("(on node1)")
@@ -151,21 +151,21 @@ def test_each_rail_in_the_image_gets_its_own_verdict_naming_what_its_container_l
 
 def test_a_rail_in_the_image_is_held_to_the_latency_gates_p99_bound():
     """ib_write_lat in the image (the lab's rxe0 capture: p99 4538 µs) judged like the latency
-    gate on the host, as a container result of its own; a container that could not pin memory
-    is named before any figure."""
+    gate on the host, as a container_latency result; a container that could not pin memory is
+    named before any figure, under the same gate."""
     settings = gates_config({"latency": {"max_p99_us": 5000}}).latency
     figure = latency_figure(settings, (5000.0, "gates.latency.max_p99_us"))
     lat = _lane_output("ib_write_lat_client_rxe0_tcg_perftest_4.5.txt", 0, FIXTURES / "lab")
-    result = judge_lane(lat, IMAGE, lat.lane.subject, figure)
-    assert (result.gate, result.passed, result.measured, result.unit) == ("container", True, 4538.22, "µs")
+    result = judge_lane(lat, IMAGE, lat.lane.subject, figure, LATENCY_GATE)
+    assert (result.gate, result.passed, result.measured, result.unit) == ("container_latency", True, 4538.22, "µs")
     assert result.reason.startswith("p99 4538.22 µs <= 5000 µs = gates.latency.max_p99_us"), result.reason
-    assert result.details["test"] == "ib_write_lat" and result.details["better"] == "lower"
     assert result.details["image"] == IMAGE and result.details["rail"] == 0
     strict = latency_figure(settings, (1000.0, "gates.latency.max_p99_us"))
-    assert not judge_lane(lat, IMAGE, lat.lane.subject, strict).passed
+    assert not judge_lane(lat, IMAGE, lat.lane.subject, strict, LATENCY_GATE).passed
     short = _lane_output("ib_write_bw_client_memlock_64k.txt", 1)
-    lacked = judge_lane(short, IMAGE, short.lane.subject, figure)
-    assert not lacked.passed and "may not lock memory" in lacked.reason and lacked.reason.endswith("(on node1)")
+    lacked = judge_lane(short, IMAGE, short.lane.subject, figure, LATENCY_GATE)
+    assert not lacked.passed and lacked.gate == "container_latency" and "may not lock memory" in lacked.reason
+    assert lacked.reason.endswith("(on node1)")
 
 
 def test_a_rails_latency_in_the_image_has_a_baseline_apart_from_its_bandwidth(tmp_path, monkeypatch):
@@ -177,30 +177,20 @@ def test_a_rails_latency_in_the_image_has_a_baseline_apart_from_its_bandwidth(tm
     figure = latency_figure(config.latency, (5000.0, "gates.latency.max_p99_us"))
     bw = _lane_output("ib_write_bw_client_podman_rxe.txt", 0)
     lat = _lane_output("ib_write_lat_client_rxe0_tcg_perftest_4.5.txt", 0, FIXTURES / "lab")
+    keys = [f"container node2:rxe0 -> node1:rxe0 in {IMAGE}", f"container_latency node2:rxe0 -> node1:rxe0 in {IMAGE}"]
 
-    def run() -> list:
+    def run() -> list[GateResult]:
         results = [
             judge_lane(bw, IMAGE, bw.lane.subject, bandwidth_figure(bounds)),
-            judge_lane(lat, IMAGE, lat.lane.subject, figure),
+            judge_lane(lat, IMAGE, lat.lane.subject, figure, LATENCY_GATE),
         ]
         apply_baselines(results, "prod", config.baseline)
         return results
 
-    run()
-    assert sorted(load_parts("prod")) == [
-        f"container ib_write_lat node2:rxe0 -> node1:rxe0 in {IMAGE}",
-        f"container node2:rxe0 -> node1:rxe0 in {IMAGE}",
-    ]
-    assert [part_key(r) for r in run()] == [
-        f"container node2:rxe0 -> node1:rxe0 in {IMAGE}",
-        f"container ib_write_lat node2:rxe0 -> node1:rxe0 in {IMAGE}",
-    ]
-    key = f"container ib_write_lat node2:rxe0 -> node1:rxe0 in {IMAGE}"
-    parts = load_parts("prod")
-    assert parts[key]["unit"] == "µs"
-    stored = {**parts[key], "baseline": 1000.0}  # its past four times better than today
+    assert [part_key(r) for r in run()] == keys and sorted(load_parts("prod")) == keys
+    assert load_parts("prod")[keys[1]]["unit"] == "µs"
     with updating(baseline_file("prod"), "parts") as kept:
-        kept[key] = stored
+        kept[keys[1]] = {**kept[keys[1]], "baseline": 1000.0}  # its past four times better than today
     bandwidth, latency = run()
     assert bandwidth.status == "pass" and not bandwidth.baseline["drift"]
     assert latency.status == "warn" and latency.baseline["drift"] and "above its baseline 1000 µs" in latency.reason

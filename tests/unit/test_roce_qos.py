@@ -643,38 +643,56 @@ def test_the_firmware_reading_itself_asks_the_tool_for_the_devices_pci_function(
 def test_a_roce_lag_device_is_read_and_set_on_both_pfs_of_its_bond(tmp_path):
     """RoCE LAG: a ConnectX's two PF netdevs in bond0 show as one device, mlx5_bond_0, its `device`
     the first PF and its GIDs on bond0. Both PFs' DCB is read and set (the second here still on
-    `trust pcp`, a real capture), and the firmware's settings for both ports are judged. An rxe
-    link on a macvlan (whose lower netdev is eth0) is not taken for a LAG."""
+    `trust pcp`, a real capture), and the firmware's settings for both ports are judged. Not a LAG:
+    two NICs in one bond, the two ports of one NIC bonded with LAG off (each PF its own device),
+    and an rxe link on a macvlan (whose lower netdev is eth0)."""
     sys = tmp_path / "sys"
+    roce = {"mlx5_bond_0": "bond0", "mlx5_2": "bond1", "mlx5_3": "bond1", "mlx5_4": "bond2", "mlx5_5": "bond2"}
     files = {
-        "class/infiniband/mlx5_bond_0/ports/1/link_layer": "Ethernet",
-        "class/infiniband/mlx5_bond_0/ports/1/gid_attrs/ndevs/0": "bond0",
         "kernel/config/rdma_cm/mlx5_bond_0/ports/1/default_roce_tos": "106",
         "class/infiniband/rxe1/ports/1/link_layer": "Ethernet",
         "class/infiniband/rxe1/ports/1/gid_attrs/ndevs/0": "mv0",
         "class/infiniband/rxe1/parent": "mv0",
     }
+    for device, bond in roce.items():
+        files[f"class/infiniband/{device}/ports/1/link_layer"] = "Ethernet"
+        files[f"class/infiniband/{device}/ports/1/gid_attrs/ndevs/0"] = bond
     for path, text in files.items():
         (sys / path).parent.mkdir(parents=True, exist_ok=True)
         (sys / path).write_text(text + "\n")
-    for pci, netdev in (("0000:17:00.0", "ens1f0np0"), ("0000:17:00.1", "ens1f1np1")):
+    pfs = {  # netdev: (its PCI function, the RDMA device on that function; None: none, as in LAG)
+        "ens1f0np0": ("0000:17:00.0", "mlx5_bond_0"),
+        "ens1f1np1": ("0000:17:00.1", None),
+        "ens3f0np0": ("0000:31:00.0", "mlx5_2"),
+        "ens4f0np0": ("0000:4b:00.0", "mlx5_3"),
+        "ens5f0np0": ("0000:5e:00.0", "mlx5_4"),
+        "ens5f1np1": ("0000:5e:00.1", "mlx5_5"),
+    }
+    (sys / "class/net").mkdir(parents=True, exist_ok=True)
+    for netdev, (pci, device) in pfs.items():
         (sys / f"devices/{pci}/net/{netdev}").mkdir(parents=True)
-        (sys / "class/net").mkdir(parents=True, exist_ok=True)
+        (sys / f"devices/{pci}/net/{netdev}/device").symlink_to("../..")
         (sys / f"class/net/{netdev}").symlink_to(f"../../devices/{pci}/net/{netdev}")
         for name, value in (("roce_np/enable/3", 1), ("roce_rp/enable/3", 1), ("roce_np/cnp_802p_prio", 6)):
             (sys / f"class/net/{netdev}/ecn/{name}").parent.mkdir(parents=True, exist_ok=True)
             (sys / f"class/net/{netdev}/ecn/{name}").write_text(f"{value}\n")
         (sys / f"class/net/{netdev}/ecn/roce_np/cnp_dscp").write_text("48\n")
-    (sys / "class/infiniband/mlx5_bond_0/device").symlink_to("../../../devices/0000:17:00.0")
-    for upper, lowers in (("bond0", ("ens1f0np0", "ens1f1np1")), ("mv0", ("eth0",)), ("eth0", ())):
+        if device is not None:
+            (sys / f"devices/{pci}/infiniband/{device}").mkdir(parents=True)
+            (sys / f"class/infiniband/{device}/device").symlink_to(f"../../../devices/{pci}")
+    lowers = {"bond0": ("ens1f0np0", "ens1f1np1"), "bond1": ("ens3f0np0", "ens4f0np0"), "mv0": ("eth0",)}
+    lowers |= {"bond2": ("ens5f0np0", "ens5f1np1")}
+    for upper, names in (*lowers.items(), ("eth0", ())):
         (sys / f"class/net/{upper}").mkdir(exist_ok=True)
-        for lower in lowers:
+        if upper.startswith("bond"):
+            (sys / f"class/net/{upper}/bonding").mkdir()
+        for lower in names:
             (sys / f"class/net/{upper}/lower_{lower}").symlink_to(f"../{lower}")
     tools = tmp_path / "bin"
     tools.mkdir()
     answers = {
-        "mlnx_qos": f"""case "$*" in *ens1f0np0) cat {QOS / "mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt"} ;;
-            *ens1f1np1) cat {QOS / "mlnx_qos_trust_pcp_pfc_off_centos12.txt"} ;; *) exit 1 ;; esac""",
+        "mlnx_qos": f"""case "$*" in *ens1f1np1) cat {QOS / "mlnx_qos_trust_pcp_pfc_off_centos12.txt"} ;;
+            *) cat {QOS / "mlnx_qos_fw_dcbx_trust_dscp_pfc3_ets_cx5.txt"} ;; esac""",
         "mstconfig": f"[ \"$*\" = '-e -d 0000:17:00.0 q' ] && cat {QOS / NEXT_BOOT}",
     }
     for name, body in answers.items():
@@ -685,9 +703,16 @@ def test_a_roce_lag_device_is_read_and_set_on_both_pfs_of_its_bond(tmp_path):
     assert out.returncode == 0 and out.stderr == "", out.stderr
     state = parse_qos_state(out.stdout)
     assert state.lags == {"mlx5_bond_0": "bond0"}
-    assert state.netdevs == {"mlx5_bond_0": ("ens1f0np0", "ens1f1np1"), "rxe1": ("mv0",)}
+    assert state.netdevs == {
+        "mlx5_bond_0": ("ens1f0np0", "ens1f1np1"),
+        "mlx5_2": ("ens3f0np0",),
+        "mlx5_3": ("ens4f0np0",),
+        "mlx5_4": ("ens5f0np0",),
+        "mlx5_5": ("ens5f1np1",),
+        "rxe1": ("mv0",),
+    }
     assert (state.nics["ens1f0np0"].trust, state.nics["ens1f1np1"].trust) == ("dscp", "pcp")
-    assert state.firmware_ports("mlx5_bond_0") == (1, 2)
+    assert state.firmware_ports("mlx5_bond_0") == (1, 2) and state.firmware_ports("mlx5_4") == (1,)
     links = chain_links(RoceQos("dcqcn", tool="mlnx_qos", firmware=True), "roce", state, ["mlx5_bond_0"], ())
     failing = {(link.check, link.subject) for link in links if not link.ok}
     assert failing == {("roce.trust", "ens1f1np1"), ("roce.pfc", "ens1f1np1"), ("roce.dscp_map", "ens1f1np1")}

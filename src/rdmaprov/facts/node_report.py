@@ -79,19 +79,27 @@ FABRIC_MANAGER = (
 # rxe's parent) what mlnx_qos (preferred: it shows the trust) or dcb shows, with mlx5's ECN files
 # and the NIC's pause counters (`ethtool -S`). Reads only; nothing loads or mounts. Run only where
 # roce_qos is declared (mlnx_qos is a Python program: a second per NIC).
-# RoCE LAG: while a NIC's two PF netdevs are enslaved to one bond (or team), mlx5 shows one RDMA
-# device for both ports (mlx5_bond_0), its `device` the first PF, its GIDs on the bond. DCB stays
-# each PF's own, so the bond's lower netdevs are read (and set) too: `lag DEV BOND` says so.
+# RoCE LAG: while both PF netdevs of a ConnectX are enslaved to one bond, mlx5 shows one RDMA
+# device for both ports (mlx5_bond_0), its `device` the first PF, its default GID on the bond
+# (which any bonded RoCE port has: LAG or not). DCB stays each PF's own, so the bond's other
+# lower netdevs that are PFs of the same NIC (its PCI slot) and have no RDMA device of their own
+# are read (and set) too, and `lag DEV BOND` says so. rxe (its `parent` file) is never a LAG.
 _ECN_FILES = "roce_np/enable/* roce_rp/enable/* roce_np/cnp_802p_prio roce_np/cnp_dscp"
 _QOS_LAG = (
-    "l=; [ -e $d/device ] && for g in $d/ports/*/gid_attrs/ndevs/0; do "
-    'u=$(cat "$g" 2>/dev/null) || continue; [ -n "$u" ] && [ ! -e "$d/device/net/$u" ] || continue; '
-    'k=; for x in /sys/class/net/$u/lower_*; do [ -e "$x" ] && k="$k /sys/class/net/${x##*/lower_}"; done; '
-    '[ -n "$k" ] && echo "lag $n $u" && l="$l$k"; done; '
+    'lowers=; if [ -e "$d/device" ] && [ ! -e "$d/parent" ]; then '
+    'slot=$(readlink -f "$d/device"); slot=${slot##*/}; slot=${slot%.*}; '
+    'for gid in $d/ports/*/gid_attrs/ndevs/0; do bond=$(cat "$gid" 2>/dev/null) || continue; '
+    '[ -n "$bond" ] && [ -d "/sys/class/net/$bond/bonding" ] || continue; found=; '
+    'for pf in /sys/class/net/$bond/lower_*; do [ -e "$pf" ] || continue; pf=${pf##*/lower_}; '
+    '[ -e "$d/device/net/$pf" ] && continue; '
+    'pci=$(readlink -f "/sys/class/net/$pf/device"); pci=${pci##*/}; [ "${pci%.*}" = "$slot" ] || continue; '
+    'for own in /sys/class/net/$pf/device/infiniband/*; do '
+    '[ -e "$own" ] && [ "${own##*/}" != "$n" ] && continue 2; done; found="$found /sys/class/net/$pf"; done; '
+    '[ -n "$found" ] && echo "lag $n $bond" && lowers="$lowers$found"; done; fi; '
 )
 _QOS_NETDEVS = (
     f"r=$(cat $d/parent 2>/dev/null); {_QOS_LAG}s=' '; "
-    'for e in $d/device/net/* ${r:+/sys/class/net/$r} $l; do [ -e "$e" ] || continue; e=${e##*/}; '
+    'for e in $d/device/net/* ${r:+/sys/class/net/$r} $lowers; do [ -e "$e" ] || continue; e=${e##*/}; '
     'case "$s" in *" $e "*) continue ;; esac; s="$s$e "; '
     'echo "netdev $n $e"; '
     'if command -v mlnx_qos >/dev/null; then mlnx_qos -i "$e" 2>&1 | qos_tag mlnx_qos "$e"; '

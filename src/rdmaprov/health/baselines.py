@@ -4,7 +4,8 @@ port retraining) that absolute thresholds miss until the day it fails.
 
 Every gate result is a part: a node (node gate), a pair (ib_write_bw, and container: the same pair
 in the site's image, a part of its own for each image, by its name and tag), one rail of a pair
-(rail, latency) or a set of nodes (all_reduce), named by its gate and subject. The median of a
+(rail, latency, container_latency in an image), a set of nodes (all_reduce) or a receiver and
+its sender count (incast), named by its gate and subject. The median of a
 part's first `runs` passing figures is its baseline, fixed from then on, so that a slow slide is measured
 against where the part started, not against last week. A later figure more than `max_drop`
 lower (bandwidth), or `max_latency_rise` higher (a p99 latency, which jitters more), is flagged: a
@@ -29,7 +30,9 @@ from rdmaprov.paths import cluster_file
 
 FILE = "baselines.json"
 # Gates whose figure is better when lower (a workload's figure says its own way in its details).
-LOWER_IS_BETTER = frozenset({"latency"})
+LOWER_IS_BETTER = frozenset({"latency", "container_latency"})
+# Gates whose figure is made in the site's image as much as by the fabric.
+IN_AN_IMAGE = frozenset({"container", "container_latency"})
 
 
 def baseline_file(cluster: str) -> Path:
@@ -37,21 +40,17 @@ def baseline_file(cluster: str) -> Path:
 
 
 def part_key(result: GateResult) -> str:
-    """The part a figure belongs to: the gate and its subject; for the container gate the image
+    """The part a figure belongs to: the gate and its subject; for the container gates the image
     too, whose own libraries make the figure as much as the fabric does (a new image starts a
-    baseline of its own instead of being held to the old image's), and its latency figures apart
-    from its bandwidth ones on the same rail. An incast's part is its receiver and how many sent
-    into it: which nodes sent depends on the nodes selected (--limit, a node down), and on a
-    fleet of like nodes the sum is the same whichever sent."""
+    baseline of its own instead of being held to the old image's). An incast's part is its
+    receiver and how many sent into it: which nodes sent depends on the nodes selected (--limit,
+    a node down), and on a fleet of like nodes the sum is the same whichever sent."""
     subject = result.subject
     if subject.kind == "incast":
         *senders, receiver = subject.hosts
         return f"{result.gate} into {receiver} from {len(senders)} senders"
-    if result.gate != "container":
-        return f"{result.gate} {subject}"
-    test = " ib_write_lat" if result.details.get("test") == "ib_write_lat" else ""
-    image = result.details.get("image")
-    return f"container{test} {subject}" + (f" in {image}" if image else "")
+    image = result.details.get("image") if result.gate in IN_AN_IMAGE else None
+    return f"{result.gate} {subject}" + (f" in {image}" if image else "")
 
 
 class PartRecord(TypedDict, total=False):

@@ -188,7 +188,8 @@ def launched_via(gates: Section, slurm: bool) -> str:
 
 @dataclass(frozen=True)
 class ContainerGate:
-    """ib_write_bw between containers of the site's image on the ib_write_bw gate's pairs; off unless written."""
+    """ib_write_bw between containers of the site's image on the ib_write_bw gate's pairs (and the
+    latency gate's ib_write_lat where it runs); off unless written."""
 
     enabled: bool
     image: str

@@ -17,6 +17,10 @@ _DSCP_NAMES = {f"CS{n}": 8 * n for n in range(8)} | {"EF": 46}
 _DSCP_NAMES |= {f"AF{x}{y}": 8 * x + 2 * y for x in range(1, 5) for y in range(1, 4)}
 
 
+# A firmware setting of one NIC port (ROCE_CC_PRIO_MASK_P2, CNP_DSCP_P1…), by its port number.
+_PORT_SETTING = re.compile(r".+_P(\d+)")
+
+
 @dataclass(frozen=True)
 class NicQos:
     """One NIC netdev's DCB state as its tool shows it. `unsupported`: what the tool said when the
@@ -42,7 +46,7 @@ class QosState:
     configfs: bool = True  # RDMA-CM's configfs is there (rdma_cm loaded, configfs mounted)
     pause: dict[str, dict[str, int]] = field(default_factory=dict)  # NIC netdev → pause_counters()
     firmware: dict[str, FirmwareNic] = field(default_factory=dict)  # device → its firmware settings
-    lags: dict[str, str] = field(default_factory=dict)  # a RoCE LAG device → its bond (or team)
+    lags: dict[str, str] = field(default_factory=dict)  # a RoCE LAG device → its bond
 
     def firmware_ports(self, device: str) -> tuple[int, ...]:
         """The NIC ports whose firmware settings are the device's: its PCI function's, and under
@@ -69,8 +73,6 @@ class FirmwareNic:
         return int(function) + 1 if function.isdigit() else 1
 
 
-# A per-port firmware setting the roce_qos section sets, by its port number.
-_PORT_SETTING = re.compile(r"ROCE_CC_PRIO_MASK_P(\d)")
 # Pause frames by direction and priority in each driver's `ethtool -S` names, and link-level
 # (802.3x) pause beside them: mlx5 `rx_prio3_pause`, `tx_global_pause` (it prints a priority's
 # counters only while PFC is on for it); bnxt_en `rx_pfc_ena_frames_pri3`, `rx_pause_frames`; ice

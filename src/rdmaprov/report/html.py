@@ -431,7 +431,17 @@ def _nodes(run: Run) -> str:
 
 # Gates: all_reduce's sweep, pairs, the node × rail matrix, latency per pair, baselines
 
-GATE_ORDER = ("node", "ib_write_bw", "container", "rail", "latency", "incast", "all_reduce", "workload")
+GATE_ORDER = (
+    "node",
+    "ib_write_bw",
+    "container",
+    "container_latency",
+    "rail",
+    "latency",
+    "incast",
+    "all_reduce",
+    "workload",
+)
 SEVERITY = {"fail": 3, "warn": 2, "pass": 1, "skipped": 0}
 RESULT_HEADERS = ("gate", "subject", "verdict", "measured", "threshold", "why")
 
@@ -688,6 +698,10 @@ def _gates(run: Run) -> str:
     if by_gate["container"]:
         parts.append(
             "<h3>container: ib_write_bw in the site's image</h3>" + _results(by_gate["container"], "container")
+        )
+    if in_image := by_gate["container_latency"]:
+        parts.append(
+            "<h3>container_latency: ib_write_lat p99 in the site's image</h3>" + _results(in_image, "container_latency")
         )
     if lanes := _lanes(run.gates, "rail"):
         parts.append(_rail_matrix(run, lanes, "rails: node × rail, ib_write_bw on every HCA"))

@@ -6,8 +6,9 @@ inside it. It passes where such a job could use the fabric, and judges each figu
 host's ib_write_bw gate; a failure says what the container lacked and where
 (parsers/container.py): the image or perftest in it, the RDMA device, the HCA's verbs provider,
 locked memory. Where the latency gate runs, each rail whose bandwidth passed in the image is
-then held to the same p99 bound with ib_write_lat in it: the image's own verbs libraries are
-in the path of every small message a job sends.
+then held to the same p99 bound with ib_write_lat in it (container_latency: results of its own,
+so that no report, metric or baseline takes a p99 for a bandwidth): the image's own verbs
+libraries are in the path of every small message a job sends.
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from rdmaprov.parsers.container import container_lack
 from rdmaprov.parsers.node import NodeReport
 
 GATE = "container"
-# details["test"] of each result: which program's figure it is (its baseline is kept apart)
-BANDWIDTH, LATENCY = "ib_write_bw", "ib_write_lat"
+LATENCY_GATE = "container_latency"
 
 
 def _lacked(output: LaneOutput, image: str) -> tuple[str, str] | None:
@@ -57,37 +57,28 @@ def _without_runtime(session: Session, server: str, client: str, reports: dict[s
 
 
 def judge_lane(
-    output: LaneOutput, image: str, subject: Subject, figure: Callable[[LaneOutput], GateResult]
+    output: LaneOutput, image: str, subject: Subject, figure: Callable[[LaneOutput], GateResult], gate: str = GATE
 ) -> GateResult:
-    """One lane's verdict: what a container lacked, first (its figure, if any, means nothing
-    then), else `figure`'s judgement of the client's output, as the host's gate would judge it."""
-    details: dict[str, object] = {"image": image, "via": output.via, "rail": output.lane.rail}
+    """One lane's verdict under `gate`: what a container lacked, first (its figure, if any, means
+    nothing then), else `figure`'s judgement of the client's output, as the host's gate would
+    judge it."""
     lacked = _lacked(output, image)
     if lacked:
         host, lack = lacked
-        return GateResult(GATE, subject, False, f"{lack} (on {host})", details={**details, "host": host})
+        details = {"image": image, "via": output.via, "rail": output.lane.rail, "host": host}
+        return GateResult(gate, subject, False, f"{lack} (on {host})", details=details)
     result = figure(output)
-    return replace(result, gate=GATE, subject=subject, details={**result.details, "image": image})
+    return replace(result, subject=subject, details={**result.details, "image": image})
 
 
 def bandwidth_figure(bounds: Bounds) -> Callable[[LaneOutput], GateResult]:
     """ib_write_bw's figure against the link's rate, as the ib_write_bw gate judges it."""
-
-    def figure(output: LaneOutput) -> GateResult:
-        result = judge_bandwidth(GATE, output.lane.subject, output, bounds)
-        return replace(result, details={**result.details, "test": BANDWIDTH})
-
-    return figure
+    return lambda output: judge_bandwidth(GATE, output.lane.subject, output, bounds)
 
 
 def latency_figure(settings: LatencyGate, limit: tuple[float, str]) -> Callable[[LaneOutput], GateResult]:
-    """ib_write_lat's p99 against the latency gate's bound (lower is better for its baseline)."""
-
-    def figure(output: LaneOutput) -> GateResult:
-        result = judge_latency_lane(output, settings, limit)
-        return replace(result, details={**result.details, "test": LATENCY, "better": "lower"})
-
-    return figure
+    """ib_write_lat's p99 against the latency gate's bound, as a container_latency result."""
+    return lambda output: replace(judge_latency_lane(output, settings, limit), gate=LATENCY_GATE)
 
 
 def run_container_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> list[GateResult]:
@@ -107,25 +98,25 @@ def run_container_pair(session: Session, server: str, client: str, reports: dict
     def subject(lane: Lane) -> Subject:
         return Subject.pair(server, client) if single else lane.subject
 
-    def unheard(lane: Lane, why: str) -> GateResult:  # the server never listened: its device is not known here
-        lack = container_lack(why, image)
-        reason = f"{lack} (on {server}): {why}" if lack else why
-        return GateResult(GATE, subject(lane), False, reason, details={"image": image, "rail": lane.rail})
+    def run(gate: str, tool: Tool, ran: list[Lane], figure: Callable[[LaneOutput], GateResult]) -> list[GateResult]:
+        def unheard(lane: Lane, why: str) -> GateResult:  # the server never listened: its device is not known here
+            lack = container_lack(why, image)
+            reason = f"{lack} (on {server}): {why}" if lack else why
+            return GateResult(gate, subject(lane), False, reason, details={"image": image, "rail": lane.rail})
 
-    def run(tool: Tool, lanes: list[Lane], figure: Callable[[LaneOutput], GateResult]) -> list[GateResult]:
-        in_image = replace(tool, image=image)
-        return judged_lanes(
-            session, in_image, lanes, lambda output: judge_lane(output, image, subject(output.lane), figure), unheard
-        )
+        def judge(output: LaneOutput) -> GateResult:
+            return judge_lane(output, image, subject(output.lane), figure, gate)
 
-    bandwidth = run(bandwidth_tool(settings), lanes, bandwidth_figure(pair_bounds(settings))) if lanes else []
+        return judged_lanes(session, replace(tool, image=image), ran, judge, unheard)
+
+    bandwidth = run(GATE, bandwidth_tool(settings), lanes, bandwidth_figure(pair_bounds(settings))) if lanes else []
     latency = inventory.gates.latency
     limit = latency_limit(latency, inventory.hosts[server].node.fabric)
     passed = [lane for lane, result in zip(lanes, bandwidth, strict=True) if result.passed]
     if not (latency.enabled and limit and passed):
         return results + bandwidth
     ports = [replace(lane, tcp_port=LATENCY_BASE_PORT + lane.rail) for lane in passed]
-    return results + bandwidth + run(latency_tool(latency), ports, latency_figure(latency, limit))
+    return results + bandwidth + run(LATENCY_GATE, latency_tool(latency), ports, latency_figure(latency, limit))
 
 
 def run_container_gate(

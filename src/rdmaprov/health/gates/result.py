@@ -27,7 +27,7 @@ class BaselineSummary(TypedDict):
 
 @dataclass
 class GateResult:
-    gate: str  # "node", "ib_write_bw", "container", "rail", "latency", "incast", "all_reduce", "workload"
+    gate: str  # node, ib_write_bw, container, container_latency, rail, latency, incast, all_reduce, workload
     subject: Subject  # the node, the pair (in containers too; a rail: its HCAs), or the job's nodes
     passed: bool
     reason: str
