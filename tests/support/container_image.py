@@ -10,7 +10,8 @@ _SCRIPT = r"""set -e
 root=$(mktemp -d /var/tmp/rdmaprov-image.XXXXXX)
 mkdir -p "$root/usr/bin" "$root/usr/lib" "$root/usr/lib64" "$root/etc" "$root/dev" "$root/proc" "$root/sys" "$root/tmp"
 ln -s usr/bin "$root/bin"; ln -s usr/lib "$root/lib"; ln -s usr/lib64 "$root/lib64"; ln -s bin "$root/usr/sbin"
-programs="/usr/bin/sh /usr/bin/dash /usr/bin/env /usr/bin/ls /usr/bin/ib_write_bw /usr/bin/ib_write_lat /usr/bin/ibv_devices"
+programs="/usr/bin/sh /usr/bin/dash /usr/bin/env /usr/bin/ls /usr/bin/ibv_devices"
+programs="$programs /usr/bin/ib_write_bw /usr/bin/ib_write_lat"
 providers=$(ls /usr/lib/x86_64-linux-gnu/libibverbs/*.so)
 libs=$(ldd $programs $providers 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\/.*[^:]$/ {print $1}')
 for f in $programs $providers $(echo "$libs" | sort -u); do

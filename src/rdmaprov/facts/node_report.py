@@ -93,7 +93,7 @@ _QOS_LAG = (
     'for pf in /sys/class/net/$bond/lower_*; do [ -e "$pf" ] || continue; pf=${pf##*/lower_}; '
     '[ -e "$d/device/net/$pf" ] && continue; '
     'pci=$(readlink -f "/sys/class/net/$pf/device"); pci=${pci##*/}; [ "${pci%.*}" = "$slot" ] || continue; '
-    'for own in /sys/class/net/$pf/device/infiniband/*; do '
+    "for own in /sys/class/net/$pf/device/infiniband/*; do "
     '[ -e "$own" ] && [ "${own##*/}" != "$n" ] && continue 2; done; found="$found /sys/class/net/$pf"; done; '
     '[ -n "$found" ] && echo "lag $n $bond" && lowers="$lowers$found"; done; fi; '
 )
