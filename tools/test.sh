@@ -2,9 +2,8 @@
 # The test command: tools/test.sh [all|unit|ssh|lab] [pytest arguments...]; arguments, when given,
 # take the place of each run's default folder (tests/unit, tests/e2e), e.g. tools/test.sh unit -k quoting
 #   all   (the default; what CI runs) the system packages and .venv (tools/setup.sh), style and
-#         types, the sdist and wheel, then side by side: the VM lab's tests, and the unit tier
-#         against the installed wheel (the tested versions, the lowest and the newest ones
-#         pyproject.toml allows) followed by the other end-to-end tests (root)
+#         types, the unit tier against the installed wheel with the tested versions, the lowest and
+#         the newest ones pyproject.toml allows, then both end-to-end tiers side by side (root)
 #   unit  style, types and the unit tests on this checkout: no root, no Debian packages
 #   ssh   end-to-end tests on real SSH hosts in network namespaces (root)
 #   lab   end-to-end tests on the QEMU SoftRoCE lab and on Vagrant (root; the lab image is cached)
@@ -58,46 +57,32 @@ unit_on_wheel() {
   fi
 }
 
-# The unit tier on the wheel with each set of versions, then every end-to-end test but the lab's
-# (real SSH hosts, twins, Vagrant's own VMs): all of them whatever failed, each failure said.
-beside_the_lab() {
-  local set failed=()
-  for set in tested lowest newest; do
-    unit_on_wheel "$set" || failed+=("the unit tier on the wheel with the $set versions")
-  done
-  RDMAPROV_TEST_NET_SHARE=1/2 run_pytest .venv --durations=0 --ignore=tests/e2e/test_lab.py tests/e2e ||
-    failed+=("the end-to-end tests other than the VM lab's")
-  if [[ ${#failed[@]} -gt 0 ]]; then
-    printf 'test: failed: %s\n' "${failed[@]}" >&2
-    return 1
-  fi
-}
-
 # Two processes at once: the VM lab's tests (one shared lab, in order: the longest part) and, beside
-# them, beside_the_lab. Much of the lab's hour is waiting (VM boots and reboots, Slurm's
-# intervals, timeouts on purpose) with the cores idle, so the rest runs in that time. Its output
-# follows the lab's, whole, once both have ended. Each takes its test networks from its own half
-# of the ranges (tests/support/netbands.py). The process beside the lab runs in a process group
-# of its own (set -m), so that an interrupted or failed run ends all of it, not only its shell.
+# them, every other end-to-end test (real SSH hosts, twins, Vagrant's own VMs). Much of the lab's
+# hour is waiting (VM boots and reboots, Slurm's intervals, timeouts on purpose) with the cores
+# idle, so the others run in that time. Their output follows the lab's, whole, once both have
+# ended. Each takes its test networks from its own half of the ranges (tests/support/netbands.py).
+# The others run in a process group of their own (set -m), so that an interrupted run ends all
+# of them, not only their shell.
 side_by_side() {
   local log code=0 others=0
   log=$(mktemp)
   set -m
-  beside_the_lab >"$log" 2>&1 &
+  RDMAPROV_TEST_NET_SHARE=1/2 run_pytest .venv --durations=0 --ignore=tests/e2e/test_lab.py tests/e2e >"$log" 2>&1 &
   local pid=$!
   set +m
   # ended with this script, its output shown, however the script ends
   trap 'kill -INT -- -"$pid" 2>/dev/null; wait "$pid" || true; cat "$log"; rm -f "$log"' EXIT
   trap 'exit 130' INT TERM
-  echo "test: the unit tier on the wheel and the end-to-end tests other than the VM lab's run beside it" \
-    "(pid $pid); their output comes after"
+  echo "test: the end-to-end tests other than the VM lab's run beside it (pid $pid); their output comes after"
   RDMAPROV_TEST_NET_SHARE=0/2 run_pytest .venv --durations=0 tests/e2e/test_lab.py || code=$?
   wait "$pid" || others=$?
   trap - EXIT INT TERM
-  echo "test: the unit tier on the wheel and the end-to-end tests other than the VM lab's:"
+  echo "test: the end-to-end tests other than the VM lab's:"
   cat "$log"
   rm -f "$log"
   [[ $code -eq 0 ]] || echo "test: failed: the VM lab's end-to-end tests" >&2
+  [[ $others -eq 0 ]] || echo "test: failed: the end-to-end tests other than the VM lab's" >&2
   [[ $code -eq 0 && $others -eq 0 ]]
 }
 
@@ -121,10 +106,10 @@ case $tier in
       cat dist.log >&2
       exit 1
     }
+    for set in tested lowest newest; do
+      unit_on_wheel "$set" "$@"
+    done
     if [[ $# -gt 0 ]]; then
-      for set in tested lowest newest; do
-        unit_on_wheel "$set" "$@"
-      done
       run_pytest .venv --durations=0 "$@"
     else
       side_by_side
