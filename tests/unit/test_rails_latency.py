@@ -355,6 +355,24 @@ def test_a_latency_lane_that_broke_or_exited_badly_fails():
 # each part against its own past
 
 
+def test_a_latency_lane_its_timeout_stopped_says_so_and_which_setting_bounds_it():
+    """A lab client cut where `timeout` stops it (after the table's header) and killed: 137."""
+    settings = gates_config({"latency": {"max_p99_us": 50, "timeout_s": 60}}).latency
+    whole = (FIXTURES / "lab/ib_write_lat_client_rxe0_tcg_perftest_4.5.txt").read_text()
+    cut = whole[: whole.index(" 2       1000")]
+    for status in (124, 137):
+        output = LaneOutput(_lane(None, None), cut, status, "", None, timeout_s=60)
+        stopped = judge_lane(output, settings, (50, "gates.latency.max_p99_us"))
+        assert not stopped.passed and stopped.reason.startswith(
+            "ib_write_lat on node2 was stopped at its timeout (60 s, the gate's timeout_s) before it printed"
+        ), stopped.reason
+        assert "stuck or slower than that allows; it had printed: " in stopped.reason
+        assert stopped.reason.rsplit(" | ", 1)[-1].startswith("#bytes #iterations"), stopped.reason
+    # the same cut output from a run that ended on its own is perftest's, not the clock's
+    ended = judge_lane(LaneOutput(_lane(None, None), cut, 1, "", 1, timeout_s=60), settings, (50, "x"))
+    assert ended.reason.startswith("ib_write_lat on node2 gave no result: ") and "#bytes" in ended.reason
+
+
 def test_a_baseline_is_the_median_of_the_first_passing_runs_and_then_stays():
     settings = gates_config({"baseline": {"runs": 3}}).baseline
     record: dict = {}

@@ -13,7 +13,7 @@ from rdmaprov.health.gates.perftest import (
     LaneOutput,
     Tool,
     failed_on_exit,
-    last_lines,
+    no_result,
     pair_lanes,
     run_lanes,
 )
@@ -45,15 +45,7 @@ def judge_bandwidth(gate: str, subject: Subject, output: LaneOutput, bounds: Bou
     except ValueError as exc:
         parsed, error = None, str(exc)
     if parsed is None:
-        tail = last_lines(output.client)
-        why = f": {error}" if error else ""
-        return GateResult(
-            gate,
-            subject,
-            False,
-            f"ib_write_bw on {lane.client.host} gave no result{why}: {' | '.join(tail) or 'no output'}",
-            details={"rail": lane.rail},
-        )
+        return GateResult(gate, subject, False, no_result("ib_write_bw", output, error), details={"rail": lane.rail})
     verdict = failed_on_exit(
         judge(parsed.average_gbps, "Gb/s", bounds, lane.reference()), "ib_write_bw", output.client_status
     )

@@ -29,6 +29,7 @@ from rdmaprov.health.gates.perftest import (
     LaneOutput,
     endpoint,
     last_lines,
+    no_result,
     nodes_problem,
     rail_devices,
     run_lanes,
@@ -211,8 +212,7 @@ def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[Problem]
         except ValueError as exc:
             parsed, why = None, str(exc)
         if parsed is None:
-            why = why or " | ".join(last_lines(output.client)) or "no output"
-            missing.append(((sender,), f"ib_write_bw on {sender} gave no result: {why}"))
+            missing.append(((sender,), no_result("ib_write_bw", output, why)))
             continue
         figures[sender] = parsed.average_gbps
         if output.client_status not in (0, None):

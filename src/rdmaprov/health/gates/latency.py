@@ -18,7 +18,7 @@ from __future__ import annotations
 from rdmaprov.engine.session import Session
 from rdmaprov.health.gates.bandwidth import Verdict, failed
 from rdmaprov.health.gates.pairs import Pair, gate_pairs, run_in_rounds
-from rdmaprov.health.gates.perftest import LaneOutput, Tool, failed_on_exit, judged_lanes, last_lines, pair_lanes
+from rdmaprov.health.gates.perftest import LaneOutput, Tool, failed_on_exit, judged_lanes, no_result, pair_lanes
 from rdmaprov.health.gates.result import GateResult
 from rdmaprov.inventory.gates import LatencyGate
 from rdmaprov.parsers.node import NodeReport
@@ -71,8 +71,7 @@ def judge_lane(output: LaneOutput, settings: LatencyGate, limit: tuple[float, st
     except ValueError as exc:
         parsed, error = None, str(exc)
     if error or parsed is None:
-        why = error or " | ".join(last_lines(output.client)) or "no output"
-        return GateResult("latency", lane.subject, False, f"ib_write_lat on {lane.client.host} gave no result: {why}")
+        return GateResult("latency", lane.subject, False, no_result("ib_write_lat", output, error))
     verdict = failed_on_exit(
         judge_latency(parsed, settings.size, limit, settings.warn_fraction), "ib_write_lat", output.client_status
     )

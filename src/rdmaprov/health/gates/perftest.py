@@ -104,6 +104,7 @@ class LaneOutput:
     server: str
     server_status: int | None
     via: str = "ssh"  # how the lane was launched (the launcher's name: ssh or slurm)
+    timeout_s: int | None = None  # how long each process was given (`timeout`)
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,24 @@ def last_lines(text: str, count: int = 3) -> list[str]:
     return [line for line in lines if line and not line.startswith(LANE_MARK)][-count:]
 
 
+# timeout(1)'s status when it stopped the program: 124, or 137 where it had to kill it (-k)
+TIMED_OUT = (124, 137)
+
+
+def no_result(program: str, output: LaneOutput, error: str = "") -> str:
+    """Why a lane's client gave no figure: perftest's own error, else its last lines. A client
+    its timeout stopped is said to be so first: its output then ends at the table's header,
+    which alone reads like a broken perftest rather than a slow or stuck link."""
+    host = output.lane.client.host
+    said = error or " | ".join(last_lines(output.client)) or "no output"
+    if output.client_status in TIMED_OUT and output.timeout_s is not None:
+        return (
+            f"{program} on {host} was stopped at its timeout ({output.timeout_s} s, the gate's timeout_s) "
+            f"before it printed a result: the link is stuck or slower than that allows; it had printed: {said}"
+        )
+    return f"{program} on {host} gave no result: {said}"
+
+
 def failed_on_exit(verdict: Verdict, program: str, status: int | None) -> Verdict:
     """A passing figure from a run that exited non-zero fails: perftest printed a result, then
     broke (a completion error at teardown, a timeout)."""
@@ -310,7 +329,7 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
         for mine, i in enumerate(indices):
             c_status, c_text = client_out.get(mine, (None, ran.stderr))
             s_status, s_text = server_out.get(i, (None, ""))
-            outputs[i] = LaneOutput(lanes[i], c_text, c_status, s_text, s_status, launch.via)
+            outputs[i] = LaneOutput(lanes[i], c_text, c_status, s_text, s_status, launch.via, tool.timeout_s)
     return [outputs[i] for i in range(len(lanes))]
 
 
