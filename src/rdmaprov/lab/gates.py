@@ -24,7 +24,9 @@ def softroce_gates(launcher_ifname: str, rdma: bool = True) -> dict[str, object]
         "ib_write_bw": {"enabled": rdma, "min_gbps": 0.01, "duration_s": 3},
         # 64 KiB messages as ib_write_bw: 1 MiB ones gain nothing on emulated SoftRoCE
         "rail": {"enabled": rdma, "min_gbps": 0.01, "duration_s": 3, "size": 65536},
-        "latency": {"enabled": rdma, "max_p99_us": LAB_P99_US, "iterations": 1000},
+        # 500 round trips take 2-5 s on a quiet lab; with other VMs on the same cores 1,000 ran
+        # past the default 60 s (CI's Vagrant test), so the bound is the stuck link's, not load's
+        "latency": {"enabled": rdma, "max_p99_us": LAB_P99_US, "iterations": 500, "timeout_s": 180},
         # a healthy sweep takes ~10 s on the lab; its threshold is too low to bound it
         "all_reduce": {
             "min_busbw_gbs": 0.0001,
