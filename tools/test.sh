@@ -2,8 +2,9 @@
 # The test command: tools/test.sh [all|unit|ssh|lab] [pytest arguments...]; arguments, when given,
 # take the place of each run's default folder (tests/unit, tests/e2e), e.g. tools/test.sh unit -k quoting
 #   all   (the default; what CI runs) the system packages and .venv (tools/setup.sh), style and
-#         types, the unit tier against the installed wheel with the tested versions, the lowest and
-#         the newest ones pyproject.toml allows, then both end-to-end tiers side by side (root)
+#         types, the unit tier against the installed wheel with the lowest and the newest versions
+#         pyproject.toml allows (.venv has the tested ones), then both end-to-end tiers side by
+#         side (root)
 #   unit  style, types and the unit tests on this checkout: no root, no Debian packages
 #   ssh   end-to-end tests on real SSH hosts in network namespaces (root)
 #   lab   end-to-end tests on the QEMU SoftRoCE lab and on Vagrant (root; the lab image is cached)
@@ -32,8 +33,8 @@ style() {
 }
 
 # The unit tier against rdmaprov as users get it: the wheel (built from the sdist) installed in a
-# virtualenv of its own with one set of versions: tested (constraints/tested.txt), lowest
-# (constraints/lowest.txt) or newest (whatever pyproject.toml's ranges allow today).
+# virtualenv of its own with one set of versions: lowest (constraints/lowest.txt) or newest
+# (whatever pyproject.toml's ranges allow today).
 unit_on_wheel() {
   local set=$1 venv=.venv-wheel
   shift
@@ -86,6 +87,29 @@ side_by_side() {
   [[ $code -eq 0 && $others -eq 0 ]]
 }
 
+# The lab's images, package pools, Vagrant box and Open MPI made in the background while style,
+# types and the unit tiers use one core (tests/support/prewarm.py), in a process group of its own,
+# ended with the script if it ends first. The end-to-end tiers start once it is done; what it
+# printed is shown if it failed (a test that needs the cache then makes it, or says why it cannot).
+prewarm() {
+  prewarm_log=$(mktemp)
+  set -m
+  .venv/bin/python -m tests.support.prewarm >"$prewarm_log" 2>&1 &
+  prewarm_pid=$!
+  set +m
+  trap 'kill -- -"$prewarm_pid" 2>/dev/null; rm -f "$prewarm_log"' EXIT
+  trap 'exit 130' INT TERM
+}
+
+prewarmed() {
+  if ! wait "$prewarm_pid"; then
+    echo "test: making the lab's caches beforehand failed (the tests that need them make them):" >&2
+    cat "$prewarm_log" >&2
+  fi
+  trap - EXIT INT TERM
+  rm -f "$prewarm_log"
+}
+
 case $tier in
   unit)
     bash tools/setup.sh --python
@@ -100,15 +124,18 @@ case $tier in
     ;;
   all)
     bash tools/setup.sh
+    prewarm
     style
     rm -rf dist
     .venv/bin/python -m build --outdir dist . >dist.log 2>&1 || {
       cat dist.log >&2
       exit 1
     }
-    for set in tested lowest newest; do
+    # not the tested versions: .venv has them, and the end-to-end tiers run on it
+    for set in lowest newest; do
       unit_on_wheel "$set" "$@"
     done
+    prewarmed
     if [[ $# -gt 0 ]]; then
       run_pytest .venv --durations=0 "$@"
     else

@@ -76,3 +76,37 @@ def test_an_entry_is_made_once_and_never_again_once_its_last_file_is_there(tmp_p
     for _ in range(2):
         make_once(entry, entry / "rdmaprov-bookworm.box", make)
     assert made == ["made"]
+
+
+def test_the_lab_mpi_archive_is_built_by_one_run_while_another_waits_and_uses_it(tmp_path, monkeypatch):
+    """tools/test.sh builds it in the background (tests/support/prewarm.py) while the mixed-MPI lab
+    test may ask `lab mpi` for it: the second waits for the first build, then builds nothing."""
+    import threading
+
+    from rdmaprov.lab import mpi
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = mpi.archive_path()
+    first = _start(FIRST.replace("entry.mkdir()", "entry.write_text('archive')"), path)
+    built: list[object] = []
+    said: list[str] = []
+    monkeypatch.setattr(mpi, "_build", lambda *args: built.append(args))
+    try:
+        assert first.stdout.readline() == "holding\n"
+        got: list[object] = []
+        second = threading.Thread(target=lambda: got.append(mpi.ensure_mpi_archive(log=said.append)))
+        second.start()
+        for _ in range(600):  # 30 s at most
+            if said:
+                break
+            second.join(0.05)
+        assert said == [f"lab: waiting for another rdmaprov making {path}"] and not got
+        first.stdin.close()
+        assert first.wait(30) == 0
+        second.join(30)
+        assert got == [path] and built == [] and path.read_text() == "archive"
+        assert said[-1].startswith(f"mpi: {path} ")
+        # and once it is there, nobody waits or builds
+        assert mpi.ensure_mpi_archive(log=said.append) == path and built == []
+    finally:
+        first.kill()

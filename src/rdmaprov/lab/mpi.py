@@ -25,7 +25,7 @@ import requests
 
 from rdmaprov.errors import UserError
 from rdmaprov.lab.image import DEBIAN_MIRROR
-from rdmaprov.lab.paths import cache_root
+from rdmaprov.lab.paths import cache_root, making
 from rdmaprov.lab.proc import require, run
 
 VERSION = "4.1.4"
@@ -89,10 +89,19 @@ def _download(dest: Path) -> None:
 
 
 def ensure_mpi_archive(log=print) -> Path:
-    """The cached archive, built first if there is none (an interrupted build leaves nothing)."""
+    """The cached archive, built first if there is none (an interrupted build leaves nothing).
+    Two runs at once take turns (making): the later one finds it built."""
     path = archive_path()
-    if path.exists():
-        return path
+    if not path.exists():
+        with making(path, log):
+            if not path.exists():
+                _build(path, log)
+    log(f"mpi: {path} (needs glibc {glibc()} or newer on the nodes)")
+    return path
+
+
+def _build(path: Path, log) -> None:
+    """Download, configure, build and pack Open MPI into `path`, in a scratch folder beside it."""
     require("gcc", "make", "tar", "xz")
     path.parent.mkdir(parents=True, exist_ok=True)
     _tidy(path.parent)
@@ -111,5 +120,3 @@ def ensure_mpi_archive(log=print) -> Path:
         owned = ["--owner=0", "--group=0", "--numeric-owner"]
         run(["tar", *owned, "-C", f"{dest}{BUILT_FOR}", "-czf", str(part), "."], "packing Open MPI")
         part.replace(path)
-    log(f"mpi: {path} (needs glibc {glibc()} or newer on the nodes)")
-    return path
