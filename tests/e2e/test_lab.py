@@ -350,7 +350,9 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
     a container started with no flags at all sees rxe0, may pin memory and has the node's NCCL
     variables, and ib_write_bw runs between containers on the two VMs over SoftRoCE. With locked
     memory withheld on the command line the same client fails to register its buffer. The
-    container gate then passes, names what a container lacked, and runs every rail."""
+    container gate then passes, with the rail's p99 in the image too, and names what a container
+    lacked. (Every rail of a pair in the image, a verdict per HCA, is the unit tier's: on CI's
+    two cores its lab step took minutes.)"""
     data = yaml.safe_load(open(vm_lab.inventory))
     data["defaults"]["containers"] = {"runtime": "podman"}
     inventory = tmp_path / "containers.yaml"
@@ -385,80 +387,49 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
     finally:
         vm_lab.ssh("node2", "podman rm -f rdmaprov-bw")
     _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory)
-    _container_gate_runs_every_rail(vm_lab, tmp_path)
     data["defaults"]["containers"] = {"runtime": "none"}
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     code, off = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
     assert code == 2 and vm_lab.ssh("node1", "ls /etc/containers/containers.conf.d").stdout.strip() == ""
 
 
-def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], latency=False, **bw) -> str:
-    """The container gate alone (ib_write_bw's pairs and lab bounds kept, `bw` on top); with
-    `latency`, the latency gate on too (the container gate then holds each rail's p99 in the
-    image to its bound; the host's latency gate runs as well). Its bound here is 1 s, failing
-    only a stuck lane: two rails at once beside CI's other tests measured p99 above the lab's
-    100 ms on the host (seen in CI), and the lab's latency is the rail test's to judge."""
+def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], latency=False) -> str:
+    """The container gate alone (ib_write_bw's pairs and lab bounds kept); with `latency`, the
+    latency gate on too (the container gate then holds each rail's p99 in the image to its
+    bound; the host's latency gate runs as well). Its bound here is 1 s, failing only a stuck
+    lane: beside CI's other tests the host's p99 went above the lab's 100 ms (seen in CI), and
+    the lab's latency is the rail test's to judge."""
     stuck = {"latency": {"enabled": True, "max_p99_us": 1000000}}
     gates = {"container": {"image": image}} | (stuck if latency else {})
     path = _gates_only(vm_lab, tmp_path, "container-gate.yaml", devices, gates)
     data = yaml.safe_load(open(path))
     lab_gates = yaml.safe_load(open(vm_lab.inventory))["cluster"]["gates"]
-    data["cluster"]["gates"]["ib_write_bw"] = {**lab_gates.get("ib_write_bw", {}), **bw, "enabled": False}
+    data["cluster"]["gates"]["ib_write_bw"] = {**lab_gates.get("ib_write_bw", {}), "enabled": False}
     data["defaults"]["containers"] = {"runtime": "podman"}
     Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def _container_gate(vm_lab, tmp_path, image: str) -> tuple[int, list[dict]]:
-    """verify --gates with the container gate alone, on rxe0."""
-    path = _container_gate_inventory(vm_lab, tmp_path, image, ["rxe0"])
+def _container_gate(vm_lab, tmp_path, image: str, latency: bool = False) -> tuple[int, list[dict]]:
+    """verify --gates with the container gate alone (and the latency gate: its results in the
+    image, container_latency, and on the host), on rxe0."""
+    path = _container_gate_inventory(vm_lab, tmp_path, image, ["rxe0"], latency=latency)
     code, result = rdmaprov_json("verify", path, "--gates", timeout=600)
-    return code, [g for g in result["gates"] if g["gate"] == "container"]
-
-
-def _container_gate_runs_every_rail(vm_lab, tmp_path) -> None:
-    """A second rail on both VMs (rxe1 on a macvlan): the container gate runs both rails in
-    containers at once, a verdict for each HCA, and with the latency gate on, each rail's p99
-    in the image too (ib_write_lat in containers, held to the lab's bound). With 1 MiB messages
-    for 10 s, as the rail test uses: two rails share each VM's one emulated CPU."""
-    path = _container_gate_inventory(
-        vm_lab, tmp_path, IMAGE, ["rxe0", "rxe1"], latency=True, size=1048576, duration_s=10
-    )
-
-    def rails_up() -> None:
-        for i, node in enumerate(("node1", "node2")):
-            if vm_lab.ssh(node, "ip -o link show mv0").returncode != 0:
-                _second_rail(vm_lab, node, i)
-
-    def in_image(result: dict) -> list[dict]:
-        return [g for g in result["gates"] if g["gate"] in ("container", "container_latency")]
-
-    def all_passed(result: dict) -> bool:  # in the image, and the host's latency gate beside it
-        return len(in_image(result)) == 4 and all(g["passed"] for g in result["gates"])
-
-    try:
-        code, result = _gates_until(vm_lab, path, all_passed, rails_up)
-        gates, lat = _by_subject(result, "container"), _by_subject(result, "container_latency")
-        rails = {frozenset(subject.split(" -> ")) for subject in gates}
-        assert rails == {frozenset({"node1:rxe0", "node2:rxe0"}), frozenset({"node1:rxe1", "node2:rxe1"})}, gates
-        assert sorted(lat) == sorted(gates), in_image(result)  # each rail's p99 in the image too
-        failed = [g for g in result["gates"] if not g["passed"]]
-        assert code == 0 and not failed and all(g["details"]["image"] == IMAGE for g in in_image(result)), failed
-        for subject, gate in lat.items():  # measured in the image, and the host's own latency gate beside it
-            assert gate["unit"] == "µs" and gate["reason"].startswith(f"p99 {gate['measured']:g} µs <= 1000000 µs")
-            assert gates[subject]["unit"] == "Gb/s" and subject in _by_subject(result, "latency"), result["gates"]
-    finally:
-        for node in ("node1", "node2"):
-            vm_lab.ssh(node, "rdma link del rxe1; ip link del mv0")
+    return code, [g for g in result["gates"] if g["gate"] in ("container", "container_latency", "latency")]
 
 
 def _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory) -> None:
     """The container gate in the image made on the VMs: it passes with rdmaprov's drop-in; with the
     device taken out of node1's drop-in, memlock held low there, or an image no node has, it fails
     saying so."""
-    code, gates = _container_gate(vm_lab, tmp_path, IMAGE)
+    code, gates = _container_gate(vm_lab, tmp_path, IMAGE, latency=True)
     assert code == 0 and gates and all(g["status"] == "pass" and g["measured"] > 0 for g in gates), gates
-    assert gates[0]["details"]["image"] == IMAGE and gates[0]["subject"] in ("node1 -> node2", "node2 -> node1")
+    by_gate = {g["gate"]: g for g in gates}
+    assert sorted(by_gate) == ["container", "container_latency", "latency"], gates
+    bandwidth, p99 = by_gate["container"], by_gate["container_latency"]
+    assert bandwidth["details"]["image"] == IMAGE and bandwidth["subject"] in ("node1 -> node2", "node2 -> node1")
+    assert bandwidth["unit"] == "Gb/s" and p99["unit"] == "µs" and p99["details"]["image"] == IMAGE, p99
+    assert p99["reason"].startswith(f"p99 {p99['measured']:g} µs <= 1000000 µs"), p99
     code, gates = _container_gate(vm_lab, tmp_path, "localhost/site-train:missing")
     assert code == 4 and "the image localhost/site-train:missing is not on the node" in gates[0]["reason"], gates
     conf = "/etc/containers/containers.conf.d/50-rdmaprov.conf"
@@ -914,10 +885,15 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
     assert sum(h["changed"] for h in again["hosts"]) == 0
 
 
-_POLICE_ROCE = (
-    "tc qdisc replace dev eth0 clsact && tc filter replace dev eth0 egress protocol ip "
-    "u32 match ip protocol 17 0xff match ip dport 4791 0xffff action police rate 200kbit burst 32k drop"
-)
+def _police_roce(rate: str = "200kbit", burst: str = "32k") -> str:
+    """The command that polices a VM's outgoing RoCE traffic (UDP 4791) to `rate`, and nothing else."""
+    return (
+        "tc qdisc replace dev eth0 clsact && tc filter replace dev eth0 egress protocol ip "
+        f"u32 match ip protocol 17 0xff match ip dport 4791 0xffff action police rate {rate} burst {burst} drop"
+    )
+
+
+_POLICE_ROCE = _police_roce()
 
 
 def _rendered(page: Path, tmp_path: Path) -> Page:
@@ -975,7 +951,9 @@ def test_incast_sends_from_two_vms_into_the_third_in_turn_and_shows_what_it_cost
     the other two at once, one round each, the senders' figures added up against the lab's floor
     and every node's rxe counters read around each round. With node3's RoCE traffic policed, an
     incast node3 sends in fails naming it, and the retries and duplicates its lost acks cost the
-    incast into it are shown (SoftRoCE is no lossless fabric: shown, not judged)."""
+    incast into it are shown (SoftRoCE is no lossless fabric: shown, not judged). The policer is
+    tighter than the diagnosis tests': on CI's slower machine the incast into node3 ran at 0.068
+    Gb/s and its acks fitted under 200 kbit/s, so nothing was lost."""
     data = yaml.safe_load(open(vm_lab.full_inventory))
     gates = {gate: {"enabled": False} for gate in ("node", "ib_write_bw", "rail", "latency", "all_reduce")}
     gates["incast"] = {"senders": 2, "min_gbps": 0.01, "duration_s": 3, "size": 65536}
@@ -996,7 +974,7 @@ def test_incast_sends_from_two_vms_into_the_third_in_turn_and_shows_what_it_cost
         assert list(figures) == subject.split(" -> ")[0].split(",") and all(f > 0 for f in figures.values()), gate
         assert gate["measured"] == pytest.approx(sum(figures.values()), abs=1e-3) and gate["threshold"] == 0.01
         assert gate["details"]["receiver_device"] == "rxe0" and gate["details"]["window_s"] >= 3
-    throttle = vm_lab.ssh("node3", _POLICE_ROCE)
+    throttle = vm_lab.ssh("node3", _police_roce("40kbit", "4k"))
     assert throttle.returncode == 0, throttle.stderr
     try:
         code, slow = rdmaprov_json("verify", str(inventory), "--gates", timeout=900)
