@@ -20,7 +20,7 @@ from rdmaprov.health.diagnose import localize, rail_evidence
 from rdmaprov.health.facts_report import FactsReport
 from rdmaprov.health.gates.gpudirect import memory_plan, nearest_gpus
 from rdmaprov.health.gates.ib_write_bw import judge_bandwidth
-from rdmaprov.health.gates.latency import judge_lane, judge_latency, latency_limit, latency_tool
+from rdmaprov.health.gates.latency import judge_lane, judge_latency, latency_limit, latency_tool, microseconds
 from rdmaprov.health.gates.perftest import (
     LANE_MARK,
     Endpoint,
@@ -572,3 +572,11 @@ def test_a_run_with_rail_latency_gates_and_a_diagnosis_matches_the_result_schema
     xml = junit_xml("c", [], [rail, latency, failed])
     assert 'classname="rail" name="a:mlx5_0 -&gt; b:mlx5_0"' in xml and 'failures="1"' in xml
     assert doc["exit_code"] == 4 and doc["diagnosis"]["rounds"] == 2 and "b" in doc["diagnosis"]["suspects"]
+
+
+def test_a_latency_bound_of_a_second_reads_in_microseconds_not_in_exponent_form():
+    """`:g` wrote 1,000,000 µs as 1e+06 in the reason (seen on the lab, whose bound is 1 s there)."""
+    lab = parse_lat_output((FIXTURES / "lab/ib_write_lat_client_rxe0_tcg_perftest_4.5.txt").read_text())
+    verdict = judge_latency(lab, 2, (1_000_000, "gates.latency.max_p99_us"), 0.9)
+    assert verdict.reason == "p99 4538.22 µs <= 1000000 µs = gates.latency.max_p99_us", verdict.reason
+    assert microseconds(1234567.8) == "1234568" and microseconds(4.2) == "4.2"

@@ -39,6 +39,11 @@ def latency_limit(settings: LatencyGate, fabric: str | None) -> tuple[float, str
     return DEFAULT_P99_US.get(fabric or "")
 
 
+def microseconds(value: float) -> str:
+    """µs as people write them: 4.2, 30314.2, 1000000 (`:g` alone writes a million as 1e+06)."""
+    return f"{value:g}" if abs(value) < 1e6 else f"{value:.0f}"
+
+
 def judge_latency(result: LatencyResult | None, size: int, limit: tuple[float, str], warn_fraction: float) -> Verdict:
     """p99 at `size` against the limit, with the sums; a run without percentiles cannot pass."""
     row = result.row(size) if result is not None else None
@@ -49,12 +54,13 @@ def judge_latency(result: LatencyResult | None, size: int, limit: tuple[float, s
         return failed(f"ib_write_lat printed no 99% percentile ({why}): install a newer perftest", UNIT)
     most, source = limit
     clock = " (perftest: the CPU clock was not at its maximum, which inflates latency)" if result.warnings else ""
+    p99, bound = microseconds(row.p99_us), microseconds(most)
     if row.p99_us > most:
-        reason = f"p99 {row.p99_us:g} {UNIT} > {most:g} {UNIT} = {source}{clock}"
+        reason = f"p99 {p99} {UNIT} > {bound} {UNIT} = {source}{clock}"
         return Verdict("fail", row.p99_us, most, UNIT, reason)
-    reason = f"p99 {row.p99_us:g} {UNIT} <= {most:g} {UNIT} = {source}"
+    reason = f"p99 {p99} {UNIT} <= {bound} {UNIT} = {source}"
     if row.p99_us > warn_fraction * most:
-        level = f"{warn_fraction:.2f} × {most:g} {UNIT} = {warn_fraction * most:.3g} {UNIT}"
+        level = f"{warn_fraction:.2f} × {bound} {UNIT} = {microseconds(float(f'{warn_fraction * most:.3g}'))} {UNIT}"
         return Verdict("warn", row.p99_us, most, UNIT, f"{reason}; above the warning level {level}{clock}")
     return Verdict("pass", row.p99_us, most, UNIT, reason)
 
