@@ -68,3 +68,21 @@ def test_the_nic_watch_acts_once_on_a_vm_that_sent_nothing_and_answers_nothing()
     for look in range(6):
         assert not busy.silent("node1", 1000 + look, deaf)  # sending: never asked
         assert not idle.silent("node3", 7, lambda: True)  # idle but answering
+
+
+def test_the_watcher_asks_the_vms_kernel_not_its_sshd(monkeypatch):
+    """A refused connection is the kernel answering (nothing listens on the probe port), and so is
+    an accepted one; neither needs sshd to start a process, which cost idle VMs CPU every 2 s."""
+    import socket
+
+    from rdmaprov.lab import nicwatch
+
+    assert nicwatch.PROBE_PORT != 22
+    with socket.socket() as closed:  # a port bound and closed again: nothing listens there
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setattr(nicwatch, "PROBE_PORT", port)
+    assert nicwatch.kernel_answers("127.0.0.1")
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        monkeypatch.setattr(nicwatch, "PROBE_PORT", listening.getsockname()[1])
+        assert nicwatch.kernel_answers("127.0.0.1")

@@ -3,20 +3,21 @@
 QEMU 7.2 under TCG now and then stops taking a VM's transmits (lab/qmp.py says how it was
 caught): left alone, the VM answers nothing until it is booted again; paused and resumed, it
 sends what it queued and goes on. The watcher looks at each VM from the host side only: the
-packets its tap received from it, and, when those stopped, whether its sshd still answers.
+packets its tap received from it, and, when those stopped, whether its kernel still answers.
 Only a VM silent twice in a row is asked about over QMP (reading its ring from guest memory
 is not free of side effects: polled many times a second, it stalled a VM within a minute) and
 paused and resumed once. Each time it acts it says so in the lab's nic-watch.log."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from rdmaprov.lab.lab import Lab, ssh_answers
+from rdmaprov.lab.lab import Lab
 from rdmaprov.lab.nodes import Node
 from rdmaprov.lab.qmp import QmpError, nic_tx_ring, pause_and_resume
 
@@ -46,6 +47,24 @@ class Silence:
         return True
 
 
+# A port nothing listens on in a lab VM: its kernel answers a connection there with a reset, and
+# no process wakes. Asking sshd instead (a connection accepted, a process started for it) every 2 s
+# cost each idle VM a tenth of a host core under TCG: 12 % against 1.2 % with the watcher stopped.
+PROBE_PORT = 9
+
+
+def kernel_answers(address: str, timeout: float = 2) -> bool:
+    """Whether the VM at `address` answers at all: a reset from its kernel, or a connection; a VM
+    whose NIC stalled sends neither."""
+    try:
+        with socket.create_connection((address, PROBE_PORT), timeout=timeout):
+            return True
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
 def _tap_rx_packets(node: Node) -> int:
     """Packets the VM sent: what its tap on the host received."""
     try:
@@ -59,7 +78,7 @@ def watch(lab: Lab, log: Callable[[str], None], interval: float = 2) -> None:
     silence = Silence()
     while lab.state_file.exists() and lab.load().state.get("nodes"):
         for node in lab.nodes():
-            answers = partial(ssh_answers, node)
+            answers = partial(kernel_answers, node.address)
             if node.kind != "vm" or not silence.silent(node.name, _tap_rx_packets(node), answers):
                 continue
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
