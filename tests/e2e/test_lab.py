@@ -357,39 +357,41 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
     data["defaults"]["containers"] = {"runtime": "podman"}
     inventory = tmp_path / "containers.yaml"
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
-    code, first = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=900)
-    assert code == 2 and {h["status"] for h in first["hosts"]} == {"changed"}, first["hosts"]
-    code, again = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
-    assert code == 0 and {h["status"] for h in again["hosts"]} == {"unchanged"}, again["hosts"]
-    run = f"podman run --rm --pull=never {IMAGE}"
-    for node in ("node1", "node2"):
-        made = vm_lab.ssh(node, f"bash -c {shlex.quote(image_script())}")
-        assert made.returncode == 0, made.stderr
-        inside = vm_lab.ssh(node, f"{run} sh -c 'ulimit -l; ls /dev/infiniband; ibv_devices; env'")
-        assert inside.returncode == 0, inside.stderr
-        lines = inside.stdout.splitlines()
-        assert lines[0] == "unlimited" and {"uverbs0", "rdma_cm"} <= set(lines), lines
-        assert "rxe0" in inside.stdout and "NCCL_IB_HCA=rxe" in lines, lines
-    server = data["groups"]["nodes"]["hosts"]["node2"]["address"]
-    bw = "ib_write_bw -d rxe0 -x 1 -D 2 -F --report_gbits"
     try:
-        for limit, expect in (("", r"^ 65536\s+\d+\s+[0-9.]+\s+([0-9.]+)"), ("--ulimit memlock=65536:65536 ", "")):
-            started = vm_lab.ssh("node2", f"podman run -d --rm --name rdmaprov-bw --pull=never {IMAGE} {bw}")
-            assert started.returncode == 0, started.stderr
-            time.sleep(2)
-            client = vm_lab.ssh("node1", f"podman run --rm --pull=never {limit}{IMAGE} {bw} {server}")
+        code, first = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=900)
+        assert code == 2 and {h["status"] for h in first["hosts"]} == {"changed"}, first["hosts"]
+        code, again = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
+        assert code == 0 and {h["status"] for h in again["hosts"]} == {"unchanged"}, again["hosts"]
+        run = f"podman run --rm --pull=never {IMAGE}"
+        for node in ("node1", "node2"):
+            made = vm_lab.ssh(node, f"bash -c {shlex.quote(image_script())}")
+            assert made.returncode == 0, made.stderr
+            inside = vm_lab.ssh(node, f"{run} sh -c 'ulimit -l; ls /dev/infiniband; ibv_devices; env'")
+            assert inside.returncode == 0, inside.stderr
+            lines = inside.stdout.splitlines()
+            assert lines[0] == "unlimited" and {"uverbs0", "rdma_cm"} <= set(lines), lines
+            assert "rxe0" in inside.stdout and "NCCL_IB_HCA=rxe" in lines, lines
+        server = data["groups"]["nodes"]["hosts"]["node2"]["address"]
+        bw = "ib_write_bw -d rxe0 -x 1 -D 2 -F --report_gbits"
+        try:
+            for limit, expect in (("", r"^ 65536\s+\d+\s+[0-9.]+\s+([0-9.]+)"), ("--ulimit memlock=65536:65536 ", "")):
+                started = vm_lab.ssh("node2", f"podman run -d --rm --name rdmaprov-bw --pull=never {IMAGE} {bw}")
+                assert started.returncode == 0, started.stderr
+                time.sleep(2)
+                client = vm_lab.ssh("node1", f"podman run --rm --pull=never {limit}{IMAGE} {bw} {server}")
+                vm_lab.ssh("node2", "podman rm -f rdmaprov-bw")
+                if expect:
+                    measured = re.search(expect, client.stdout, re.M)
+                    assert client.returncode == 0 and measured and float(measured[1]) > 0, client.stdout + client.stderr
+                else:
+                    assert client.returncode != 0 and "Couldn't allocate MR" in client.stdout + client.stderr, client
+        finally:
             vm_lab.ssh("node2", "podman rm -f rdmaprov-bw")
-            if expect:
-                measured = re.search(expect, client.stdout, re.M)
-                assert client.returncode == 0 and measured and float(measured[1]) > 0, client.stdout + client.stderr
-            else:
-                assert client.returncode != 0 and "Couldn't allocate MR" in client.stdout + client.stderr, client
-    finally:
-        vm_lab.ssh("node2", "podman rm -f rdmaprov-bw")
-    _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory)
-    data["defaults"]["containers"] = {"runtime": "none"}
-    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
-    code, off = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
+        _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory)
+    finally:  # the next tests' applies expect no drop-in: a failure here must not fail them too
+        data["defaults"]["containers"] = {"runtime": "none"}
+        inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+        code, _ = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
     assert code == 2 and vm_lab.ssh("node1", "ls /etc/containers/containers.conf.d").stdout.strip() == ""
 
 
@@ -410,19 +412,21 @@ def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], 
     return path
 
 
-def _container_gate(vm_lab, tmp_path, image: str, latency: bool = False) -> tuple[int, list[dict]]:
-    """verify --gates with the container gate alone (and the latency gate: its results in the
-    image, container_latency, and on the host), on rxe0."""
-    path = _container_gate_inventory(vm_lab, tmp_path, image, ["rxe0"], latency=latency)
+def _container_gate(vm_lab, tmp_path, image: str) -> tuple[int, list[dict]]:
+    """verify --gates with the container gate alone, on rxe0."""
+    path = _container_gate_inventory(vm_lab, tmp_path, image, ["rxe0"])
     code, result = rdmaprov_json("verify", path, "--gates", timeout=600)
-    return code, [g for g in result["gates"] if g["gate"] in ("container", "container_latency", "latency")]
+    return code, [g for g in result["gates"] if g["gate"] == "container"]
 
 
 def _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory) -> None:
     """The container gate in the image made on the VMs: it passes with rdmaprov's drop-in; with the
     device taken out of node1's drop-in, memlock held low there, or an image no node has, it fails
     saying so."""
-    code, gates = _container_gate(vm_lab, tmp_path, IMAGE, latency=True)
+    path = _container_gate_inventory(vm_lab, tmp_path, IMAGE, ["rxe0"], latency=True)
+    # a lane stalled by the emulation is measured again (_gates_until says why)
+    code, result = _gates_until(vm_lab, path, lambda result: all(g["passed"] for g in result["gates"]))
+    gates = [g for g in result["gates"] if g["gate"] in ("container", "container_latency", "latency")]
     assert code == 0 and gates and all(g["status"] == "pass" and g["measured"] > 0 for g in gates), gates
     by_gate = {g["gate"]: g for g in gates}
     assert sorted(by_gate) == ["container", "container_latency", "latency"], gates
