@@ -58,8 +58,8 @@ def test_provider_names():
 
 
 def test_a_lane_runs_in_a_named_container_of_the_image_and_a_stray_one_is_killed_by_name():
-    on_host = bandwidth_tool(gates_config().ib_write_bw)
-    in_image = Tool(on_host.program, on_host.args, on_host.timeout_s, IMAGE)
+    on_host = bandwidth_tool(gates_config().ib_write_bw, "ib_write_bw")
+    in_image = Tool(on_host.program, on_host.args, on_host.timeout_s, on_host.timeout_setting, IMAGE)
     words = ["ib_write_bw", "-d", "rxe0", "-p", "18515"]
     assert on_host.launched(words, 18515) == words
     assert in_image.launched(words, 18515) == [

@@ -241,7 +241,7 @@ def test_pairs_and_rounds():
 
 
 def test_perftest_command_lines():
-    tool = bandwidth_tool(gates_config({"ib_write_bw": {"duration_s": 3}}).ib_write_bw)
+    tool = bandwidth_tool(gates_config({"ib_write_bw": {"duration_s": 3}}).ib_write_bw, "ib_write_bw")
     rxe0 = Endpoint("node1", "rxe0", 1, 1, None)
     assert " ".join(perftest_words(tool, rxe0, TCP_PORT)) == (
         "ib_write_bw -d rxe0 -i 1 -x 1 -p 18515 -s 65536 -D 3 --report_gbits -F"

@@ -376,7 +376,7 @@ def _local_lanes() -> list[Lane]:
 
 
 def test_lanes_from_two_client_nodes_into_one_server_run_at_once_and_come_back_in_lane_order(tmp_path):
-    tool = bandwidth_tool(_session(tmp_path).inventory.gates.incast)
+    tool = bandwidth_tool(_session(tmp_path).inventory.gates.incast, "incast")
     outputs = run_lanes(_local(tmp_path), tool, _local_lanes())
     assert not isinstance(outputs, str), outputs
     assert [o.lane.client.host for o in outputs] == ["n2", "n3"]
@@ -385,7 +385,7 @@ def test_lanes_from_two_client_nodes_into_one_server_run_at_once_and_come_back_i
 
 
 def test_a_client_node_lost_mid_lanes_is_raised_and_its_server_is_not_waited_for(tmp_path):
-    tool = bandwidth_tool(_session(tmp_path).inventory.gates.incast)
+    tool = bandwidth_tool(_session(tmp_path).inventory.gates.incast, "incast")
     started = time.monotonic()
     with pytest.raises(HostLost, match="n3 stopped answering"):
         run_lanes(_local(tmp_path, lose="n3"), tool, _local_lanes())

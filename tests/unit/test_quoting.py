@@ -216,7 +216,7 @@ def test_commands_quote_every_word(tmp_path):
     words = ["ib_write_bw", "-d", "mlx5_0; id", "x y", "'"]
     out = _run("sh", f"printf '%s\\0' {sh_join(words)}", tmp_path)
     assert out.stdout.split("\0")[:-1] == words
-    tool = bandwidth_tool(gates_config().ib_write_bw)
+    tool = bandwidth_tool(gates_config().ib_write_bw, "ib_write_bw")
     command = sh_join(perftest_words(tool, Endpoint("n", "mlx5_0 $(id)", 1, 3, None), TCP_PORT))
     assert command.split()[2] == "'mlx5_0"
 

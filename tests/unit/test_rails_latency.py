@@ -347,8 +347,10 @@ def test_a_latency_lane_that_broke_or_exited_badly_fails():
     assert not judge_lane(LaneOutput(_lane(None, None), felix, 1, "", 0), settings, limit).passed
     failed = (PUBLIC / "ib_write_bw_completion_with_error_status4_failed_run_iter_bw.txt").read_text()
     broken = judge_lane(LaneOutput(_lane(None, None), failed, 1, "", 0), settings, limit)
-    assert broken.reason == (
-        "ib_write_lat on node2 gave no result: perftest reported an error: Completion with error at client"
+    assert broken.reason == (  # perftest's error, then what it printed last
+        "ib_write_lat on node2 gave no result: perftest reported an error: Completion with error at client: "
+        "Failed status 4: wr_id 0 syndrom 0x51 | scnt=828, ccnt=700 | Failed to complete run_iter_bw function "
+        "successfully"
     )
 
 
@@ -361,10 +363,10 @@ def test_a_latency_lane_its_timeout_stopped_says_so_and_which_setting_bounds_it(
     whole = (FIXTURES / "lab/ib_write_lat_client_rxe0_tcg_perftest_4.5.txt").read_text()
     cut = whole[: whole.index(" 2       1000")]
     for status in (124, 137):
-        output = LaneOutput(_lane(None, None), cut, status, "", None, timeout_s=60)
+        output = LaneOutput(_lane(None, None), cut, status, "", None, "ssh", 60, latency_tool(settings).timeout_setting)
         stopped = judge_lane(output, settings, (50, "gates.latency.max_p99_us"))
         assert not stopped.passed and stopped.reason.startswith(
-            "ib_write_lat on node2 was stopped at its timeout (60 s, the gate's timeout_s) before it printed"
+            "ib_write_lat on node2 was stopped at its timeout (60 s, gates.latency.timeout_s) before it printed"
         ), stopped.reason
         assert "stuck or slower than that allows; it had printed: " in stopped.reason
         assert stopped.reason.rsplit(" | ", 1)[-1].startswith("#bytes #iterations"), stopped.reason

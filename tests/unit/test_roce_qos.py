@@ -93,7 +93,7 @@ def test_cnps_in_the_roce_class_are_refused(tmp_path):
 
 
 def test_the_gates_send_in_the_declared_class():
-    tool = bandwidth_tool(gates_config({"ib_write_bw": {"duration_s": 3}}).ib_write_bw)
+    tool = bandwidth_tool(gates_config({"ib_write_bw": {"duration_s": 3}}).ib_write_bw, "ib_write_bw")
     report = parse_node_report("")
     node = node_config({"fabric": "softroce", "rdma": {"netdevs": ["eth1"]}, "roce_qos": {"profile": "pfc_only"}})
     side = endpoint("node1", node, report, "rxe0")

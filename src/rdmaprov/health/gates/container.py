@@ -109,7 +109,11 @@ def run_container_pair(session: Session, server: str, client: str, reports: dict
 
         return judged_lanes(session, replace(tool, image=image), ran, judge, unheard)
 
-    bandwidth = run(GATE, bandwidth_tool(settings), lanes, bandwidth_figure(pair_bounds(settings))) if lanes else []
+    bandwidth = (
+        run(GATE, bandwidth_tool(settings, "ib_write_bw"), lanes, bandwidth_figure(pair_bounds(settings)))
+        if lanes
+        else []
+    )
     latency = inventory.gates.latency
     limit = latency_limit(latency, inventory.hosts[server].node.fabric)
     passed = [lane for lane, result in zip(lanes, bandwidth, strict=True) if result.passed]

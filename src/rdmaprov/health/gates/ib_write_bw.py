@@ -26,9 +26,10 @@ from rdmaprov.parsers.perftest import parse_bw_output
 TCP_PORT = 18515
 
 
-def bandwidth_tool(settings: Bandwidth) -> Tool:
+def bandwidth_tool(settings: Bandwidth, gate: str) -> Tool:
+    """ib_write_bw as `gates.<gate>` sets it (the container gate runs ib_write_bw's)."""
     args = ("-s", str(settings.size), "-D", str(settings.duration_s), "--report_gbits", "-F")
-    return Tool("ib_write_bw", args, settings.timeout_s)
+    return Tool("ib_write_bw", args, settings.timeout_s, f"gates.{gate}.timeout_s")
 
 
 def pair_bounds(settings: Bandwidth) -> Bounds:
@@ -82,7 +83,7 @@ def run_first_lane(
 def run_pair(session: Session, server: str, client: str, reports: dict[str, NodeReport]) -> list[GateResult]:
     """ib_write_bw from the server's first RDMA device to the client's."""
     settings = session.inventory.gates.ib_write_bw
-    output = run_first_lane(session, "ib_write_bw", server, client, reports, bandwidth_tool(settings))
+    output = run_first_lane(session, "ib_write_bw", server, client, reports, bandwidth_tool(settings, "ib_write_bw"))
     if not isinstance(output, LaneOutput):
         return output
     return [judge_bandwidth("ib_write_bw", Subject.pair(server, client), output, pair_bounds(settings))]

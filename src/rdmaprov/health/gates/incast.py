@@ -304,7 +304,7 @@ def run_incast(session: Session, test: Test, reports: dict[str, NodeReport]) -> 
         for name, end in ends.items()
     }
     before_at, before = _read(session, watched)
-    outputs = run_lanes(session, bandwidth_tool(session.inventory.gates.incast), lanes)
+    outputs = run_lanes(session, bandwidth_tool(session.inventory.gates.incast, "incast"), lanes)
     after_at, after = _read(session, watched)
     if isinstance(outputs, str):  # the receiver's servers never listened
         return GateResult(GATE, subject, False, outputs, details={"named": [receiver]})

@@ -67,7 +67,7 @@ def judge_latency(result: LatencyResult | None, size: int, limit: tuple[float, s
 
 def latency_tool(settings: LatencyGate) -> Tool:
     args = ("-s", str(settings.size), "-n", str(settings.iterations), "-F")
-    return Tool("ib_write_lat", args, settings.timeout_s)
+    return Tool("ib_write_lat", args, settings.timeout_s, "gates.latency.timeout_s")
 
 
 def judge_lane(output: LaneOutput, settings: LatencyGate, limit: tuple[float, str]) -> GateResult:

@@ -105,6 +105,7 @@ class LaneOutput:
     server_status: int | None
     via: str = "ssh"  # how the lane was launched (the launcher's name: ssh or slurm)
     timeout_s: int | None = None  # how long each process was given (`timeout`)
+    timeout_setting: str = ""  # the inventory setting that gave it
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ class Tool:
     program: str  # ib_write_bw, ib_write_lat
     args: tuple[str, ...]
     timeout_s: int
+    timeout_setting: str  # where the inventory sets timeout_s, for a reason: gates.rail.timeout_s
     image: str | None = None
 
     def container(self, tcp_port: int) -> str:
@@ -237,19 +239,22 @@ def last_lines(text: str, count: int = 3) -> list[str]:
     return [line for line in lines if line and not line.startswith(LANE_MARK)][-count:]
 
 
-# timeout(1)'s status when it stopped the program: 124, or 137 where it had to kill it (-k)
+# timeout(1)'s status when it stopped the program: 124, or 137 where it had to kill it (-k; also
+# any other SIGKILL, such as the kernel's OOM killer: the reason then says what it had printed)
 TIMED_OUT = (124, 137)
 
 
 def no_result(program: str, output: LaneOutput, error: str = "") -> str:
-    """Why a lane's client gave no figure: perftest's own error, else its last lines. A client
-    its timeout stopped is said to be so first: its output then ends at the table's header,
-    which alone reads like a broken perftest rather than a slow or stuck link."""
+    """Why a lane's client gave no figure: perftest's own error and its last lines. A client
+    its timeout stopped is said to be so first, with the setting: its output then ends at the
+    table's header, which alone reads like a broken perftest rather than a slow or stuck link."""
     host = output.lane.client.host
-    said = error or " | ".join(last_lines(output.client)) or "no output"
+    tail = " | ".join(last_lines(output.client)) or "no output"
+    said = f"{error}: {tail}" if error and error not in tail else error or tail
     if output.client_status in TIMED_OUT and output.timeout_s is not None:
+        setting = output.timeout_setting or "timeout_s"
         return (
-            f"{program} on {host} was stopped at its timeout ({output.timeout_s} s, the gate's timeout_s) "
+            f"{program} on {host} was stopped at its timeout ({output.timeout_s} s, {setting}) "
             f"before it printed a result: the link is stuck or slower than that allows; it had printed: {said}"
         )
     return f"{program} on {host} gave no result: {said}"
@@ -329,7 +334,9 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
         for mine, i in enumerate(indices):
             c_status, c_text = client_out.get(mine, (None, ran.stderr))
             s_status, s_text = server_out.get(i, (None, ""))
-            outputs[i] = LaneOutput(lanes[i], c_text, c_status, s_text, s_status, launch.via, tool.timeout_s)
+            outputs[i] = LaneOutput(
+                lanes[i], c_text, c_status, s_text, s_status, launch.via, tool.timeout_s, tool.timeout_setting
+            )
     return [outputs[i] for i in range(len(lanes))]
 
 

@@ -67,7 +67,11 @@ def run_rail_pair(session: Session, server: str, client: str, reports: dict[str,
         return result
 
     return results + judged_lanes(
-        session, bandwidth_tool(settings), lanes, judged, lambda lane, why: GateResult("rail", lane.subject, False, why)
+        session,
+        bandwidth_tool(settings, "rail"),
+        lanes,
+        judged,
+        lambda lane, why: GateResult("rail", lane.subject, False, why),
     )
 
 
