@@ -3,8 +3,8 @@
 # take the place of each run's default folder (tests/unit, tests/e2e), e.g. tools/test.sh unit -k quoting
 #   all   (the default; what CI runs) the system packages and .venv (tools/setup.sh), style and
 #         types, the unit tier against the installed wheel with the lowest and the newest versions
-#         pyproject.toml allows (.venv has the tested ones), then both end-to-end tiers side by
-#         side (root)
+#         pyproject.toml allows (.venv has the tested ones), the lab's caches made meanwhile,
+#         then both end-to-end tiers side by side (root)
 #   unit  style, types and the unit tests on this checkout: no root, no Debian packages
 #   ssh   end-to-end tests on real SSH hosts in network namespaces (root)
 #   lab   end-to-end tests on the QEMU SoftRoCE lab and on Vagrant (root; the lab image is cached)
@@ -88,21 +88,24 @@ side_by_side() {
 }
 
 # The lab's images, package pools, Vagrant box and Open MPI made in the background while style,
-# types and the unit tiers use one core (tests/support/prewarm.py), in a process group of its own,
-# ended with the script if it ends first. The end-to-end tiers start once it is done; what it
-# printed is shown if it failed (a test that needs the cache then makes it, or says why it cannot).
+# types and the unit tiers use one core (tests/support/prewarm.py; niced, so that it takes the
+# other core and leaves theirs), in a process group of its own, ended with the script if it ends
+# first. The end-to-end tiers start once it is done; it says how long it took, and what failed (a
+# test that needs that cache then makes it, or says why it cannot).
 prewarm() {
   prewarm_log=$(mktemp)
   set -m
-  .venv/bin/python -m tests.support.prewarm >"$prewarm_log" 2>&1 &
+  nice -n 19 .venv/bin/python -m tests.support.prewarm </dev/null >"$prewarm_log" 2>&1 &
   prewarm_pid=$!
   set +m
-  trap 'kill -- -"$prewarm_pid" 2>/dev/null; rm -f "$prewarm_log"' EXIT
+  trap 'kill -- -"$prewarm_pid" 2>/dev/null || true; rm -f "$prewarm_log"' EXIT
   trap 'exit 130' INT TERM
 }
 
 prewarmed() {
-  if ! wait "$prewarm_pid"; then
+  if wait "$prewarm_pid"; then
+    grep '^prewarm: ' "$prewarm_log" || true
+  else
     echo "test: making the lab's caches beforehand failed (the tests that need them make them):" >&2
     cat "$prewarm_log" >&2
   fi
@@ -124,18 +127,18 @@ case $tier in
     ;;
   all)
     bash tools/setup.sh
-    prewarm
+    [[ $# -gt 0 ]] || prewarm
     style
     rm -rf dist
     .venv/bin/python -m build --outdir dist . >dist.log 2>&1 || {
       cat dist.log >&2
       exit 1
     }
-    # not the tested versions: .venv has them, and the end-to-end tiers run on it
+    # not the tested versions: .venv has them (the end-to-end tiers run on it; `unit` tests it)
     for set in lowest newest; do
       unit_on_wheel "$set" "$@"
     done
-    prewarmed
+    [[ $# -gt 0 ]] || prewarmed
     if [[ $# -gt 0 ]]; then
       run_pytest .venv --durations=0 "$@"
     else

@@ -53,7 +53,7 @@ def test_ring_indices_wrap_at_65536():
 
 
 def test_the_nic_watch_acts_once_on_a_vm_that_sent_nothing_and_answers_nothing():
-    """Silent twice in a row (no packet on its tap, no answer on port 22) is acted on, once; a VM
+    """Silent twice in a row (no packet on its tap, no answer from its kernel) is acted on, once; a VM
     that keeps sending, or answers when asked, is not; sending again starts the count over."""
     silence = Silence(patience=2)
     deaf = lambda: False  # noqa: E731
@@ -86,3 +86,12 @@ def test_the_watcher_asks_the_vms_kernel_not_its_sshd(monkeypatch):
     with socket.create_server(("127.0.0.1", 0)) as listening:
         monkeypatch.setattr(nicwatch, "PROBE_PORT", listening.getsockname()[1])
         assert nicwatch.kernel_answers("127.0.0.1")
+    # a VM whose NIC stalled sends nothing back: the connection times out, or the host finds no
+    # route to it (its neighbour entry failed); no traffic leaves this machine to learn that
+    for silence in (TimeoutError(), OSError(113, "No route to host")):
+
+        def unanswered(*args, error=silence, **kwargs):
+            raise error
+
+        monkeypatch.setattr(nicwatch.socket, "create_connection", unanswered)
+        assert not nicwatch.kernel_answers("10.78.0.12")

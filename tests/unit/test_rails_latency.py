@@ -582,3 +582,4 @@ def test_a_latency_bound_of_a_second_reads_in_microseconds_not_in_exponent_form(
     verdict = judge_latency(lab, 2, (1_000_000, "gates.latency.max_p99_us"), 0.9)
     assert verdict.reason == "p99 4538.22 µs <= 1000000 µs = gates.latency.max_p99_us", verdict.reason
     assert microseconds(1234567.8) == "1234568" and microseconds(4.2) == "4.2"
+    assert microseconds(999999.7) == "1000000" and microseconds(999999.4) == "999999"

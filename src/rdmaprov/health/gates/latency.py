@@ -40,8 +40,10 @@ def latency_limit(settings: LatencyGate, fabric: str | None) -> tuple[float, str
 
 
 def microseconds(value: float) -> str:
-    """µs as people write them: 4.2, 30314.2, 1000000 (`:g` alone writes a million as 1e+06)."""
-    return f"{value:g}" if abs(value) < 1e6 else f"{value:.0f}"
+    """µs as people write them: 4.2, 30314.2, 1000000 (`:g` alone writes a million as 1e+06, and
+    999999.7, rounded to six digits, too)."""
+    shown = f"{value:g}"
+    return f"{value:.0f}" if "e+" in shown else shown
 
 
 def judge_latency(result: LatencyResult | None, size: int, limit: tuple[float, str], warn_fraction: float) -> Verdict:
