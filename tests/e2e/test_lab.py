@@ -111,11 +111,12 @@ def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     assert mpirun.returncode == 0, mpirun.stderr
     assert sorted(mpirun.stdout.split()) == ["node1", "node2"]
 
-    code, second = rdmaprov_json("apply", vm_lab.inventory, "--skip-gates", timeout=600)
-    assert code == 0, [
-        (h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in second["hosts"]
-    ]
-    assert sum(h["changed"] for h in second["hosts"]) == 0
+    # every VM made its own host keys at its first boot (the image holds none; the Vagrant box is
+    # made from it): no two of the lab's pinned keys are the same
+    known = yaml.safe_load(open(vm_lab.inventory))["cluster"]["ssh"]["known_hosts"]
+    pinned = [line.split()[2] for line in open(known).read().splitlines() if line.strip()]
+    assert len(pinned) >= 6 and len(set(pinned)) == len(pinned), pinned
+    # a second apply changing nothing: the bootstrap test's last apply, on all three VMs
 
 
 def _gates_only(vm_lab, tmp_path, name: str, devices: list[str], gates: dict) -> str:
@@ -268,8 +269,6 @@ def test_rail_and_latency_gates_judge_each_rxe_rail_and_each_rail_against_its_ow
         bandwidth = _by_subject(broken, "rail")
         assert code == 4 and not bandwidth[rails[1]]["passed"] and bandwidth[rails[0]]["passed"], bandwidth
         assert "< 0.002 Gb/s = gates.rail.min_gbps" in bandwidth[rails[1]]["reason"]
-        human = rdmaprov("verify", inventory, "--gates", timeout=900)
-        assert "node1:rxe1 -> node2:rxe1" in human.stdout and "FAIL" in human.stdout
     finally:
         for node in ("node1", "node2"):
             vm_lab.ssh(node, "tc qdisc del dev mv0 ingress; rdma link del rxe1; ip link del mv0")
@@ -775,7 +774,7 @@ def _scrape(address: str) -> dict[str, float]:
     return samples
 
 
-def test_exporter_is_scraped_over_the_bridge_and_counters_grow_with_traffic(vm_lab):
+def test_exporter_is_scraped_over_the_bridge_and_counters_grow_with_traffic(vm_lab, tmp_path):
     prefix = vm_lab.subnet.rsplit(".", 1)[0]
     assert vm_lab.ssh("node1", "systemctl show -p User --value rdmaprov-exporter").stdout.strip() == "rdmaprov-exporter"
     before = {node: _scrape(f"{prefix}.{11 + i}") for i, node in enumerate(("node1", "node2"))}
@@ -786,7 +785,9 @@ def test_exporter_is_scraped_over_the_bridge_and_counters_grow_with_traffic(vm_l
     assert before["node1"][f"rdma_port_rate_bytes_per_second{labels}"] == rate * 1e9 / 8  # Gb/s in bytes/s
     assert f"rdma_hw_counters_sent_pkts_total{labels}" in before["node2"]
     assert "rdma_exporter_read_errors_total" in before["node1"]
-    code, result = rdmaprov_json("verify", vm_lab.inventory, "--gates", timeout=600)
+    # traffic from ib_write_bw alone (the other gates would add minutes and no other counter)
+    traffic = _gates_only(vm_lab, tmp_path, "traffic.yaml", ["rxe0"], {"ib_write_bw": {"enabled": True}})
+    code, result = rdmaprov_json("verify", traffic, "--gates", timeout=600)
     assert code == 0, result["gates"]
     assert any(f["check"] == "exporter answers" and f["ok"] for v in result["verify"] for f in v["findings"])
     after = {node: _scrape(f"{prefix}.{11 + i}") for i, node in enumerate(("node1", "node2"))}
