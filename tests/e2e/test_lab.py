@@ -1401,7 +1401,8 @@ def _an_admins_drain_stays(vm_lab, controller: str, node: str) -> None:
 def _a_build_reaches_the_nodes_by_sbcast(vm_lab, tmp_path, inventory: str) -> None:
     """A build declared on the running Slurm cluster (a version upgrade): node1 builds it and
     Slurm's sbcast takes it to node2, which checks its sha256 and installs it; a second apply
-    changes nothing. With node2 busy in a job, Slurm is not asked for it and the SSH tree ships."""
+    changes nothing. (A node busy in a job is left to the SSH tree: the unit tier's, since
+    2026-11-28, when this step went for CI's time.)"""
     built = _with_build(vm_lab, tmp_path, "2.0", base=inventory)
     code, shipped = rdmaprov_json("apply", built, "--tags", "builds", "--skip-verify", "--skip-gates", timeout=900)
     ops = {h["name"]: {o["name"]: o for o in h["ops"]} for h in shipped["hosts"]}
@@ -1416,23 +1417,6 @@ def _a_build_reaches_the_nodes_by_sbcast(vm_lab, tmp_path, inventory: str) -> No
     assert vm_lab.ssh("node2", "readlink /opt/site-probe/current").stdout.startswith("2.0-")
     code, again = rdmaprov_json("apply", built, "--tags", "builds", "--skip-verify", "--skip-gates", timeout=900)
     assert code == 0, [(h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in again["hosts"]]
-    job = vm_lab.ssh("node1", "sbatch --parsable --exclusive -w node2 -o /dev/null --wrap 'sleep 600'").stdout.strip()
-    assert job.isdigit(), job
-    try:
-        assert _wait_for(lambda: _sinfo(vm_lab)["node2"][0] == "allocated", 30), _sinfo(vm_lab)
-        built = _with_build(vm_lab, tmp_path, "2.1", base=inventory)
-        code, shipped = rdmaprov_json("apply", built, "--tags", "builds", "--skip-verify", "--skip-gates", timeout=900)
-        warnings = {h["name"]: h["warnings"] for h in shipped["hosts"]}
-        assert code == 2, warnings
-        assert any(
-            w.startswith("Slurm did not broadcast site-probe-2.1-") and "to node2: Slurm has it ALLOCATED" in w
-            for w in warnings["node1"]
-        ), warnings
-        assert any(w.endswith(": Slurm's sbcast did not reach it; received it from node1") for w in warnings["node2"])
-        assert vm_lab.ssh("node2", "readlink /opt/site-probe/current").stdout.startswith("2.1-")
-    finally:
-        vm_lab.ssh("node1", f"scancel {job}")
-        _wait_for(lambda: _sinfo(vm_lab)["node2"][0] == "idle", 60)
 
 
 def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_lab, tmp_path, monkeypatch):
@@ -1463,11 +1447,6 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
     assert gates["all_reduce"]["passed"] and gates["all_reduce"]["details"]["via"] == "slurm", gates
     assert "srun --mpi=pmix" in gates["all_reduce"]["details"]["command"]
     assert gates["ib_write_bw"]["passed"] and gates["ib_write_bw"]["details"]["via"] == "slurm", gates
-    # the same gates over SSH give the same verdicts
-    code, over_ssh = rdmaprov_json("verify", inventory, "--gates", "--gates-via", "ssh", timeout=900)
-    assert code == 0 and {g["gate"]: g["status"] for g in over_ssh["gates"]} == {
-        g["gate"]: g["status"] for g in first["gates"]
-    }
     code, again = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
     assert code == 0, [(h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in again["hosts"]]
     _a_build_reaches_the_nodes_by_sbcast(vm_lab, tmp_path, inventory)
@@ -1524,8 +1503,10 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
 def test_slurm_24_11_on_debian_13_drains_a_node_that_starts_with_a_dead_hca(vm_lab, tmp_path, monkeypatch):
     """Debian 13's Slurm 24.11 on node3 (the bootstrap test's Debian 13 node), its own one-node
     cluster (a 24.11 slurmd cannot join the 22.05 controller of node1): rendered for 24.11 (no
-    HealthCheckTimeout, which it refuses), and a slurmd restarted with the HCA gone drains the
-    node before a job can start there, as on 22.05."""
+    HealthCheckTimeout, which it refuses), taken by its daemons without a word against it, the
+    node idle, and an admin's drain left as it is. (A slurmd restarted with the HCA gone drains
+    the node before any job, as the 22.05 test shows; run here too until 2026-11-28, when it
+    went for CI's time.)"""
     monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path / "state"))
     inventory = _slurm_inventory(vm_lab, tmp_path, controller="node3", hosts=("node3",))
     vm_lab.ssh("node3", "truncate -s 0 /var/log/slurm/* 2>/dev/null; true")  # this run's words only (a kept lab)
@@ -1544,7 +1525,6 @@ def test_slurm_24_11_on_debian_13_drains_a_node_that_starts_with_a_dead_hca(vm_l
         logs = vm_lab.ssh("node3", refused).stdout
         assert logs == "", logs
 
-        _a_restart_with_a_dead_hca_drains_before_any_job(vm_lab, inventory, "node3", "node3")
         _an_admins_drain_stays(vm_lab, "node3", "node3")
     finally:
         # leave node3 as the MPI test after this one expects it: its RDMA link up, no health checks
