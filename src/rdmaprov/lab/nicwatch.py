@@ -25,7 +25,8 @@ from rdmaprov.lab.qmp import QmpError, nic_tx_ring, pause_and_resume
 @dataclass
 class Silence:
     """Which VMs have gone silent: no packet from them on their tap since the last look and no
-    answer from their kernel (kernel_answers), `patience` looks in a row. A VM acted on is left alone until it sends."""
+    answer from their kernel (kernel_answers), `patience` looks in a row. A VM acted on is left
+    alone until it sends."""
 
     patience: int = 2
     _seen: dict[str, int] = field(default_factory=dict)  # name: its tap's rx_packets at the last look
