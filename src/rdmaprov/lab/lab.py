@@ -28,6 +28,7 @@ from rdmaprov.lab.nodes import Node, restart_vm, start_container, start_vm, stop
 from rdmaprov.lab.proc import require, run
 from rdmaprov.lab.qmp import QmpError, TxRing, nic_tx_ring, pause_and_resume
 from rdmaprov.lab.releases import DEFAULT_RELEASE, Release, find_release, node_releases
+from rdmaprov.lab.sshshare import share_options
 from rdmaprov.parsers.console import kernel_trouble
 
 MIRROR_PORT = 8079
@@ -346,7 +347,8 @@ def _start_nic_watch(lab: Lab) -> int:
 
 
 def ssh_command(lab: Lab, node: Node, command: list[str] | None = None, tty: bool = False) -> list[str]:
-    """The ssh command line to reach a node with the lab's key and pinned host keys."""
+    """The ssh command line to reach a node with the lab's key and pinned host keys, over the
+    node's shared connection (lab/sshshare.py)."""
     cmd = [
         "ssh",
         "-i",
@@ -357,6 +359,7 @@ def ssh_command(lab: Lab, node: Node, command: list[str] | None = None, tty: boo
         "StrictHostKeyChecking=yes",
         "-o",
         "BatchMode=yes",
+        *share_options(node.ssh_socket),
     ]
     if tty:
         cmd.append("-t")

@@ -15,6 +15,7 @@ from rdmaprov.lab.image import Image
 from rdmaprov.lab.network import create_tap, delete_link
 from rdmaprov.lab.proc import run
 from rdmaprov.lab.releases import DEFAULT_RELEASE
+from rdmaprov.lab.sshshare import end_shared
 
 
 @dataclass
@@ -42,6 +43,11 @@ class Node:
         """A VM's QEMU machine protocol socket: how the lab asks QEMU about a VM whose network
         stopped answering, and gets its transmits going again (lab/qmp.py)."""
         return Path(self.workdir) / "qmp.sock"
+
+    @property
+    def ssh_socket(self) -> Path:
+        """Where `lab ssh` keeps its shared connection to the node (lab/sshshare.py says why)."""
+        return Path(self.workdir) / "ssh.sock"
 
     @property
     def qemu_args(self) -> Path:
@@ -132,6 +138,7 @@ def _launch_vm(node: Node, cmd: list[str]) -> None:
 def restart_vm(node: Node, marker: str) -> None:
     """Power a VM off and boot it again on the same disk and tap, with the same QEMU command line
     (what it was converged to stays; its first-boot unit prints the same host keys again)."""
+    end_shared(node.ssh_socket, node.address)
     stop_process(node.pid, marker)
     _launch_vm(node, json.loads(node.qemu_args.read_text()))
 
@@ -206,6 +213,7 @@ def stop_process(pid: int | None, marker: str, timeout: float = 20) -> None:
 
 
 def stop_node(node: Node, marker: str) -> None:
+    end_shared(node.ssh_socket, node.address)
     stop_process(node.pid, marker)
     if node.kind == "vm" and node.link:
         delete_link(node.link)
