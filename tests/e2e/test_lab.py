@@ -293,12 +293,7 @@ def test_a_failed_cluster_gate_in_apply_runs_the_diagnosis(vm_lab, tmp_path):
     found = (diagnosis["suspects"], diagnosis["cleared"], diagnosis["rounds"])
     assert found == ({}, ["node1", "node2"], 1), diagnosis
     assert [t["subject"] for t in diagnosis["tests"]] == ["node1 -> node2"]
-    for _ in range(3):  # the same pair test, so the same emulation stall may strike it
-        human = rdmaprov("apply", inventory, timeout=1200)
-        if "cleared" in human.stdout:
-            break
-        vm_lab.restart_hung()
-    assert human.returncode == 4 and "a cluster gate failed: diagnosis" in human.stdout and "cleared" in human.stdout
+    # (apply's table with the diagnosis is the unit tier's, test_cli.py; here until 2026-11-28)
     code, quiet = rdmaprov_json("verify", inventory, "--gates", "--no-diagnose", timeout=900)
     assert code == 4 and "diagnosis" not in quiet
 
@@ -347,11 +342,12 @@ def test_the_site_workload_runs_as_one_job_and_its_figure_transport_and_failure_
 def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_bw(vm_lab, tmp_path):
     """containers.runtime podman: podman from the lab's mirror and rdmaprov's containers.conf drop-in;
     a container started with no flags at all sees rxe0, may pin memory and has the node's NCCL
-    variables, and ib_write_bw runs between containers on the two VMs over SoftRoCE. With locked
-    memory withheld on the command line the same client fails to register its buffer. The
-    container gate then passes, with the rail's p99 in the image too, and names what a container
-    lacked. (Every rail of a pair in the image, a verdict per HCA, is the unit tier's: on CI's
-    two cores its lab step took minutes.)"""
+    variables. The container gate then runs ib_write_bw between containers on the two VMs over
+    SoftRoCE and passes, with the rail's p99 in the image too, and names what a container lacked
+    (its device, or its memlock). (Every rail of a pair in the image, a verdict per HCA, is the
+    unit tier's: on CI's two cores its lab step took minutes. ib_write_bw started by hand in the
+    containers, and failing to register its buffer with memlock withheld on podman's command
+    line, ran here until 2026-11-28: the gate does both, and it went for CI's time.)"""
     data = yaml.safe_load(open(vm_lab.inventory))
     data["defaults"]["containers"] = {"runtime": "podman"}
     inventory = tmp_path / "containers.yaml"
@@ -370,22 +366,6 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
             lines = inside.stdout.splitlines()
             assert lines[0] == "unlimited" and {"uverbs0", "rdma_cm"} <= set(lines), lines
             assert "rxe0" in inside.stdout and "NCCL_IB_HCA=rxe" in lines, lines
-        server = data["groups"]["nodes"]["hosts"]["node2"]["address"]
-        bw = "ib_write_bw -d rxe0 -x 1 -D 2 -F --report_gbits"
-        try:
-            for limit, expect in (("", r"^ 65536\s+\d+\s+[0-9.]+\s+([0-9.]+)"), ("--ulimit memlock=65536:65536 ", "")):
-                started = vm_lab.ssh("node2", f"podman run -d --rm --name rdmaprov-bw --pull=never {IMAGE} {bw}")
-                assert started.returncode == 0, started.stderr
-                time.sleep(2)
-                client = vm_lab.ssh("node1", f"podman run --rm --pull=never {limit}{IMAGE} {bw} {server}")
-                vm_lab.ssh("node2", "podman rm -f rdmaprov-bw")
-                if expect:
-                    measured = re.search(expect, client.stdout, re.M)
-                    assert client.returncode == 0 and measured and float(measured[1]) > 0, client.stdout + client.stderr
-                else:
-                    assert client.returncode != 0 and "Couldn't allocate MR" in client.stdout + client.stderr, client
-        finally:
-            vm_lab.ssh("node2", "podman rm -f rdmaprov-bw")
         _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory)
     finally:  # the next tests' applies expect no drop-in: a failure here must not fail them too
         data["defaults"]["containers"] = {"runtime": "none"}
@@ -701,10 +681,11 @@ def test_gate_with_a_failing_or_unreachable_peer_fails_clearly_and_leaves_no_ser
         assert vm_lab.ssh(node, "pgrep -a ib_write_bw || true").stdout.strip() == ""
 
 
-def test_sixteen_containers_answer_ssh_and_down_leaves_nothing(tmp_path):
+def test_sixteen_containers_answer_ssh_and_down_leaves_nothing(tmp_path_factory):
     from tests.support.lab import TestLab
 
-    lab = TestLab(tmp_path, "container", 16, "c")
+    # a short folder: tmp_path's is too deep for `lab ssh`'s socket (lab/sshshare.py)
+    lab = TestLab(tmp_path_factory.mktemp("c16"), "container", 16, "c")
     try:
         lab.up()
         status = rdmaprov("lab", "--dir", str(lab.dir), "status", "--json")
@@ -713,10 +694,12 @@ def test_sixteen_containers_answer_ssh_and_down_leaves_nothing(tmp_path):
         for node in ("node1", "node16"):
             proc = lab.ssh(node, "hostname")
             assert proc.returncode == 0 and proc.stdout.strip() == node
+            # `lab ssh` left the node's shared connection open for the next command: down ends it
+            assert (lab.dir / "nodes" / node / "ssh.sock").is_socket()
     finally:
         down = lab.down()
     assert down.returncode == 0
-    assert lab.leftovers() == []
+    assert lab.leftovers() == []  # no process of the lab: the shared connections' ssh included
 
 
 @pytest.mark.parametrize(
@@ -887,12 +870,8 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
         "node3", f"mpirun --allow-run-as-root -np 2 -H node3,node1 {mca} hostname < /dev/null", timeout=300
     )
     assert across.returncode != 0 and "Host key verification failed" not in across.stdout + across.stderr
-
-    code, again = rdmaprov_json("apply", full, "--skip-gates", timeout=900)
-    assert code == 0, [
-        (h["name"], [op["name"] for op in h["ops"] if op["status"] != "unchanged"]) for h in again["hosts"]
-    ] + [v for v in again["verify"] if v["status"] != "ok"]
-    assert sum(h["changed"] for h in again["hosts"]) == 0
+    # (an apply of all three changing nothing: the Open MPI test's last step, with its MPI too;
+    # run here as well until 2026-11-28, when it went for CI's time)
 
 
 def _police_roce(rate: str = "200kbit", burst: str = "32k") -> str:
@@ -1132,8 +1111,11 @@ def test_netns_mode_needing_a_reboot_is_reported_and_rebooted_only_when_allowed(
     assert [v["status"] for v in result["verify"]] == ["ok"]  # rxe0 back after the reboot, mode as declared
     assert vm_lab.ssh("node2", f"cat {TOS_FILE}").stdout.strip() == "104"  # set again at boot (pfc_only: no ECT)
 
-    code, result = rdmaprov_json("apply", vm_lab.inventory, "--skip-gates", "--allow-reboot", timeout=900)
-    assert code in (0, 2) and all(v["status"] == "ok" for v in result["verify"]), result
+    # back to the lab's mode: node2 alone was changed (a live switch now, the reboot took the blocker)
+    code, result = rdmaprov_json(
+        "apply", vm_lab.inventory, "--skip-gates", "--allow-reboot", "--limit", "node2", timeout=900
+    )
+    assert code in (0, 2) and [v["status"] for v in result["verify"]] == ["ok"], result
     assert vm_lab.ssh("node2", "rmdir /sys/kernel/config/rdma_cm/rxe0").returncode == 0  # QoS off leaves the ToS
 
 
@@ -1334,8 +1316,10 @@ def test_an_ansible_inventory_of_the_lab_imported_then_checked(vm_lab, tmp_path)
 
 def _slurm_inventory(vm_lab, tmp_path, controller: str = "node1", hosts: tuple[str, ...] = (), **check) -> str:
     """The lab cluster with Slurm run by rdmaprov: node1 the controller, both nodes in one
-    partition, the node check every 20 s, half the partition drainable at once. `hosts`: only
-    these of the lab's nodes (node3 joins the lab in the bootstrap test), `controller` one of them."""
+    partition, the node check every 30 s, half the partition drainable at once. `hosts`: only
+    these of the lab's nodes (node3 joins the lab in the bootstrap test), `controller` one of them.
+    (Every 20 s until 2026-11-28: a check takes a lab VM's emulated CPU for seconds, so each node
+    spent most of its time checking itself, and each step of the Slurm tests took longer.)"""
     data = yaml.safe_load(open(vm_lab.full_inventory if hosts else vm_lab.inventory))
     for group in data["groups"].values():
         if hosts:
@@ -1343,7 +1327,7 @@ def _slurm_inventory(vm_lab, tmp_path, controller: str = "node1", hosts: tuple[s
     data["cluster"]["slurm"] = {
         "enabled": True,
         "controller": controller,
-        "health_check": {"interval_s": 20, "max_drain_fraction": 0.5, **check},
+        "health_check": {"interval_s": 30, "max_drain_fraction": 0.5, **check},
     }
     # as jobs: ib_write_bw's lanes and the all_reduce; the rail and latency gates launch their
     # lanes as ib_write_bw does (run_lanes), and ran over Slurm for minutes more on CI's machine
@@ -1380,29 +1364,30 @@ def _a_restart_with_a_dead_hca_drains_before_any_job(vm_lab, inventory: str, con
         return re.search(r"JobState=(\S+)", vm_lab.ssh(controller, f"scontrol show job {job}").stdout).group(1)
 
     assert job_state() == "PENDING"
-    code, _ = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
+    # the repair: the link's deploy alone (the drain step earlier in the test repairs with a whole apply)
+    code, _ = rdmaprov_json("apply", inventory, "--tags", "softroce", "--skip-verify", "--skip-gates", timeout=900)
     assert code == 2
     assert _wait_for(lambda: job_state() == "COMPLETED", 90), (job_state(), _sinfo(vm_lab, controller))
     assert _sinfo(vm_lab, controller)[node] == ("idle", "none")
 
 
 def _an_admins_drain_stays(vm_lab, controller: str, node: str) -> None:
-    """An admin drains `node` for another reason: its checks pass (run here as slurmd runs them),
+    """An admin drains `node` for another reason: its check passes (run here as slurmd runs it),
     and it stays drained with the admin's reason."""
     admin = vm_lab.ssh(controller, f"scontrol update nodename={node} state=drain reason='DIMM swap, ticket 4711'")
     assert admin.returncode == 0, admin.stderr
-    for _ in range(2):
-        check = vm_lab.ssh(node, "rdmaprov-slurm-health-check")
-        assert check.returncode == 0 and "drained" not in check.stdout, check.stdout
+    check = vm_lab.ssh(node, "rdmaprov-slurm-health-check")
+    assert check.returncode == 0 and "drained" not in check.stdout, check.stdout
     assert _sinfo(vm_lab, controller)[node] == ("drained", "DIMM swap, ticket 4711"), _sinfo(vm_lab, controller)
     assert vm_lab.ssh(controller, f"scontrol update nodename={node} state=resume").returncode == 0
 
 
 def _a_build_reaches_the_nodes_by_sbcast(vm_lab, tmp_path, inventory: str) -> None:
     """A build declared on the running Slurm cluster (a version upgrade): node1 builds it and
-    Slurm's sbcast takes it to node2, which checks its sha256 and installs it; a second apply
-    changes nothing. (A node busy in a job is left to the SSH tree: the unit tier's, since
-    2026-11-28, when this step went for CI's time.)"""
+    Slurm's sbcast takes it to node2, which checks its sha256 and installs it. (A second apply
+    changing nothing is the build test's, whatever carried the copy; a node busy in a job is left
+    to the SSH tree, the unit tier's: both ran here until 2026-11-28, when they went for CI's
+    time.)"""
     built = _with_build(vm_lab, tmp_path, "2.0", base=inventory)
     code, shipped = rdmaprov_json("apply", built, "--tags", "builds", "--skip-verify", "--skip-gates", timeout=900)
     ops = {h["name"]: {o["name"]: o for o in h["ops"]} for h in shipped["hosts"]}
@@ -1415,8 +1400,6 @@ def _a_build_reaches_the_nodes_by_sbcast(vm_lab, tmp_path, inventory: str) -> No
     # a node Slurm did not take, or a copy that did not arrive whole, would be a warning: none
     assert [h["warnings"] for h in shipped["hosts"]] == [[], []], shipped["hosts"]
     assert vm_lab.ssh("node2", "readlink /opt/site-probe/current").stdout.startswith("2.0-")
-    code, again = rdmaprov_json("apply", built, "--tags", "builds", "--skip-verify", "--skip-gates", timeout=900)
-    assert code == 0, [(h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in again["hosts"]]
 
 
 def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_lab, tmp_path, monkeypatch):
@@ -1447,9 +1430,6 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
     assert gates["all_reduce"]["passed"] and gates["all_reduce"]["details"]["via"] == "slurm", gates
     assert "srun --mpi=pmix" in gates["all_reduce"]["details"]["command"]
     assert gates["ib_write_bw"]["passed"] and gates["ib_write_bw"]["details"]["via"] == "slurm", gates
-    code, again = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
-    assert code == 0, [(h["name"], [o["name"] for o in h["ops"] if o["status"] != "unchanged"]) for h in again["hosts"]]
-    _a_build_reaches_the_nodes_by_sbcast(vm_lab, tmp_path, inventory)
 
     try:
         # node2 loses its RDMA device: within one HealthCheckInterval Slurm drains it, with rdmaprov's reason
@@ -1462,37 +1442,29 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
         # rxe0 without GIDs (CI saw `rdma.gid rxe0/1: no GID at that index` once): rxe0 either way.
         reason = _sinfo(vm_lab)["node2"][1]
         assert re.match(r"rdmaprov: rdma\.(device_present rxe0: missing|gid rxe0/1: )", reason), _sinfo(vm_lab)
-        # the check starts within one interval (20 s) and runs within node-check's budget (10 s);
+        # the check starts within one interval (30 s) and runs within node-check's budget (10 s);
         # polled every 2 s
-        assert drained_after <= 32, drained_after
+        assert drained_after <= 42, drained_after
         # the fleet as the checks left it in Slurm, read on the controller alone
         code, fleet = rdmaprov_json("status", inventory, timeout=120)
         assert (code, fleet["source"], fleet["counts"]["healthy"]) == (4, "node1", 1), fleet
         assert [(n["host"], n["status"], n["reason"]) for n in fleet["nodes"] if n["failing"]] == [
             ("node2", "drained by rdmaprov", reason)
         ], fleet
-        # `rdmaprov apply` repairs it; the next check passes and resumes it
-        code, _ = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
-        assert code == 2
-        assert _wait_for(lambda: _sinfo(vm_lab)["node2"] == ("idle", "none"), 60), _sinfo(vm_lab)
+        # `rdmaprov apply` repairs it, changing nothing else (Slurm, munge and the health check
+        # included: the stack as the first apply left it); the next check passes and resumes it
+        code, repaired = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
+        changed = {(h["name"], o["deploy"]) for h in repaired["hosts"] for o in h["ops"] if o["status"] == "changed"}
+        assert code == 2 and changed == {("node2", "softroce")}, changed
+        assert _wait_for(lambda: _sinfo(vm_lab)["node2"] == ("idle", "none"), 90), _sinfo(vm_lab)
         assert rdmaprov_json("status", inventory, timeout=120)[0] == 0
+        _a_build_reaches_the_nodes_by_sbcast(vm_lab, tmp_path, inventory)
 
         _a_restart_with_a_dead_hca_drains_before_any_job(vm_lab, inventory, "node1", "node2")
         _an_admins_drain_stays(vm_lab, "node1", "node2")
-
-        # both nodes fail at once with the share at 50 % of two nodes: only one is drained
-        for node in ("node1", "node2"):
-            assert vm_lab.ssh(node, "rdma link del rxe0").returncode == 0
-        assert _wait_for(lambda: any(s in ("drained", "draining") for s, _ in _sinfo(vm_lab).values()), 60)
-        time.sleep(25)  # each node checked at least once more (every 20 s): still one
-        states = _sinfo(vm_lab)
-        drained = [n for n, (s, r) in states.items() if s in ("drained", "draining") and r.startswith("rdmaprov: ")]
-        assert len(drained) == 1 and [s for s, _ in states.values()].count("idle") == 1, states
-        reported = vm_lab.ssh(next(n for n in states if n not in drained), "rdmaprov-slurm-health-check").stdout
-        assert "fails, not drained: partition main has 1 of 2 nodes drained by rdmaprov (at most 1)" in reported
-        code, _ = rdmaprov_json("apply", inventory, "--skip-gates", timeout=900)
-        assert code == 2
-        assert _wait_for(lambda: all(v == ("idle", "none") for v in _sinfo(vm_lab).values()), 60), _sinfo(vm_lab)
+        # (both nodes failing at once with half the partition drainable, so that only one is
+        # drained: the twins' Slurm test, test_gpu_twin.py, on sixteen nodes; run here too until
+        # 2026-11-28, when it went for CI's time)
     finally:
         # leave the lab as the other tests expect it: RDMA links up, no health checks running
         rdmaprov_json("apply", vm_lab.inventory, "--tags", "softroce", "--skip-verify", timeout=900)
@@ -1518,7 +1490,7 @@ def test_slurm_24_11_on_debian_13_drains_a_node_that_starts_with_a_dead_hca(vm_l
         versions = vm_lab.ssh("node3", "dpkg-query -W -f '${Package} ${Version}\\n' slurmctld slurmd").stdout
         assert re.findall(r"slurm\S+ 24\.11\.", versions) == ["slurmctld 24.11.", "slurmd 24.11."], versions
         conf = vm_lab.ssh("node3", "cat /etc/slurm/slurm.conf").stdout
-        assert "HealthCheckInterval=20" in conf and "HealthCheckTimeout" not in conf, conf
+        assert "HealthCheckInterval=30" in conf and "HealthCheckTimeout" not in conf, conf
         assert _wait_for(lambda: _sinfo(vm_lab, "node3") == {"node3": ("idle", "none")}, 120), _sinfo(vm_lab, "node3")
         # the daemons took the file without a word against it (24.11 refuses an unknown key)
         refused = "grep -h -E 'unrecognized|Parsing error|error: .*HealthCheck' /var/log/slurm/*"

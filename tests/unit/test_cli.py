@@ -568,3 +568,28 @@ def test_json_documents_are_printed_as_json_dumps_gives_them(capsys):
                       for h in range(8)], "empty": [], "nested": {}}  # fmt: skip
     print_json(doc)
     assert capsys.readouterr().out == json.dumps(doc, indent=2) + "\n"
+
+
+def test_an_apply_whose_cluster_gate_failed_prints_its_diagnosis_after_the_gates():
+    """What a user reads after `apply` when all_reduce fell short: the gates, then the diagnosis
+    (who is suspect with its evidence, who was cleared) with how to skip it, then the exit code."""
+    from rdmaprov.engine.results import RunResult
+    from rdmaprov.health.diagnose import localize
+    from rdmaprov.health.gates.result import GateResult
+    from rdmaprov.health.gates.subject import Subject
+
+    all_reduce = GateResult("all_reduce", Subject.parse("a,b,c"), False, "busbw 2 GB/s < 1000 GB/s", 2.0, 1000.0)
+    diagnosis = localize(
+        ["a", "b", "c"],
+        lambda pairs: [GateResult("ib_write_bw", Subject.pair(x, y), "b" not in (x, y), "2 Gb/s") for x, y in pairs],
+    )
+    result = RunResult("apply", "inv.yaml", "c", "2026-01-01T00:00:00+00:00", 1.0, [], [], [all_reduce])
+    result.diagnosis = diagnosis
+    buffer = io.StringIO()
+    args = argparse.Namespace(json=False, verbose=False, junit=None, report=None)
+    code = cli._finish(result, args, Console(file=buffer, width=200, force_terminal=False))
+    text = buffer.getvalue()
+    assert code == 4 and text.rstrip().endswith("exit 4"), text
+    gates, told = text.index("all_reduce"), text.index("a cluster gate failed: diagnosis (--no-diagnose to skip)")
+    assert gates < told < text.index("SUSPECT") < text.index("cleared"), text
+    assert [line.split()[1] for line in text.splitlines() if "SUSPECT" in line] == ["b"], text
