@@ -116,7 +116,8 @@ def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     known = yaml.safe_load(open(vm_lab.inventory))["cluster"]["ssh"]["known_hosts"]
     pinned = [line.split()[2] for line in open(known).read().splitlines() if line.strip()]
     assert len(pinned) >= 6 and len(set(pinned)) == len(pinned), pinned
-    # a second apply changing nothing: the bootstrap test's last apply, on all three VMs
+    # a second apply changing nothing: the Open MPI test's last apply, on all three VMs (and the
+    # Slurm test's repair, which changes only the link it repairs)
 
 
 def _gates_only(vm_lab, tmp_path, name: str, devices: list[str], gates: dict) -> str:
@@ -870,8 +871,9 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
         "node3", f"mpirun --allow-run-as-root -np 2 -H node3,node1 {mca} hostname < /dev/null", timeout=300
     )
     assert across.returncode != 0 and "Host key verification failed" not in across.stdout + across.stderr
-    # (an apply of all three changing nothing: the Open MPI test's last step, with its MPI too;
-    # run here as well until 2026-11-28, when it went for CI's time)
+    # (an apply of all three changing nothing: the Open MPI test's last step, the whole stack with
+    # the site's MPI in place of Debian's Open MPI packages; run here as well until 2026-11-28,
+    # when it went for CI's time)
 
 
 def _police_roce(rate: str = "200kbit", burst: str = "32k") -> str:
@@ -1462,9 +1464,10 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
 
         _a_restart_with_a_dead_hca_drains_before_any_job(vm_lab, inventory, "node1", "node2")
         _an_admins_drain_stays(vm_lab, "node1", "node2")
-        # (both nodes failing at once with half the partition drainable, so that only one is
-        # drained: the twins' Slurm test, test_gpu_twin.py, on sixteen nodes; run here too until
-        # 2026-11-28, when it went for CI's time)
+        # (both nodes failing with half the partition drainable, so that only one is drained: the
+        # twins' Slurm test, test_gpu_twin.py, on sixteen nodes whose checks run one after another;
+        # two checks racing under slurmd's timers are the unit tier's, test_slurm_drain.py. Both
+        # nodes failed at once here too until 2026-11-28, when it went for CI's time.)
     finally:
         # leave the lab as the other tests expect it: RDMA links up, no health checks running
         rdmaprov_json("apply", vm_lab.inventory, "--tags", "softroce", "--skip-verify", timeout=900)
