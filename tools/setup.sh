@@ -2,7 +2,8 @@
 # Set up a fresh Debian 12 machine for rdmaprov: tools/setup.sh [--python]
 #   (no option, as root) the system tools the lab and the end-to-end tests use (the test hosts share
 #   this machine's root: the build tests compile with its gcc and probe sources with its curl;
-#   `rdmaprov lab mpi` builds Open MPI with gcc and make from an xz tarball; Vagrant on libvirt, and
+#   `rdmaprov lab mpi` builds Open MPI with gcc and make from an xz tarball; the lab's package pool is
+#   compressed again with zstd; Vagrant on libvirt, and
 #   GRUB's BIOS files for the box `rdmaprov lab box` makes; promtool in /usr/local/bin, taken out of
 #   Debian's prometheus package without installing its server, that the unit tests lint the
 #   exporter's and the textfile's metrics with; chromium, that the unit tests render the readiness
@@ -19,7 +20,7 @@ APT_PACKAGES=(
   openssh-client openssh-server iproute2 procps psmisc
   qemu-system-x86 qemu-utils debootstrap systemd-container e2fsprogs
   dpkg-dev apt-utils gnupg python3-venv ca-certificates
-  gcc libc6-dev curl make xz-utils
+  gcc libc6-dev curl make xz-utils zstd
   vagrant vagrant-libvirt libvirt-daemon-system dnsmasq-base grub-pc-bin debian-archive-keyring
   chromium
   slurmctld slurmd slurm-client munge

@@ -3,6 +3,11 @@ resolved against each release's image, indexed with apt-ftparchive, signed with 
 and served over HTTP on the lab bridge — the air-gapped path real users have. One repository holds
 a suite per release the lab's nodes run.
 
+Each package's files are compressed again with zstd (as Ubuntu's archive ships them) instead of
+Debian's xz, once when the pool is made: under QEMU's emulation, xz decompression was half of what
+dpkg spent unpacking the node stack (docs/lab.md). The files, their owners and the control member
+are the same bytes; only the compression of the data member differs, which apt and dpkg take alike.
+
 apt runs with a configuration of its own (APT_CONFIG: its own sources, lists, caches and no
 apt.conf.d of the host), so the host's apt setup is neither read nor changed and a bookworm host
 fetches trixie packages as easily as its own.
@@ -18,6 +23,7 @@ import sys
 from pathlib import Path
 
 from rdmaprov.errors import UserError
+from rdmaprov.lab import debfile
 from rdmaprov.lab.image import DEBIAN_MIRROR, Image
 from rdmaprov.lab.paths import cache_root, make_once, making
 from rdmaprov.lab.proc import require, run
@@ -27,8 +33,12 @@ from rdmaprov.packages import lab_packages
 ARCHIVE_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 
 
+POOL_FORMAT = "data.tar.zst"  # in the pool's key: a pool made in another form is made again
+
+
 def _pool_dir(image: Image, packages: list[str]) -> Path:
-    key = hashlib.sha256((image.root.name + " ".join(packages) + DEBIAN_MIRROR).encode()).hexdigest()[:16]
+    recipe = image.root.name + " ".join(packages) + DEBIAN_MIRROR + POOL_FORMAT
+    key = hashlib.sha256(recipe.encode()).hexdigest()[:16]
     return cache_root() / "mirror" / key
 
 
@@ -110,6 +120,9 @@ def _fetch(image: Image, release: Release, packages: list[str], pool: Path, log)
     partial = pool.with_name(pool.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     download(image, release, packages, partial / "debs", log)
+    require("zstd")
+    for deb in sorted((partial / "debs").glob("*.deb")):
+        debfile.recompress_data(deb)
     (partial / "complete").write_text("\n".join(packages) + "\n")
     shutil.rmtree(pool, ignore_errors=True)
     partial.rename(pool)
