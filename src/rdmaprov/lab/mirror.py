@@ -115,12 +115,13 @@ def fetch_packages(image: Image, release: Release, log=print) -> Path:
 
 
 def _fetch(image: Image, release: Release, packages: list[str], pool: Path, log) -> None:
-    """Download into a scratch folder beside `pool`, then put it in place whole."""
+    """Download into a scratch folder beside `pool`, compress each package's files again with zstd,
+    then put it in place whole."""
     log(f"lab: fetching {len(packages)} packages and their dependencies for {release.title}")
     partial = pool.with_name(pool.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    download(image, release, packages, partial / "debs", log)
     require("zstd")
+    download(image, release, packages, partial / "debs", log)
     for deb in sorted((partial / "debs").glob("*.deb")):
         debfile.recompress_data(deb)
     (partial / "complete").write_text("\n".join(packages) + "\n")
