@@ -28,6 +28,20 @@ def test_a_hung_virtio_nic_is_named_by_its_latest_line():
     )
 
 
+def test_a_panic_is_told_by_the_crash_it_ended_and_where_it_happened():
+    """node3 (Debian 13, kernel 6.12) under an incast on the lab: a double fault in rdma_rxe's
+    receive worker, then the panic; the panic's own line says neither."""
+    text = (LAB / "console_rxe_double_fault_debian13.txt").read_text()
+    assert kernel_trouble(text) == (
+        "Oops: double fault: 0000 [#1] PREEMPT SMP NOPTI in rxe_init_packet [rdma_rxe], "
+        "then Kernel panic - not syncing: Fatal exception in interrupt"
+    )
+    # a panic no crash report led to (sysrq's, a watchdog's) is said as the kernel said it
+    assert kernel_trouble("[ 61.2] Kernel panic - not syncing: sysrq triggered crash\n") == (
+        "Kernel panic - not syncing: sysrq triggered crash"
+    )
+
+
 def _ring(state: str) -> TxRing:
     def reply(name: str) -> dict:
         return json.loads((LAB / "qmp" / f"tx_queue_{name}_{state}.json").read_text())["return"]
