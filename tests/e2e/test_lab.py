@@ -965,13 +965,25 @@ def test_incast_sends_from_two_vms_into_the_third_in_turn_and_shows_what_it_cost
         assert list(figures) == subject.split(" -> ")[0].split(",") and all(f > 0 for f in figures.values()), gate
         assert gate["measured"] == pytest.approx(sum(figures.values()), abs=1e-3) and gate["threshold"] == 0.01
         assert gate["details"]["receiver_device"] == "rxe0" and gate["details"]["window_s"] >= 3
-    throttle = vm_lab.ssh("node3", _police_roce("40kbit", "4k"))
-    assert throttle.returncode == 0, throttle.stderr
-    try:
-        code, slow = rdmaprov_json("verify", str(inventory), "--gates", timeout=900)
-    finally:
-        unthrottled = vm_lab.ssh("node3", "tc qdisc del dev eth0 clsact", timeout=120)
-        assert unthrottled.returncode == 0, unthrottled.stderr
+
+    def police() -> None:
+        throttle = vm_lab.ssh("node3", _police_roce("40kbit", "4k"))
+        assert throttle.returncode == 0, throttle.stderr
+
+    answered: list[bool] = []
+
+    def unpoliced(_: dict) -> bool:
+        """node3 still answers after the policed run, its policer now taken off. Its Debian 13
+        kernel now and then panics in rdma_rxe while it receives an incast, policed or not
+        (docs/lab.md; once in CI, 2026-11-28): the next try boots it again first, which also
+        clears the policer."""
+        answered.append(vm_lab.ssh("node3", "tc qdisc del dev eth0 clsact", timeout=120).returncode == 0)
+        return answered[-1]
+
+    code, slow = _gates_until(vm_lab, str(inventory), unpoliced, police)
+    if not answered[-1]:
+        vm_lab.restart_hung()
+        pytest.fail("node3 stopped answering under the policer in each of 3 tries")
     assert code == 4, slow["gates"]
     for subject, gate in incasts(slow).items():
         if subject.endswith("-> node3"):  # its acks were dropped: the senders retried, node3 saw duplicates
