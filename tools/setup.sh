@@ -2,13 +2,13 @@
 # Set up a fresh Debian 12 machine for rdmaprov: tools/setup.sh [--python]
 #   (no option, as root) the system tools the lab and the end-to-end tests use (the test hosts share
 #   this machine's root: the build tests compile with its gcc and probe sources with its curl;
-#   `rdmaprov lab mpi` builds Open MPI with gcc and make from an xz tarball; the lab's package pool is
-#   compressed again with zstd; Vagrant on libvirt, and
-#   GRUB's BIOS files for the box `rdmaprov lab box` makes; promtool in /usr/local/bin, taken out of
-#   Debian's prometheus package without installing its server, that the unit tests lint the
-#   exporter's and the textfile's metrics with; chromium, that the unit tests render the readiness
-#   report with, headless, as a person would see it; Slurm 22.05 and munge, that the GPU twin's
-#   test runs on its test hosts as a site's own Slurm), then the virtualenv below
+#   `rdmaprov lab mpi` builds Open MPI with gcc and make from an xz tarball; zstd, that the lab's
+#   package pool is compressed again with; Vagrant on libvirt, and GRUB's BIOS files for the box
+#   `rdmaprov lab box` makes; promtool in /usr/local/bin, taken out of Debian's prometheus package
+#   without installing its server, that the unit tests lint the exporter's and the textfile's
+#   metrics with; chromium, that the unit tests render the readiness report with, headless, as a
+#   person would see it; Slurm 22.05 and munge, that the GPU twin's test runs on its test hosts as
+#   a site's own Slurm), then the virtualenv below
 #   --python  only the virtualenv in .venv: rdmaprov installed from this checkout (editable) with
 #             its test extra, at the versions CI tested (constraints/tested.txt); no root needed
 # Nothing is started here: the Vagrant test starts libvirtd itself when none runs (CI machines

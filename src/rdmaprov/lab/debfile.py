@@ -47,6 +47,7 @@ def with_content(header: bytes, name: str, content: bytes) -> bytes:
 
 
 def archive(parts: list[tuple[bytes, bytes]]) -> bytes:
+    """The ar archive of `parts` (members' headers and contents), each padded to an even length."""
     out = [MAGIC]
     for header, content in parts:
         out += [header, content, b"\n" if len(content) % 2 else b""]
