@@ -993,6 +993,7 @@ def test_incast_sends_from_two_vms_into_the_third_in_turn_and_shows_what_it_cost
             figure = gate["details"]["senders"]["node3"]
             assert figure is None or figure < 0.01, gate
             assert figure is not None or (not gate["passed"] and "ib_write_bw on node3" in gate["reason"]), gate
+            assert figure != 0 or (not gate["passed"] and "node3 got nothing through" in gate["reason"]), gate
 
 
 def test_diagnose_on_two_nodes_tests_each_alone_reads_counters_and_says_what_would_settle_it(vm_lab):

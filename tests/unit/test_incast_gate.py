@@ -228,6 +228,21 @@ def test_a_sender_without_a_figure_fails_the_incast_by_name(tmp_path):
     assert details["senders"] == {"n2": 23.14, "n3": None} and details["named"] == ["n3"]
 
 
+STARVED = (FIXTURES / "lab" / "ib_write_bw_client_rxe0_starved_tcg.txt").read_text()  # 0 iterations
+
+
+def test_a_sender_that_got_nothing_through_fails_the_incast_by_name_though_the_sum_passes(tmp_path):
+    verdict, details = judge_incast(_session(tmp_path), *_lanes(25.0, (CLIENT, STARVED), 25.0), _around({}))
+    assert verdict.status == "fail" and verdict.reason.startswith(
+        "n3 got nothing through to n1 in its window (0 Gb/s) while n2 did: starved by the others' traffic"
+    ), verdict.reason
+    assert details["senders"] == {"n2": 23.14, "n3": 0.0} and details["named"] == ["n3"]
+    # every sender at 0: the receiver is the likelier fault, as where none gave a figure
+    none, details = judge_incast(_session(tmp_path), *_lanes(25.0, (STARVED, STARVED)), _around({}))
+    assert none.status == "fail" and none.reason.startswith("no sender got through to n1"), none.reason
+    assert details["named"] == ["n1"]
+
+
 @pytest.mark.parametrize(
     ("grow", "said"),
     [

@@ -87,6 +87,8 @@ def watch(lab: Lab, log: Callable[[str], None], interval: float = 2) -> None:
                 ring = nic_tx_ring(node.qmp)
                 pause_and_resume(node.qmp)
                 log(f"{stamp} {node.name}: silent; paused and resumed ({ring})")
-            except QmpError as exc:  # booting again, or stopped on purpose
-                log(f"{stamp} {node.name}: silent, and QEMU did not answer ({exc})")
+            except QmpError as exc:
+                # QEMU stopped on purpose (no answer), or the guest booting again (QEMU answers
+                # that its NIC's queues are not set up yet: "Region caches not initialized")
+                log(f"{stamp} {node.name}: silent; its NIC not read over QMP, left alone ({exc})")
         time.sleep(interval)

@@ -201,8 +201,10 @@ def congestion(receiver: str, senders: Sequence[str], around: Around, priority: 
 
 
 def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[Problem]]:
-    """Each sender's Gb/s, and why a sender gave none or broke. Where none gave a figure the
-    receiver is the likelier fault (its HCA, its GID): it is named, with what its servers said."""
+    """Each sender's Gb/s, and why a sender gave none, broke or got nothing through. Where none
+    got anything through the receiver is the likelier fault (its HCA, its GID): it is named, with
+    what its servers said. A sender at 0 Gb/s beside others that got through is named: the sum
+    may pass, but the incast was not one, and a flow starved under congestion is what it looks for."""
     figures: dict[str, float] = {}
     missing: list[Problem] = []
     for output in outputs:
@@ -217,10 +219,22 @@ def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[Problem]
         figures[sender] = parsed.average_gbps
         if output.client_status not in (0, None):
             missing.append(((sender,), f"ib_write_bw on {sender} exited {output.client_status}"))
-    if not figures and outputs:
-        receiver = outputs[0].lane.server.host
+    if not outputs:
+        return figures, missing
+    receiver = outputs[0].lane.server.host
+    through = [sender for sender, gbps in figures.items() if gbps > 0]
+    if not through:
         said = " | ".join(last_lines(outputs[0].server)) or "nothing"
         missing.insert(0, ((receiver,), f"no sender got through to {receiver} (its first server said: {said})"))
+        return figures, missing
+    for sender in (s for s, gbps in figures.items() if gbps <= 0):
+        missing.append(
+            (
+                (sender,),
+                f"{sender} got nothing through to {receiver} in its window (0 Gb/s) while "
+                f"{', '.join(through)} did: starved by the others' traffic, or its path stalled",
+            )
+        )
     return figures, missing
 
 
