@@ -345,12 +345,14 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
     a container started with no flags at all sees rxe0, may pin memory and has the node's NCCL
     variables. The container gate then runs ib_write_bw between containers on the two VMs over
     SoftRoCE and passes, with the rail's p99 in the image too, and names what a container lacked
-    (its device, or its memlock). (Every rail of a pair in the image, a verdict per HCA, is the
-    unit tier's: on CI's two cores its lab step took minutes. ib_write_bw started by hand in the
-    containers, and failing to register its buffer with memlock withheld on podman's command
-    line, ran here until 2026-11-28: the gate does both, and it went for CI's time.)"""
+    (its device, or its memlock). With containers.cdi, the CDI spec the node made gives a
+    container rxe0 by its CDI name where the drop-in gives none, and udev makes it again. (Every
+    rail of a pair in the image, a verdict per HCA, is the unit tier's: on CI's two cores its lab
+    step took minutes. ib_write_bw started by hand in the containers, and failing to register its
+    buffer with memlock withheld on podman's command line, ran here until 2026-11-28: the gate
+    does both, and it went for CI's time.)"""
     data = yaml.safe_load(open(vm_lab.inventory))
-    data["defaults"]["containers"] = {"runtime": "podman"}
+    data["defaults"]["containers"] = {"runtime": "podman", "cdi": True}
     inventory = tmp_path / "containers.yaml"
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     try:
@@ -373,6 +375,8 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
         inventory.write_text(yaml.safe_dump(data, sort_keys=False))
         code, _ = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
     assert code == 2 and vm_lab.ssh("node1", "ls /etc/containers/containers.conf.d").stdout.strip() == ""
+    left = vm_lab.ssh("node1", "ls /etc/cdi /usr/local/sbin/rdmaprov-cdi-rdma /etc/udev/rules.d/70-rdmaprov-cdi.rules")
+    assert left.stdout.strip() == "/etc/cdi:" and left.stderr.count("No such file") == 2, (left.stdout, left.stderr)
 
 
 def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], latency=False) -> str:
@@ -397,6 +401,20 @@ def _container_gate(vm_lab, tmp_path, image: str) -> tuple[int, list[dict]]:
     path = _container_gate_inventory(vm_lab, tmp_path, image, ["rxe0"])
     code, result = rdmaprov_json("verify", path, "--gates", timeout=600)
     return code, [g for g in result["gates"] if g["gate"] == "container"]
+
+
+def _cdi_gives_rxe0_where_the_drop_in_gives_none(vm_lab) -> None:
+    """node1's drop-in has no devices line: a container sees rxe0 only by its CDI name, with the
+    node's /etc/nccl.conf. The spec removed, a udev event on the RDMA devices makes it again."""
+    look = "ls /dev/infiniband; cat /etc/nccl.conf"
+    inside = vm_lab.ssh("node1", f"podman run --rm --pull=never --device rdmaprov/rdma=rxe0 {IMAGE} sh -c '{look}'")
+    assert inside.returncode == 0, inside.stderr
+    lines = inside.stdout.splitlines()
+    assert {"uverbs0", "rdma_cm"} <= set(lines) and "NCCL_IB_HCA=rxe" in lines, lines
+    spec = "/etc/cdi/rdmaprov-rdma.yaml"
+    event = "udevadm trigger --subsystem-match=infiniband_verbs --action=change && udevadm settle"
+    again = vm_lab.ssh("node1", f"rm {spec} && {event} && grep -c uverbs0 {spec}")
+    assert again.returncode == 0 and again.stdout.split() == ["2"], (again.stdout, again.stderr)
 
 
 def _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory) -> None:
@@ -431,6 +449,8 @@ def _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, i
         assert vm_lab.ssh("node1", f"sed -i {shlex.quote(edit)} {conf}").returncode == 0
         code, gates = _container_gate(vm_lab, tmp_path, IMAGE)
         assert code == 4 and any(lacked in g["reason"] and "(on node1)" in g["reason"] for g in gates), gates
+        if lacked == "sees no RDMA device":
+            _cdi_gives_rxe0_where_the_drop_in_gives_none(vm_lab)
         code, fixed = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
         assert code == 2 and {h["name"]: h["status"] for h in fixed["hosts"]}["node1"] == "changed", fixed
 

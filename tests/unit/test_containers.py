@@ -1,14 +1,22 @@
-"""The containers section and what its deploy writes for podman."""
+"""The containers section and what its deploy writes: podman's drop-in, the CDI spec of the RDMA devices."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+from importlib import resources
+from pathlib import Path
+
 import pytest
+import yaml
 
 from rdmaprov.deploys import STACK
-from rdmaprov.deploys.containers import render_containers_conf
+from rdmaprov.deploys.containers import CDI_SCRIPT, CDI_UDEV_RULE, cdi_script, render_containers_conf
 from rdmaprov.inventory.containers import ContainerConfig
 from rdmaprov.packages import lab_packages
 from rdmaprov.quoting import toml_string
+from tests.conftest import FIXTURES
 from tests.support.inventories import defaults_problems, node_config
 
 
@@ -65,3 +73,94 @@ def test_a_shared_memory_size_that_would_never_be_used_is_refused(tmp_path):
 def test_unknown_runtimes_and_sizes_are_refused(tmp_path, section, words):
     _, found = defaults_problems(tmp_path, f"  containers: {section}\n")
     assert len(found) == 1 and f"containers.{words}" in found[0], found
+
+
+# --- the CDI spec of the RDMA devices ----------------------------------------------------------
+
+XDR = FIXTURES / "public" / "infiniband_mad_umad_issm_ibdev_port_xdr_smi_device.txt"
+
+
+def _sysfs(root: Path, devices: dict[str, str], rdma_cm: bool = True) -> Path:
+    """A sysfs of `devices` ({"infiniband_verbs/uverbs0": "mlx5_0"}): each one's ibdev file."""
+    for node, ibdev in devices.items():
+        (root / "class" / node).mkdir(parents=True, exist_ok=True)
+        (root / "class" / node / "ibdev").write_text(ibdev + "\n")
+    if rdma_cm:
+        (root / "class" / "misc" / "rdma_cm").mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _xdr() -> dict[str, str]:
+    """The published XDR node's umad/issm devices, by their sysfs names."""
+    found = (re.match(r"(\w+) -> ibdev=(\S+) port=", line) for line in XDR.read_text().splitlines())
+    return {f"infiniband_mad/{m[1]}": m[2] for m in found if m}
+
+
+def _cdi(sysfs: Path, out: Path, *args: str, nccl_conf: Path | None = None) -> subprocess.CompletedProcess:
+    """The node's spec writer as udev and apply run it: the shipped script, by /bin/sh."""
+    script = resources.files("rdmaprov.deploys").joinpath("cdi_rdma.sh")
+    conf = ["--nccl-conf", str(nccl_conf or sysfs / "no-nccl.conf")]
+    command = ["sh", str(script), "--sys", str(sysfs), "--out", str(out), *conf, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30)
+
+
+def _devices(out: Path) -> dict[str, list[str]]:
+    spec = yaml.safe_load(out.read_text())
+    assert spec["cdiVersion"] == "0.3.0" and spec["kind"] == "rdmaprov/rdma", spec
+    return {d["name"]: [n["path"] for n in d["containerEdits"]["deviceNodes"]] for d in spec["devices"]}
+
+
+def test_the_cdi_spec_gives_each_hca_its_own_devices_and_all_of_them(tmp_path):
+    """An XDR node as published (mlx5_0's umad0; smi1's four umad and issm ports), its uverbs
+    added: one device per HCA with rdma_cm, and `all`; /etc/nccl.conf mounted for the image's NCCL."""
+    sysfs = _sysfs(tmp_path / "sys", {**_xdr(), "infiniband_verbs/uverbs0": "mlx5_0"})
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_IB_HCA=mlx5_0\n")
+    out = tmp_path / "cdi" / "rdmaprov-rdma.yaml"
+    assert _cdi(sysfs, out, nccl_conf=conf).returncode == 0
+    smi1 = [f"/dev/infiniband/{n}" for n in ("issm1", "issm2", "issm3", "issm4", "umad1", "umad2", "umad3", "umad4")]
+    cm = "/dev/infiniband/rdma_cm"
+    mlx5_0 = ["/dev/infiniband/umad0", "/dev/infiniband/uverbs0"]
+    assert _devices(out) == {"mlx5_0": [*mlx5_0, cm], "smi1": [*smi1, cm], "all": [*mlx5_0, *smi1, cm]}
+    mounts = yaml.safe_load(out.read_text())["containerEdits"]["mounts"]
+    assert mounts == [{"hostPath": str(conf), "containerPath": "/etc/nccl.conf", "options": ["ro", "bind"]}]
+
+
+def test_the_cdi_spec_follows_the_devices_and_check_says_when_it_does_not(tmp_path):
+    sysfs = _sysfs(tmp_path / "sys", {"infiniband_verbs/uverbs0": "rxe0"}, rdma_cm=False)
+    out = tmp_path / "rdmaprov-rdma.yaml"
+    stale = _cdi(sysfs, out, "--check")
+    assert stale.returncode == 1 and f"{out} is not what {sysfs} gives now" in stale.stdout
+    assert not out.exists()  # --check writes nothing
+    assert _cdi(sysfs, out).returncode == 0 and _devices(out) == {
+        "rxe0": ["/dev/infiniband/uverbs0"],
+        "all": ["/dev/infiniband/uverbs0"],
+    }
+    assert "mounts" not in out.read_text()  # no /etc/nccl.conf on the node: nothing to mount
+    written = out.stat().st_mtime_ns
+    assert _cdi(sysfs, out, "--check").returncode == 0 and _cdi(sysfs, out).returncode == 0
+    assert out.stat().st_mtime_ns == written  # unchanged: not written again
+    # renumbered after a reboot: rxe0 now uverbs1, a second device took uverbs0
+    (sysfs / "class" / "infiniband_verbs" / "uverbs0" / "ibdev").write_text("rxe1\n")
+    _sysfs(sysfs, {"infiniband_verbs/uverbs1": "rxe0"}, rdma_cm=False)
+    assert _cdi(sysfs, out, "--check").returncode == 1
+    assert _cdi(sysfs, out).returncode == 0 and _devices(out)["rxe0"] == ["/dev/infiniband/uverbs1"]
+    # every device gone: no spec (a CDI spec lists at least one device)
+    shutil.rmtree(sysfs / "class" / "infiniband_verbs")
+    assert _cdi(sysfs, out).returncode == 0 and not out.exists()
+    assert _cdi(sysfs, out, "--check").returncode == 0
+
+
+def test_a_device_name_outside_the_kernels_characters_never_reaches_the_spec(tmp_path):
+    sysfs = _sysfs(tmp_path / "sys", {"infiniband_verbs/uverbs0": "mlx5_0", "infiniband_verbs/uverbs1": "x: [y]"})
+    out = tmp_path / "rdmaprov-rdma.yaml"
+    assert _cdi(sysfs, out).returncode == 0 and set(_devices(out)) == {"mlx5_0", "all"}
+    assert _cdi(sysfs, out, "--bogus").returncode == 64
+
+
+def test_cdi_is_off_unless_asked_for_and_its_rule_runs_the_same_script(tmp_path):
+    assert not node_config({}).containers.cdi and node_config({"containers": {"cdi": True}}).containers.cdi
+    assert CDI_UDEV_RULE.count(f'RUN+="{CDI_SCRIPT}"') == 2 and 'SUBSYSTEM=="infiniband_verbs"' in CDI_UDEV_RULE
+    assert cdi_script().startswith("#!/bin/sh\n")
+    _, found = defaults_problems(tmp_path, "  containers: {cdi: yes please}\n")
+    assert len(found) == 1 and "containers.cdi" in found[0], found

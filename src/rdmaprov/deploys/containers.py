@@ -3,14 +3,22 @@ container on the node gets what RDMA and NCCL need without the job asking (inven
 
 podman reads drop-ins from /etc/containers/containers.conf.d/ after its own containers.conf, so the
 node's other settings stay the distro's and the file is the whole of rdmaprov's part.
+
+With `cdi`, a CDI spec of the node's RDMA devices for runtimes that cannot give every container a
+device (Docker, Kubernetes' containerd and CRI-O): its device numbers are the kernel's and may
+change at a boot, so the node makes it itself (cdi_rdma.sh), run by udev on every RDMA device
+that comes or goes and by each apply.
 """
 
 from __future__ import annotations
+
+from importlib import resources
 
 from pyinfra.api import deploy
 
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.containers import RDMA_DEVICES, ContainerConfig
+from rdmaprov.operations.cdi import cdi_spec
 from rdmaprov.operations.files import managed_file
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.services import unit_running
@@ -18,6 +26,19 @@ from rdmaprov.packages import CONTAINERS
 from rdmaprov.quoting import toml_list, toml_string
 
 CONF = "/etc/containers/containers.conf.d/50-rdmaprov.conf"
+CDI_SCRIPT = "/usr/local/sbin/rdmaprov-cdi-rdma"
+CDI_SPEC = "/etc/cdi/rdmaprov-rdma.yaml"
+CDI_RULE = "/etc/udev/rules.d/70-rdmaprov-cdi.rules"
+CDI_UDEV_RULE = "# Managed by rdmaprov (containers.cdi): the CDI spec of the RDMA devices follows them.\n" + "".join(
+    f'SUBSYSTEM=="{kind}", RUN+="{CDI_SCRIPT}"\n' for kind in ("infiniband_verbs", "infiniband_mad")
+)
+# udevd reads a changed rule at its next event anyway; told at once where it runs (not in containers)
+UDEV_RELOAD = "if [ -S /run/udev/control ]; then udevadm control --reload; fi"
+
+
+def cdi_script() -> str:
+    """The node's CDI spec writer: udev runs it, so it is a script of its own, not commands of an apply."""
+    return resources.files("rdmaprov.deploys").joinpath("cdi_rdma.sh").read_text()
 
 
 def render_containers_conf(config: ContainerConfig, env: dict[str, str]) -> str:
@@ -51,3 +72,10 @@ def containers(ctx: NodeContext) -> None:
         env, _ = ctx.node.nccl_environment()  # its warnings are nccl_env's to give
         content = render_containers_conf(config, env)
     managed_file(name=f"Write {CONF}", path=CONF, content=content)
+    cdi = config.cdi
+    script = cdi_script() if cdi else None
+    managed_file(
+        name="CDI spec writer", path=CDI_SCRIPT, content=script, mode="755", after_change=CDI_SCRIPT if cdi else None
+    )
+    managed_file(name="CDI udev rule", path=CDI_RULE, content=CDI_UDEV_RULE if cdi else None, after_change=UDEV_RELOAD)
+    cdi_spec(name=f"CDI spec {CDI_SPEC}", script=CDI_SCRIPT, spec=CDI_SPEC, wanted=cdi)

@@ -8,6 +8,7 @@ from rdmaprov.facts.node_report import roce_qos_command
 from rdmaprov.facts.shell import YesNoFact, yes_if
 from rdmaprov.parsers.rdma import RdmaLink, parse_rdma_link, parse_rdma_system
 from rdmaprov.parsers.roce_qos import QosState, parse_qos_state
+from rdmaprov.quoting import sh
 
 
 class RdmaLinks(FactBase[list[RdmaLink]]):
@@ -59,3 +60,11 @@ class RoceQosState(FactBase[QosState]):
     @staticmethod
     def default() -> QosState:
         return QosState()
+
+
+class CdiSpecCurrent(YesNoFact):
+    """Whether the CDI spec of the RDMA devices is what the node's own script makes from sysfs now
+    (no devices and no spec count as current); no where the script is not there yet."""
+
+    def command(self, script: str) -> str:
+        return yes_if(f"[ -x {sh(script)} ] && {sh(script)} --check >/dev/null 2>&1")

@@ -26,17 +26,20 @@ DEFAULT_SHM = "8g"
 class ContainerConfig:
     """`runtime`: none (rdmaprov installs and configures no container runtime, and removes its
     own configuration where it did) or podman; `ipc`: host (the node's IPC namespace and /dev/shm)
-    or private (each container its own /dev/shm, `shm_size` or 8g)."""
+    or private (each container its own /dev/shm, `shm_size` or 8g); `cdi`: a CDI spec of the
+    node's RDMA devices, for runtimes that take devices by CDI name (Docker, containerd, CRI-O,
+    podman too), whichever runtime rdmaprov installs."""
 
     runtime: str = "none"
     ipc: str = "host"
     shm_size: str | None = None  # written only for ipc: private (semantics refuses it with host)
+    cdi: bool = False
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, object]) -> ContainerConfig:
         """The containers section after fill_defaults."""
         section = Section.of(settings, ("containers",))
-        return cls(section.text("runtime"), section.text("ipc"), section.optional_text("shm_size"))
+        return cls(section.text("runtime"), section.text("ipc"), section.optional_text("shm_size"), section.flag("cdi"))
 
     @property
     def enabled(self) -> bool:

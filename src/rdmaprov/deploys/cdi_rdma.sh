@@ -1,0 +1,87 @@
+#!/bin/sh
+# Managed by rdmaprov (containers.cdi). Writes the CDI spec of this node's RDMA devices, so that
+# a CDI runtime (podman 4.1+, Docker 25+ with CDI on, containerd 1.7+, CRI-O) gives a container
+# one HCA (--device rdmaprov/rdma=mlx5_0) or all (--device rdmaprov/rdma=all).
+#
+# The uverbs/umad numbers are the kernel's, given in the order the drivers came up: they can
+# change at a reboot or a driver reload. So the spec is made from sysfs whenever udev sees an
+# RDMA character device come or go (rdmaprov's udev rule runs this), and by rdmaprov's apply.
+#
+#   rdmaprov-cdi-rdma [--check] [--sys DIR] [--out FILE] [--nccl-conf FILE]
+#   --check: exit 1 (saying so) where FILE is not what sysfs gives now; write nothing.
+set -eu
+
+sys=/sys
+out=/etc/cdi/rdmaprov-rdma.yaml
+nccl_conf=/etc/nccl.conf
+check=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --check) check=1 ;;
+        --sys) sys=$2; shift ;;
+        --out) out=$2; shift ;;
+        --nccl-conf) nccl_conf=$2; shift ;;
+        *) echo "rdmaprov-cdi-rdma: unknown argument: $1" >&2; exit 64 ;;
+    esac
+    shift
+done
+
+# "IBDEV NODE" for every RDMA character device of an HCA; a name outside the kernel's own
+# characters is left out rather than written into YAML.
+nodes() {
+    for ibdev in "$sys"/class/infiniband_verbs/uverbs*/ibdev "$sys"/class/infiniband_mad/*/ibdev; do
+        [ -r "$ibdev" ] || continue
+        name=$(cat "$ibdev")
+        node=$(basename "$(dirname "$ibdev")")
+        case $name$node in *[!A-Za-z0-9_.-]*|'') continue ;; esac
+        echo "$name $node"
+    done | sort
+}
+
+spec() {
+    list=$(nodes)
+    [ -n "$list" ] || return 0
+    shared=
+    # rdma_cm serves every HCA (RDMA-CM, NCCL's and perftest's -R): given with each device
+    [ -e "$sys/class/misc/rdma_cm" ] && shared=rdma_cm
+    echo "# Managed by rdmaprov (containers.cdi), from $sys/class/infiniband_verbs and"
+    echo "# infiniband_mad: made again whenever udev sees an RDMA device come or go."
+    echo 'cdiVersion: "0.3.0"'
+    echo "kind: rdmaprov/rdma"
+    echo "devices:"
+    for name in $(echo "$list" | cut -d' ' -f1 | uniq) all; do
+        echo "  - name: $name"
+        echo "    containerEdits:"
+        echo "      deviceNodes:"
+        echo "$list" | while read -r ibdev node; do
+            [ "$name" = all ] || [ "$name" = "$ibdev" ] || continue
+            echo "        - path: /dev/infiniband/$node"
+        done
+        [ -z "$shared" ] || echo "        - path: /dev/infiniband/$shared"
+    done
+    if [ -f "$nccl_conf" ]; then
+        # NCCL reads /etc/nccl.conf itself: the node's settings reach the image's NCCL
+        echo "containerEdits:"
+        echo "  mounts:"
+        echo "    - hostPath: $nccl_conf"
+        echo "      containerPath: /etc/nccl.conf"
+        echo "      options: [ro, bind]"
+    fi
+}
+
+wanted=$(spec)
+if [ -f "$out" ]; then have=$(cat "$out"); else have=; fi
+if [ "$wanted" = "$have" ] && { [ -n "$wanted" ] || [ ! -e "$out" ]; }; then
+    exit 0
+fi
+if [ -n "$check" ]; then
+    echo "$out is not what $sys gives now: run rdmaprov-cdi-rdma (or rdmaprov apply)"
+    exit 1
+fi
+if [ -z "$wanted" ]; then  # no RDMA device: no spec
+    rm -f "$out"
+    exit 0
+fi
+mkdir -p "$(dirname "$out")"
+printf '%s\n' "$wanted" > "$out.rdmaprov-tmp"
+mv -f "$out.rdmaprov-tmp" "$out"
