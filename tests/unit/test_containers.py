@@ -90,6 +90,13 @@ def _sysfs(root: Path, devices: dict[str, str], rdma_cm: bool = True) -> Path:
     return root
 
 
+def _lab() -> tuple[dict[str, str], bool]:
+    """A lab VM's devices as captured (`grep -H` of each ibdev, then rdma_cm's sysfs directory)."""
+    text = (FIXTURES / "lab" / "rdma_char_devices_rxe0_debian12.txt").read_text()
+    found = (re.match(r"/sys/class/(\S+)/ibdev:(\S+)$", line) for line in text.splitlines())
+    return {m[1]: m[2] for m in found if m}, "/sys/class/misc/rdma_cm" in text.splitlines()
+
+
 def _xdr() -> dict[str, str]:
     """The published XDR node's umad/issm devices, by their sysfs names."""
     found = (re.match(r"(\w+) -> ibdev=(\S+) port=", line) for line in XDR.read_text().splitlines())
@@ -127,24 +134,22 @@ def test_the_cdi_spec_gives_each_hca_its_own_devices_and_all_of_them(tmp_path):
 
 
 def test_the_cdi_spec_follows_the_devices_and_check_says_when_it_does_not(tmp_path):
-    sysfs = _sysfs(tmp_path / "sys", {"infiniband_verbs/uverbs0": "rxe0"}, rdma_cm=False)
+    sysfs = _sysfs(tmp_path / "sys", *_lab())
     out = tmp_path / "rdmaprov-rdma.yaml"
     stale = _cdi(sysfs, out, "--check")
     assert stale.returncode == 1 and f"{out} is not what {sysfs} gives now" in stale.stdout
     assert not out.exists()  # --check writes nothing
-    assert _cdi(sysfs, out).returncode == 0 and _devices(out) == {
-        "rxe0": ["/dev/infiniband/uverbs0"],
-        "all": ["/dev/infiniband/uverbs0"],
-    }
+    rxe0 = ["/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"]
+    assert _cdi(sysfs, out).returncode == 0 and _devices(out) == {"rxe0": rxe0, "all": rxe0}
     assert "mounts" not in out.read_text()  # no /etc/nccl.conf on the node: nothing to mount
     written = out.stat().st_mtime_ns
     assert _cdi(sysfs, out, "--check").returncode == 0 and _cdi(sysfs, out).returncode == 0
     assert out.stat().st_mtime_ns == written  # unchanged: not written again
     # renumbered after a reboot: rxe0 now uverbs1, a second device took uverbs0
     (sysfs / "class" / "infiniband_verbs" / "uverbs0" / "ibdev").write_text("rxe1\n")
-    _sysfs(sysfs, {"infiniband_verbs/uverbs1": "rxe0"}, rdma_cm=False)
+    _sysfs(sysfs, {"infiniband_verbs/uverbs1": "rxe0"})
     assert _cdi(sysfs, out, "--check").returncode == 1
-    assert _cdi(sysfs, out).returncode == 0 and _devices(out)["rxe0"] == ["/dev/infiniband/uverbs1"]
+    assert _cdi(sysfs, out).returncode == 0 and _devices(out)["rxe0"] == ["/dev/infiniband/uverbs1", rxe0[1]]
     # every device gone: no spec (a CDI spec lists at least one device)
     shutil.rmtree(sysfs / "class" / "infiniband_verbs")
     assert _cdi(sysfs, out).returncode == 0 and not out.exists()
