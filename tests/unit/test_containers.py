@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -119,13 +120,14 @@ def _devices(out: Path) -> dict[str, list[str]]:
 
 def test_the_cdi_spec_gives_each_hca_its_own_devices_and_all_of_them(tmp_path):
     """An XDR node as published (mlx5_0's umad0; smi1's four umad and issm ports), its uverbs
-    added: one device per HCA with rdma_cm, and `all`; /etc/nccl.conf mounted for the image's NCCL."""
+    added: one device per HCA with rdma_cm, and `all`, never an issm (a subnet manager's port);
+    /etc/nccl.conf mounted for the image's NCCL."""
     sysfs = _sysfs(tmp_path / "sys", {**_xdr(), "infiniband_verbs/uverbs0": "mlx5_0"})
     conf = tmp_path / "nccl.conf"
     conf.write_text("NCCL_IB_HCA=mlx5_0\n")
     out = tmp_path / "cdi" / "rdmaprov-rdma.yaml"
     assert _cdi(sysfs, out, nccl_conf=conf).returncode == 0
-    smi1 = [f"/dev/infiniband/{n}" for n in ("issm1", "issm2", "issm3", "issm4", "umad1", "umad2", "umad3", "umad4")]
+    smi1 = [f"/dev/infiniband/{n}" for n in ("umad1", "umad2", "umad3", "umad4")]
     cm = "/dev/infiniband/rdma_cm"
     mlx5_0 = ["/dev/infiniband/umad0", "/dev/infiniband/uverbs0"]
     assert _devices(out) == {"mlx5_0": [*mlx5_0, cm], "smi1": [*smi1, cm], "all": [*mlx5_0, *smi1, cm]}
@@ -156,16 +158,49 @@ def test_the_cdi_spec_follows_the_devices_and_check_says_when_it_does_not(tmp_pa
     assert _cdi(sysfs, out, "--check").returncode == 0
 
 
-def test_a_device_name_outside_the_kernels_characters_never_reaches_the_spec(tmp_path):
-    sysfs = _sysfs(tmp_path / "sys", {"infiniband_verbs/uverbs0": "mlx5_0", "infiniband_verbs/uverbs1": "x: [y]"})
+def test_a_device_name_cdi_would_refuse_never_reaches_the_spec(tmp_path):
+    """Outside the kernel's characters, not starting and ending with a letter or digit, or `all`:
+    left out, the rest of the spec kept (one bad name would make a runtime refuse the whole file)."""
+    refused = ["x: [y]", "-x", "x.", "_x", "all"]
+    named = {f"infiniband_verbs/uverbs{i}": name for i, name in enumerate(["mlx5_0", "123", *refused])}
+    sysfs = _sysfs(tmp_path / "sys", named)
+    out = tmp_path / "rdmaprov-rdma.yaml"
+    assert _cdi(sysfs, out).returncode == 0 and set(_devices(out)) == {"mlx5_0", "123", "all"}
+    assert _cdi(sysfs, out, "--bogus").returncode == 64
+
+
+def test_a_device_that_went_away_mid_read_leaves_the_others_listed(tmp_path):
+    sysfs = _sysfs(tmp_path / "sys", {"infiniband_verbs/uverbs1": "mlx5_0"})
+    (sysfs / "class" / "infiniband_verbs" / "uverbs0" / "ibdev").mkdir(parents=True)  # cat fails on it
     out = tmp_path / "rdmaprov-rdma.yaml"
     assert _cdi(sysfs, out).returncode == 0 and set(_devices(out)) == {"mlx5_0", "all"}
-    assert _cdi(sysfs, out, "--bogus").returncode == 64
+
+
+def test_runs_at_once_as_udev_starts_them_at_boot_leave_one_whole_spec(tmp_path):
+    """Twelve HCAs (a DGX's eight and four more), two runs for each at once with udev's bare
+    environment (uverbs and umad): every run succeeds, one whole spec and no temp file are left, and it checks as
+    current. (The script sets LC_ALL=C for one order in udev and in a login; this machine has
+    no locale whose order differs from C's to show it.)"""
+    hcas = {f"infiniband_verbs/uverbs{i}": f"mlx5_{i}" for i in range(12)}
+    sysfs = _sysfs(tmp_path / "sys", hcas)
+    out = tmp_path / "cdi" / "rdmaprov-rdma.yaml"
+    script = str(resources.files("rdmaprov.deploys").joinpath("cdi_rdma.sh"))
+    command = ["sh", script, "--sys", str(sysfs), "--out", str(out), "--nccl-conf", str(tmp_path / "none")]
+    runs = [subprocess.Popen(command, env={"PATH": os.environ["PATH"]}) for _ in range(24)]
+    assert [run.wait(timeout=60) for run in runs] == [0] * 24
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
+    assert len(_devices(out)) == 13
+    assert subprocess.run([*command, "--check"], timeout=30).returncode == 0
 
 
 def test_cdi_is_off_unless_asked_for_and_its_rule_runs_the_same_script(tmp_path):
     assert not node_config({}).containers.cdi and node_config({"containers": {"cdi": True}}).containers.cdi
-    assert CDI_UDEV_RULE.count(f'RUN+="{CDI_SCRIPT}"') == 2 and 'SUBSYSTEM=="infiniband_verbs"' in CDI_UDEV_RULE
+    rules = CDI_UDEV_RULE.splitlines()[1:]
+    assert rules == [
+        f'SUBSYSTEM=="infiniband_verbs", RUN+="{CDI_SCRIPT}"',
+        f'SUBSYSTEM=="infiniband_mad", RUN+="{CDI_SCRIPT}"',
+        f'SUBSYSTEM=="misc", KERNEL=="rdma_cm", RUN+="{CDI_SCRIPT}"',
+    ]
     assert cdi_script().startswith("#!/bin/sh\n")
     _, found = defaults_problems(tmp_path, "  containers: {cdi: yes please}\n")
     assert len(found) == 1 and "containers.cdi" in found[0], found

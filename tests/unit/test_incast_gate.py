@@ -237,6 +237,19 @@ def test_a_sender_that_got_nothing_through_fails_the_incast_by_name_though_the_s
         "n3 got nothing through to n1 in its window (0 Gb/s) while n2 did: starved by the others' traffic"
     ), verdict.reason
     assert details["senders"] == {"n2": 23.14, "n3": 0.0} and details["named"] == ["n3"]
+    # a trickle beside a full share is starved too (the lab's 0.048 Gb/s against 23.14)
+    trickle = (FIXTURES / "softroce-lab" / "ib_write_bw_client_rxe_tcg.txt").read_text()
+    verdict, details = judge_incast(_session(tmp_path), *_lanes(25.0, (CLIENT, trickle), 25.0), _around({}))
+    assert verdict.status == "fail" and verdict.reason.startswith(
+        "n3 got 0.048008 Gb/s through to n1, under a tenth of an even share (11.59 Gb/s) while n2 did"
+    ), verdict.reason
+    assert details["named"] == ["n3"]
+    # one sender gave no figure, the other nothing: no sender got through, and each is said
+    verdict, details = judge_incast(_session(tmp_path), *_lanes(25.0, ("", STARVED)), _around({}))
+    assert verdict.reason.startswith("no sender got through to n1") and "ib_write_bw on n2 gave no result" in (
+        verdict.reason
+    )
+    assert details["named"] == ["n1", "n2"]
     # every sender at 0: the receiver is the likelier fault, as where none gave a figure
     none, details = judge_incast(_session(tmp_path), *_lanes(25.0, (STARVED, STARVED)), _around({}))
     assert none.status == "fail" and none.reason.startswith("no sender got through to n1"), none.reason

@@ -10,6 +10,9 @@
 #   rdmaprov-cdi-rdma [--check] [--sys DIR] [--out FILE] [--nccl-conf FILE]
 #   --check: exit 1 (saying so) where FILE is not what sysfs gives now; write nothing.
 set -eu
+# udev runs this with no locale, an apply over SSH with the login's: the same order for both
+# (mlx5_10 sorts before mlx5_2 in either, but before mlx5_1 only in C)
+export LC_ALL=C
 
 sys=/sys
 out=/etc/cdi/rdmaprov-rdma.yaml
@@ -26,14 +29,16 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-# "IBDEV NODE" for every RDMA character device of an HCA; a name outside the kernel's own
-# characters is left out rather than written into YAML.
+# "IBDEV NODE" for every RDMA character device of an HCA a job uses: its verbs and its MAD port
+# (issmN is left out: it lets a container claim to be the fabric's subnet manager). A device
+# that went away while being read is skipped; a name CDI would refuse (it must start and end
+# with a letter or digit), or `all`, is left out rather than spoil the whole spec.
 nodes() {
-    for ibdev in "$sys"/class/infiniband_verbs/uverbs*/ibdev "$sys"/class/infiniband_mad/*/ibdev; do
-        [ -r "$ibdev" ] || continue
-        name=$(cat "$ibdev")
+    for ibdev in "$sys"/class/infiniband_verbs/uverbs*/ibdev "$sys"/class/infiniband_mad/umad*/ibdev; do
+        name=$(cat "$ibdev" 2>/dev/null) || continue
         node=$(basename "$(dirname "$ibdev")")
         case $name$node in *[!A-Za-z0-9_.-]*|'') continue ;; esac
+        case $name in [!A-Za-z0-9]*|*[!A-Za-z0-9]|all) continue ;; esac
         echo "$name $node"
     done | sort
 }
@@ -50,7 +55,7 @@ spec() {
     echo "kind: rdmaprov/rdma"
     echo "devices:"
     for name in $(echo "$list" | cut -d' ' -f1 | uniq) all; do
-        echo "  - name: $name"
+        echo "  - name: \"$name\""
         echo "    containerEdits:"
         echo "      deviceNodes:"
         echo "$list" | while read -r ibdev node; do
@@ -69,6 +74,14 @@ spec() {
     fi
 }
 
+# udev starts one run per device at once at boot: one at a time, each reading sysfs under the
+# lock, so the last to write read the latest
+dir=$(dirname "$out")
+if [ -z "$check" ]; then
+    mkdir -p "$dir"
+    exec 9<"$dir"
+    flock 9
+fi
 wanted=$(spec)
 if [ -f "$out" ]; then have=$(cat "$out"); else have=; fi
 if [ "$wanted" = "$have" ] && { [ -n "$wanted" ] || [ ! -e "$out" ]; }; then
@@ -82,6 +95,7 @@ if [ -z "$wanted" ]; then  # no RDMA device: no spec
     rm -f "$out"
     exit 0
 fi
-mkdir -p "$(dirname "$out")"
-printf '%s\n' "$wanted" > "$out.rdmaprov-tmp"
-mv -f "$out.rdmaprov-tmp" "$out"
+temp=$(mktemp "$out.XXXXXX")
+printf '%s\n' "$wanted" > "$temp"
+chmod 644 "$temp"
+mv -f "$temp" "$out"

@@ -29,8 +29,14 @@ CONF = "/etc/containers/containers.conf.d/50-rdmaprov.conf"
 CDI_SCRIPT = "/usr/local/sbin/rdmaprov-cdi-rdma"
 CDI_SPEC = "/etc/cdi/rdmaprov-rdma.yaml"
 CDI_RULE = "/etc/udev/rules.d/70-rdmaprov-cdi.rules"
+# every kind of device the spec lists: rdma_cm too, whose module rdma-core loads after the verbs
+CDI_DEVICE_EVENTS = (
+    'SUBSYSTEM=="infiniband_verbs"',
+    'SUBSYSTEM=="infiniband_mad"',
+    'SUBSYSTEM=="misc", KERNEL=="rdma_cm"',
+)
 CDI_UDEV_RULE = "# Managed by rdmaprov (containers.cdi): the CDI spec of the RDMA devices follows them.\n" + "".join(
-    f'SUBSYSTEM=="{kind}", RUN+="{CDI_SCRIPT}"\n' for kind in ("infiniband_verbs", "infiniband_mad")
+    f'{match}, RUN+="{CDI_SCRIPT}"\n' for match in CDI_DEVICE_EVENTS
 )
 # udevd reads a changed rule at its next event anyway; told at once where it runs (not in containers)
 UDEV_RELOAD = "if [ -S /run/udev/control ]; then udevadm control --reload; fi"

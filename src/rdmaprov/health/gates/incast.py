@@ -48,6 +48,9 @@ INCAST_BASE_PORT = 18800
 Test = tuple[str, ...]  # (receiver, *senders)
 Ports = dict[str, dict[str, int]]  # {"mlx5_0/1" or a NIC netdev: {counter: value}}
 Problem = tuple[tuple[str, ...], str]  # the nodes it names, and what it says
+# A sender under this share of an even split of what the senders moved was starved: PFC and
+# DCQCN share a congested port about evenly among its flows; a victim flow gets next to nothing.
+STARVED_SHARE = 0.1
 
 
 def incast_groups(hosts: list[str], senders: int) -> list[list[str]]:
@@ -203,8 +206,8 @@ def congestion(receiver: str, senders: Sequence[str], around: Around, priority: 
 def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[Problem]]:
     """Each sender's Gb/s, and why a sender gave none, broke or got nothing through. Where none
     got anything through the receiver is the likelier fault (its HCA, its GID): it is named, with
-    what its servers said. A sender at 0 Gb/s beside others that got through is named: the sum
-    may pass, but the incast was not one, and a flow starved under congestion is what it looks for."""
+    what its servers said. A sender under a tenth of an even share beside others that got through
+    is named: the sum may pass, but a flow starved under congestion is what the gate looks for."""
     figures: dict[str, float] = {}
     missing: list[Problem] = []
     for output in outputs:
@@ -227,14 +230,17 @@ def _figures(outputs: list[LaneOutput]) -> tuple[dict[str, float], list[Problem]
         said = " | ".join(last_lines(outputs[0].server)) or "nothing"
         missing.insert(0, ((receiver,), f"no sender got through to {receiver} (its first server said: {said})"))
         return figures, missing
-    for sender in (s for s, gbps in figures.items() if gbps <= 0):
-        missing.append(
-            (
-                (sender,),
-                f"{sender} got nothing through to {receiver} in its window (0 Gb/s) while "
-                f"{', '.join(through)} did: starved by the others' traffic, or its path stalled",
-            )
+    even = sum(figures.values()) / len(figures)
+    for sender, gbps in figures.items():
+        if gbps >= STARVED_SHARE * even:
+            continue
+        got = (
+            f"{sender} got nothing through to {receiver} in its window (0 Gb/s)"
+            if gbps <= 0
+            else f"{sender} got {gbps:g} Gb/s through to {receiver}, under a tenth of an even share ({even:.4g} Gb/s)"
         )
+        others = ", ".join(s for s in through if s != sender)
+        missing.append(((sender,), f"{got} while {others} did: starved by the others' traffic, or its path stalled"))
     return figures, missing
 
 
