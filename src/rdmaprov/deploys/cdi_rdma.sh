@@ -11,7 +11,7 @@
 #   --check: exit 1 (saying so) where FILE is not what sysfs gives now; write nothing.
 set -eu
 # udev runs this with no locale, an apply over SSH with the login's: the same order for both
-# (mlx5_10 sorts before mlx5_2 in either, but before mlx5_1 only in C)
+# ("mlx5_1 uverbs1" sorts before "mlx5_10 uverbs10" in C, after it in en_US)
 export LC_ALL=C
 
 sys=/sys
