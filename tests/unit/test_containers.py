@@ -104,12 +104,15 @@ def _xdr() -> dict[str, str]:
     return {f"infiniband_mad/{m[1]}": m[2] for m in found if m}
 
 
-def _cdi(sysfs: Path, out: Path, *args: str, nccl_conf: Path | None = None) -> subprocess.CompletedProcess:
+def _cdi_command(sysfs: Path, out: Path, nccl_conf: Path | None = None) -> list[str]:
     """The node's spec writer as udev and apply run it: the shipped script, by /bin/sh."""
     script = resources.files("rdmaprov.deploys").joinpath("cdi_rdma.sh")
     conf = ["--nccl-conf", str(nccl_conf or sysfs / "no-nccl.conf")]
-    command = ["sh", str(script), "--sys", str(sysfs), "--out", str(out), *conf, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=30)
+    return ["sh", str(script), "--sys", str(sysfs), "--out", str(out), *conf]
+
+
+def _cdi(sysfs: Path, out: Path, *args: str, nccl_conf: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*_cdi_command(sysfs, out, nccl_conf), *args], capture_output=True, text=True, timeout=30)
 
 
 def _devices(out: Path) -> dict[str, list[str]]:
@@ -177,20 +180,18 @@ def test_a_device_that_went_away_mid_read_leaves_the_others_listed(tmp_path):
 
 
 def test_runs_at_once_as_udev_starts_them_at_boot_leave_one_whole_spec(tmp_path):
-    """Twelve HCAs (a DGX's eight and four more), two runs for each at once with udev's bare
-    environment (uverbs and umad): every run succeeds, one whole spec and no temp file are left, and it checks as
-    current. (The script sets LC_ALL=C for one order in udev and in a login; this machine has
-    no locale whose order differs from C's to show it.)"""
+    """Twelve HCAs (a DGX's eight and four more), two runs for each at once (uverbs and umad)
+    with udev's bare environment: every run succeeds, one whole spec and no temp file are left,
+    and it checks as current. (The script sets LC_ALL=C for one order in udev and in a login;
+    this machine has no locale whose order differs from C's to show it.)"""
     hcas = {f"infiniband_verbs/uverbs{i}": f"mlx5_{i}" for i in range(12)}
     sysfs = _sysfs(tmp_path / "sys", hcas)
     out = tmp_path / "cdi" / "rdmaprov-rdma.yaml"
-    script = str(resources.files("rdmaprov.deploys").joinpath("cdi_rdma.sh"))
-    command = ["sh", script, "--sys", str(sysfs), "--out", str(out), "--nccl-conf", str(tmp_path / "none")]
-    runs = [subprocess.Popen(command, env={"PATH": os.environ["PATH"]}) for _ in range(24)]
+    runs = [subprocess.Popen(_cdi_command(sysfs, out), env={"PATH": os.environ["PATH"]}) for _ in range(24)]
     assert [run.wait(timeout=60) for run in runs] == [0] * 24
     assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
     assert len(_devices(out)) == 13
-    assert subprocess.run([*command, "--check"], timeout=30).returncode == 0
+    assert _cdi(sysfs, out, "--check").returncode == 0
 
 
 def test_cdi_is_off_unless_asked_for_and_its_rule_runs_the_same_script(tmp_path):
