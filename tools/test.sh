@@ -37,7 +37,7 @@ style() {
 # virtualenv of its own with one set of versions: lowest (constraints/lowest.txt) or newest
 # (whatever pyproject.toml's ranges allow today).
 unit_on_wheel() {
-  local set=$1 venv=.venv-wheel-$1
+  local set=$1 venv=.venv-wheel
   shift
   local pins=()
   [[ $set == newest ]] || pins=(-c "constraints/$set.txt")
@@ -59,63 +59,38 @@ unit_on_wheel() {
   fi
 }
 
-# The unit tier on the wheel with both sets of versions at once: each is one process on one core,
-# so one after the other left a core idle for as long as they ran. Their output is shown whole, in
-# order, once both have ended.
-wheel_tiers() {
-  local lowest newest code=0
-  lowest=$(mktemp) newest=$(mktemp)
-  unit_on_wheel lowest "$@" >"$lowest" 2>&1 &
-  local pid=$!
-  unit_on_wheel newest "$@" >"$newest" 2>&1 || code=1
-  wait "$pid" || code=1
-  cat "$lowest" "$newest"
-  rm -f "$lowest" "$newest"
-  return $code
-}
-
 # Two processes at once: the VM lab's tests (one shared lab, in order: the longest part) and, beside
 # them, every other end-to-end test (real SSH hosts, twins, Vagrant's own VMs). Much of the lab's
 # hour is waiting (VM boots and reboots, Slurm's intervals, timeouts on purpose) with the cores
-# idle, so the others run in that time: they start once the lab's busiest first tests, which keep
-# both cores working, have ended (the test marked others_start_after touches $milestone; so does
-# the lab's end, whatever it ran). Their output follows the lab's, whole, once both have ended.
-# Each takes its test networks from its own half of the ranges (tests/support/netbands.py).
+# idle, so the others run in that time. Their output follows the lab's, whole, once both have
+# ended. Each takes its test networks from its own half of the ranges (tests/support/netbands.py).
 # The others run in a process group of their own (set -m), so that an interrupted run ends all
 # of them, not only their shell.
 side_by_side() {
-  local log milestone code=0 others=0
+  local log code=0 others=0
   log=$(mktemp)
-  milestone=$(mktemp -u)
   set -m
-  {
-    until [[ -e $milestone ]]; do sleep 5; done
-    echo "test: the VM lab's busiest tests have ended; the other end-to-end tests start"
-    RDMAPROV_TEST_NET_SHARE=1/2 run_pytest .venv --durations=0 --ignore=tests/e2e/test_lab.py tests/e2e
-  } >"$log" 2>&1 &
+  RDMAPROV_TEST_NET_SHARE=1/2 run_pytest .venv --durations=0 --ignore=tests/e2e/test_lab.py tests/e2e >"$log" 2>&1 &
   local pid=$!
   set +m
   # ended with this script, its output shown, however the script ends
-  trap 'kill -INT -- -"$pid" 2>/dev/null; wait "$pid" || true; cat "$log"; rm -f "$log" "$milestone"' EXIT
+  trap 'kill -INT -- -"$pid" 2>/dev/null; wait "$pid" || true; cat "$log"; rm -f "$log"' EXIT
   trap 'exit 130' INT TERM
-  echo "test: the end-to-end tests other than the VM lab's run beside it once its busiest have ended" \
-    "(pid $pid); their output comes after"
-  RDMAPROV_TEST_NET_SHARE=0/2 RDMAPROV_TEST_LAB_MILESTONE=$milestone \
-    run_pytest .venv --durations=0 -m "not lab_only" tests/e2e/test_lab.py || code=$?
-  touch "$milestone"
+  echo "test: the end-to-end tests other than the VM lab's run beside it (pid $pid); their output comes after"
+  RDMAPROV_TEST_NET_SHARE=0/2 run_pytest .venv --durations=0 -m "not lab_only" tests/e2e/test_lab.py || code=$?
   wait "$pid" || others=$?
   trap - EXIT INT TERM
   echo "test: the end-to-end tests other than the VM lab's:"
   cat "$log"
-  rm -f "$log" "$milestone"
+  rm -f "$log"
   [[ $code -eq 0 ]] || echo "test: failed: the VM lab's end-to-end tests" >&2
   [[ $others -eq 0 ]] || echo "test: failed: the end-to-end tests other than the VM lab's" >&2
   [[ $code -eq 0 && $others -eq 0 ]]
 }
 
 # The lab's images, package pools, Vagrant box and Open MPI made in the background while style,
-# types and the unit tiers run (tests/support/prewarm.py; niced, so that it takes what CPU they
-# leave and they go first), in a process group of its own, ended with the script if it ends
+# types and the unit tiers use one core (tests/support/prewarm.py; niced, so that it takes the
+# other core and leaves theirs), in a process group of its own, ended with the script if it ends
 # first. The end-to-end tiers start once it is done; it says how long it took, and what failed (a
 # test that needs that cache then makes it, or says why it cannot).
 prewarm() {
@@ -161,7 +136,9 @@ case $tier in
       exit 1
     }
     # not the tested versions: .venv has them (the end-to-end tiers run on it; `unit` tests it)
-    wheel_tiers "$@"
+    for set in lowest newest; do
+      unit_on_wheel "$set" "$@"
+    done
     [[ $# -gt 0 ]] || prewarmed
     if [[ $# -gt 0 ]]; then
       run_pytest .venv --durations=0 "$@"
