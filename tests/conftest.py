@@ -14,18 +14,6 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
 
-# tools/test.sh starts the end-to-end tests other than the VM lab's once the lab's busiest tests,
-# which keep both cores working, have ended, so that they run in the lab's later waiting instead:
-# the lab's test marked `others_start_after` touches the file this variable names when it ends.
-LAB_MILESTONE = "RDMAPROV_TEST_LAB_MILESTONE"
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    milestone = os.environ.get(LAB_MILESTONE)
-    if milestone and report.when == "teardown" and "others_start_after" in report.keywords:
-        Path(milestone).touch()
-
-
 def rdmaprov(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run the real `rdmaprov` CLI as a user would."""
     env = dict(os.environ, COLUMNS="200")

@@ -62,37 +62,27 @@ unit_on_wheel() {
 # Two processes at once: the VM lab's tests (one shared lab, in order: the longest part) and, beside
 # them, every other end-to-end test (real SSH hosts, twins, Vagrant's own VMs). Much of the lab's
 # hour is waiting (VM boots and reboots, Slurm's intervals, timeouts on purpose) with the cores
-# idle, so the others run in that time: they start once the lab's busiest first tests, which keep
-# both cores working, have ended (the test marked others_start_after touches $milestone; so does
-# the lab's end, whatever it ran). Their output follows the lab's, whole, once both have ended.
-# Each takes its test networks from its own half of the ranges (tests/support/netbands.py).
+# idle, so the others run in that time. Their output follows the lab's, whole, once both have
+# ended. Each takes its test networks from its own half of the ranges (tests/support/netbands.py).
 # The others run in a process group of their own (set -m), so that an interrupted run ends all
 # of them, not only their shell.
 side_by_side() {
-  local log milestone code=0 others=0
+  local log code=0 others=0
   log=$(mktemp)
-  milestone=$(mktemp -u)
   set -m
-  {
-    until [[ -e $milestone ]]; do sleep 5; done
-    echo "test: the VM lab's busiest tests have ended; the other end-to-end tests start"
-    RDMAPROV_TEST_NET_SHARE=1/2 run_pytest .venv --durations=0 --ignore=tests/e2e/test_lab.py tests/e2e
-  } >"$log" 2>&1 &
+  RDMAPROV_TEST_NET_SHARE=1/2 run_pytest .venv --durations=0 --ignore=tests/e2e/test_lab.py tests/e2e >"$log" 2>&1 &
   local pid=$!
   set +m
   # ended with this script, its output shown, however the script ends
-  trap 'kill -INT -- -"$pid" 2>/dev/null; wait "$pid" || true; cat "$log"; rm -f "$log" "$milestone"' EXIT
+  trap 'kill -INT -- -"$pid" 2>/dev/null; wait "$pid" || true; cat "$log"; rm -f "$log"' EXIT
   trap 'exit 130' INT TERM
-  echo "test: the end-to-end tests other than the VM lab's run beside it once its busiest have ended" \
-    "(pid $pid); their output comes after"
-  RDMAPROV_TEST_NET_SHARE=0/2 RDMAPROV_TEST_LAB_MILESTONE=$milestone \
-    run_pytest .venv --durations=0 -m "not lab_only" tests/e2e/test_lab.py || code=$?
-  touch "$milestone"
+  echo "test: the end-to-end tests other than the VM lab's run beside it (pid $pid); their output comes after"
+  RDMAPROV_TEST_NET_SHARE=0/2 run_pytest .venv --durations=0 -m "not lab_only" tests/e2e/test_lab.py || code=$?
   wait "$pid" || others=$?
   trap - EXIT INT TERM
   echo "test: the end-to-end tests other than the VM lab's:"
   cat "$log"
-  rm -f "$log" "$milestone"
+  rm -f "$log"
   [[ $code -eq 0 ]] || echo "test: failed: the VM lab's end-to-end tests" >&2
   [[ $others -eq 0 ]] || echo "test: failed: the end-to-end tests other than the VM lab's" >&2
   [[ $code -eq 0 && $others -eq 0 ]]
