@@ -340,9 +340,6 @@ def test_the_site_workload_runs_as_one_job_and_its_figure_transport_and_failure_
     assert code == 4 and reason == "mpirun from node1 exited with an error: loading the model | no such file: model.pt"
 
 
-# the last of the lab's tests that keep both cores busy (its image made and run on both VMs): CI's
-# other end-to-end tests start after it (tools/test.sh), in the lab's later waiting
-@pytest.mark.others_start_after
 def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_bw(vm_lab, tmp_path):
     """containers.runtime podman: podman from the lab's mirror and rdmaprov's containers.conf drop-in;
     a container started with no flags at all sees rxe0, may pin memory and has the node's NCCL
@@ -364,11 +361,11 @@ def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_
         code, again = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
         assert code == 0 and {h["status"] for h in again["hosts"]} == {"unchanged"}, again["hosts"]
         run = f"podman run --rm --pull=never {IMAGE}"
-        for node in ("node1", "node2"):
-            made = vm_lab.ssh(node, f"bash -c {shlex.quote(image_script())}")
-            assert made.returncode == 0, made.stderr
-            inside = vm_lab.ssh(node, f"{run} sh -c 'ulimit -l; ls /dev/infiniband; ibv_devices; env'")
-            assert inside.returncode == 0, inside.stderr
+        made = vm_lab.ssh_each(["node1", "node2"], f"bash -c {shlex.quote(image_script())}")
+        assert all(m.returncode == 0 for m in made.values()), {n: m.stderr for n, m in made.items()}
+        look = f"{run} sh -c 'ulimit -l; ls /dev/infiniband; ibv_devices; env'"
+        for node, inside in vm_lab.ssh_each(["node1", "node2"], look).items():
+            assert inside.returncode == 0, (node, inside.stderr)
             lines = inside.stdout.splitlines()
             assert lines[0] == "unlimited" and {"uverbs0", "rdma_cm"} <= set(lines), lines
             assert "rxe0" in inside.stdout and "NCCL_IB_HCA=rxe" in lines, lines

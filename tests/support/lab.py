@@ -8,6 +8,7 @@ import signal
 import subprocess
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -103,6 +104,13 @@ class TestLab:
 
     def ssh(self, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess:
         return rdmaprov("lab", "--dir", str(self.dir), "ssh", node, "--", command, timeout=timeout)
+
+    def ssh_each(self, nodes: list[str], command: str, timeout: int = 120) -> dict[str, subprocess.CompletedProcess]:
+        """`command` on every node at once: each VM is one emulated CPU, so a step that keeps a VM
+        busy takes as long on two nodes as on one, where one after the other left a core idle."""
+        with ThreadPoolExecutor(len(nodes)) as pool:
+            done = {node: pool.submit(self.ssh, node, command, timeout) for node in nodes}
+        return {node: future.result() for node, future in done.items()}
 
     @contextmanager
     def frozen(self, node: str) -> Iterator[None]:
