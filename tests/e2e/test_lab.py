@@ -120,10 +120,15 @@ def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     # Slurm test's repair, which changes only the link it repairs)
 
 
-def _gates_only(vm_lab, tmp_path, name: str, devices: list[str], gates: dict) -> str:
-    """The lab cluster's inventory with other rdma.devices and these gate settings (others off)."""
+def _gates_only(
+    vm_lab, tmp_path, name: str, devices: list[str], gates: dict, connect_timeout: int | None = None
+) -> str:
+    """The lab cluster's inventory with other rdma.devices and these gate settings (others off),
+    and with `connect_timeout`, another silence after which a node counts as lost."""
     data = yaml.safe_load(open(vm_lab.inventory))
     data["defaults"]["rdma"]["devices"] = devices
+    if connect_timeout is not None:
+        data["cluster"]["ssh"]["connect_timeout"] = connect_timeout
     settings = {gate: {"enabled": False} for gate in ("node", "ib_write_bw", "rail", "latency", "all_reduce")}
     for gate, values in gates.items():
         settings[gate] = {**data["cluster"]["gates"].get(gate, {}), **values}
@@ -1073,10 +1078,7 @@ def test_a_node_that_stops_answering_mid_gate_or_mid_diagnose_is_named_lost(vm_l
     which step, instead of a crash; the gates after it say why they did not run; exit 4; no
     traceback on stderr. Lost after 15 s of silence, not the lab's 30: each run waits it out."""
     gates = {"ib_write_bw": {"enabled": True, "duration_s": 20}, "all_reduce": {"enabled": True}}
-    inventory = _gates_only(vm_lab, tmp_path, "lost.yaml", ["rxe0"], gates)
-    text = Path(inventory).read_text()
-    assert "connect_timeout: 30" in text
-    Path(inventory).write_text(text.replace("connect_timeout: 30", "connect_timeout: 15"))
+    inventory = _gates_only(vm_lab, tmp_path, "lost.yaml", ["rxe0"], gates, connect_timeout=15)
 
     code, result, err = _frozen_while_testing(vm_lab, "node2", "verify", inventory, "--gates")
     assert code == 4 and "Traceback" not in err and "failed with" not in err, err
