@@ -58,9 +58,17 @@ SLURM_NODE = {
     "rhel": ["munge", "slurm", "slurm-slurmd", "dbus"],
 }
 
-# Containers for training jobs (opt-in): podman, rootful, from the distro (Debian 12: 4.3; RHEL: 4+).
-# crun asks systemd for each container's cgroup over D-Bus ("cannot open sd-bus" on a server without it).
-CONTAINERS = {"debian": ["podman", "dbus"], "rhel": ["podman", "dbus"]}
+# Containers for training jobs (opt-in), by containers.runtime. podman: rootful, from the distro
+# (Debian 12: 4.3; RHEL: 4+). docker: Debian's docker.io (Debian 12: 20.10; 13: 26.1); RHEL ships
+# none, so docker-ce comes from Docker's repository or the site's mirror of it (package_sources).
+# Debian's kernel has AppArmor on, and dockerd then refuses to start a container unless it can
+# load its profile with apparmor_parser: apparmor is only docker.io's recommendation.
+# crun and runc's systemd cgroup driver ask systemd for each container's cgroup over D-Bus
+# ("cannot open sd-bus" on a server without the bus).
+CONTAINER_RUNTIMES = {
+    "podman": {"debian": ["podman", "dbus"], "rhel": ["podman", "dbus"]},
+    "docker": {"debian": ["docker.io", "apparmor", "dbus"], "rhel": ["docker-ce", "dbus"]},
+}
 
 # A ConnectX NIC's firmware settings (roce_qos.firmware): mstflint's mstconfig, from the distro.
 ROCE_FIRMWARE = {"debian": ["mstflint"], "rhel": ["mstflint"]}
@@ -72,6 +80,7 @@ NODE_CHECK = {"debian": ["python3"], "rhel": ["python3"]}
 def lab_packages() -> list[str]:
     """Everything the node stack can install on a Debian 12 lab node (the lab mirror's content)."""
     names: list[str] = []
-    for table in (RDMA_USERSPACE, OPENMPI, BUILD_TOOLS, EXPORTER, SLURM_CONTROLLER, SLURM_NODE, NODE_CHECK, CONTAINERS):
+    tables = [RDMA_USERSPACE, OPENMPI, BUILD_TOOLS, EXPORTER, SLURM_CONTROLLER, SLURM_NODE, NODE_CHECK]
+    for table in [*tables, *CONTAINER_RUNTIMES.values()]:
         names.extend(p for p in table["debian"] if p not in names)
     return names

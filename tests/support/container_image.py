@@ -1,5 +1,5 @@
 """A container image made on a lab VM from its own root file system, with no registry: the perftest
-programs, a shell, the verbs providers and every library they load, imported into podman. What a
+programs, a shell, the verbs providers and every library they load, imported into podman or docker. What a
 site's training image holds of RDMA, at a few MB (the VM's whole /usr is 1.2 GB)."""
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ for f in $programs $providers $(echo "$libs" | sort -u); do
   mkdir -p "$root$(dirname "$f")"; cp -L "$f" "$root$f"
 done
 cp -a /etc/libibverbs.d "$root/etc/"
-tar -C "$root" -c . | podman import -q - {image}
+tar -C "$root" -c . | {importer} {image}
 rm -rf "$root"
 """
 
 
-def image_script() -> str:
-    """The shell script that builds IMAGE on a VM where podman and perftest are installed."""
-    return _SCRIPT.replace("{image}", IMAGE)
+def image_script(runtime: str = "podman") -> str:
+    """The shell script that builds IMAGE on a VM where the runtime and perftest are installed."""
+    importer = "docker import - >/dev/null" if runtime == "docker" else "podman import -q -"
+    return _SCRIPT.replace("{importer}", importer).replace("{image}", IMAGE)

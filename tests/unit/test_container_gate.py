@@ -39,6 +39,32 @@ def test_what_the_container_lacked_is_named(fixture, words):
     assert words in container_lack((CAPTURED / fixture).read_text(), IMAGE, "rxe0")
 
 
+@pytest.mark.parametrize(
+    ("fixture", "words"),
+    [
+        ("docker_no_such_image.txt", f"the image {IMAGE} is not on the node: pull or load it"),
+        ("docker_no_program_in_image.txt", f"the image {IMAGE} has no ib_send_bw: install perftest"),
+        (
+            "docker_no_dev_infiniband.txt",
+            "sees no RDMA device: rdmaprov apply --tags containers puts back "
+            "/usr/local/bin/rdmaprov-docker-run, whose flags give it /dev/infiniband",
+        ),
+        ("docker_no_rdmaprov_docker_run.txt", "the node has no rdmaprov-docker-run: rdmaprov apply --tags containers"),
+        ("docker_daemon_stopped.txt", "dockerd is not running on the node: rdmaprov apply --tags containers starts"),
+        # dockerd's AppArmor failure names a program it cannot exec: the node's lack, not the image's
+        ("docker_no_apparmor_parser.txt", "dockerd cannot load its AppArmor profile (no apparmor_parser): install"),
+    ],
+)
+def test_what_a_container_started_by_docker_lacked_is_named(fixture, words):
+    assert words in container_lack((CAPTURED / fixture).read_text(), IMAGE, "rxe0", "docker")
+
+
+def test_a_docker_run_that_lacked_nothing_is_judged_on_its_figure():
+    text = (CAPTURED / "docker_ib_write_bw_client_rxe.txt").read_text()
+    assert container_lack(text, IMAGE, "rxe0", "docker") is None
+    assert parse_bw_output(text).average_gbps == 0.14
+
+
 def test_a_run_that_lacked_nothing_is_judged_on_its_figure():
     text = (CAPTURED / "ib_write_bw_client_podman_rxe.txt").read_text()
     assert container_lack(text, IMAGE, "rxe0") is None
@@ -70,6 +96,18 @@ def test_a_lane_runs_in_a_named_container_of_the_image_and_a_stray_one_is_killed
         "podman kill rdmaprov-ib_write_bw-18515 rdmaprov-ib_write_bw-18516 >/dev/null 2>&1; true"
     )
     assert on_host.stray_kill({18515}).startswith("for p in '^ib_write_bw .*-p 18515( |$)'")
+
+
+def test_with_docker_a_lane_runs_through_the_jobs_docker_run_after_a_stray_namesake_is_removed():
+    """docker has no --replace nor --timeout: a container left behind by name is removed first,
+    and --init's tini hands the program the SIGTERM that `timeout` sends the docker client."""
+    tool = Tool("ib_write_bw", ("-D", "2"), 30, "gates.ib_write_bw.timeout_s", IMAGE)
+    words = ["ib_write_bw", "-d", "rxe0", "-p", "18515"]
+    assert tool.launched(words, 18515, "docker") == [
+        "sh", "-c", 'docker rm -f "$0" >/dev/null 2>&1; exec "$@"', "rdmaprov-ib_write_bw-18515",
+        "rdmaprov-docker-run", "--rm", "--init", "--pull=never", "--name", "rdmaprov-ib_write_bw-18515", IMAGE, *words
+    ]  # fmt: skip
+    assert tool.stray_kill({18515}, "docker") == "docker rm -f rdmaprov-ib_write_bw-18515 >/dev/null 2>&1; true"
 
 
 def test_the_gate_is_off_unless_written_and_needs_an_image(tmp_path):

@@ -13,8 +13,16 @@ import pytest
 import yaml
 
 from rdmaprov.deploys import STACK
-from rdmaprov.deploys.containers import CDI_SCRIPT, CDI_UDEV_RULE, cdi_script, render_containers_conf
+from rdmaprov.deploys.containers import (
+    CDI_SCRIPT,
+    CDI_UDEV_RULE,
+    cdi_script,
+    docker_daemon_keys,
+    render_containers_conf,
+    render_docker_run,
+)
 from rdmaprov.inventory.containers import ContainerConfig
+from rdmaprov.operations.files import merged_json
 from rdmaprov.packages import lab_packages
 from rdmaprov.quoting import toml_string
 from tests.conftest import FIXTURES
@@ -32,7 +40,7 @@ def _conf(settings: dict) -> dict:
 def test_off_unless_asked_for():
     assert node_config({}).containers == ContainerConfig("none", "host", None)
     assert not node_config({}).containers.enabled
-    assert "containers" in STACK and "podman" in lab_packages()
+    assert "containers" in STACK and {"podman", "docker.io"} <= set(lab_packages())
 
 
 def test_every_container_gets_the_rdma_devices_memlock_host_network_and_the_nccl_environment():
@@ -69,11 +77,106 @@ def test_a_shared_memory_size_that_would_never_be_used_is_refused(tmp_path):
 
 @pytest.mark.parametrize(
     ("section", "words"),
-    [("{runtime: docker}", "runtime"), ("{runtime: podman, ipc: private, shm_size: 8x}", "shm_size")],
+    [("{runtime: lxc}", "runtime"), ("{runtime: podman, ipc: private, shm_size: 8x}", "shm_size")],
 )
 def test_unknown_runtimes_and_sizes_are_refused(tmp_path, section, words):
     _, found = defaults_problems(tmp_path, f"  containers: {section}\n")
     assert len(found) == 1 and f"containers.{words}" in found[0], found
+
+
+# --- docker: the job's `docker run`, and rdmaprov's keys in daemon.json ---------------------------
+
+
+def _docker_run_words(tmp_path: Path, settings: dict, *job: str) -> list[str]:
+    """The words rdmaprov-docker-run hands docker, as sh passes them: a `docker` first on PATH
+    that prints each word it was given on a line of its own."""
+    node = node_config(settings)
+    env, _ = node.nccl_environment()
+    script = tmp_path / "rdmaprov-docker-run"
+    script.write_text(render_docker_run(node.containers, env))
+    script.chmod(0o755)
+    (tmp_path / "docker").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (tmp_path / "docker").chmod(0o755)
+    path = f"{tmp_path}:{os.environ['PATH']}"
+    proc = subprocess.run([str(script), *job], capture_output=True, text=True, env={**os.environ, "PATH": path})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_a_jobs_docker_run_gets_the_rdma_devices_memlock_host_network_and_the_nccl_environment(tmp_path):
+    settings = {"fabric": "softroce", "containers": {"runtime": "docker"}, "nccl": {"env": {"NCCL_DEBUG": "WARN"}}}
+    words = _docker_run_words(tmp_path, settings, "--rm", "img:1", "sh", "-c", "ulimit -l")
+    assert words == [
+        "run",
+        "--network=host",
+        "--device=/dev/infiniband",
+        "--ulimit=memlock=-1:-1",
+        "--ipc=host",
+        "--env=NCCL_DEBUG=WARN",
+        "--env=NCCL_IB_GID_INDEX=1",
+        "--env=NCCL_IB_HCA=rxe",
+        "--rm",
+        "img:1",
+        "sh",
+        "-c",
+        "ulimit -l",
+    ]
+    private = {"containers": {"runtime": "docker", "ipc": "private", "shm_size": "16g"}}
+    words = _docker_run_words(tmp_path, private, "img")
+    assert "--shm-size=16g" in words and "--ipc=host" not in words
+
+
+def test_nccl_values_reach_docker_exactly_as_written(tmp_path):
+    odd = "a 'quoted' \"$(id)\" \\ value"
+    settings = {"containers": {"runtime": "docker"}, "nccl": {"env": {"NCCL_SOCKET_IFNAME": odd}}}
+    assert f"--env=NCCL_SOCKET_IFNAME={odd}" in _docker_run_words(tmp_path, settings, "img")
+    node = node_config({"containers": {"runtime": "docker"}, "nccl": {"env": {"NCCL_SOCKET_IFNAME": "a\nb"}}})
+    with pytest.raises(ValueError, match="control character"):
+        render_docker_run(node.containers, node.nccl_environment()[0])
+
+
+NVIDIA_RUNTIME = """{
+  "runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}},
+  "default-ulimits": {"nofile": {"Name": "nofile", "Soft": 65536, "Hard": 65536}}
+}
+"""
+
+
+def test_daemon_json_gets_rdmaprovs_keys_and_keeps_everyone_elses():
+    """nvidia-ctk's runtime and the site's own ulimit stay; memlock joins the site's ulimits."""
+    keys = docker_daemon_keys(node_config({"containers": {"runtime": "docker", "ipc": "private"}}).containers)
+    merged = yaml.safe_load(merged_json("/etc/docker/daemon.json", NVIDIA_RUNTIME, keys))
+    assert merged["runtimes"] == {"nvidia": {"path": "nvidia-container-runtime", "args": []}}
+    assert merged["default-ulimits"] == {
+        "nofile": {"Name": "nofile", "Soft": 65536, "Hard": 65536},
+        "memlock": {"Name": "memlock", "Soft": -1, "Hard": -1},
+    }
+    assert merged["default-shm-size"] == "8g"
+    again = merged_json("/etc/docker/daemon.json", NVIDIA_RUNTIME.replace("\n", " "), keys)
+    assert merged_json("/etc/docker/daemon.json", again, keys) == again  # converged: the text is left alone
+    # runtime none takes rdmaprov's keys out again, and only those
+    off = docker_daemon_keys(node_config({}).containers)
+    assert yaml.safe_load(merged_json("/etc/docker/daemon.json", again, off)) == yaml.safe_load(NVIDIA_RUNTIME)
+
+
+def test_daemon_json_that_only_rdmaprov_wrote_goes_with_its_keys():
+    keys = docker_daemon_keys(node_config({"containers": {"runtime": "docker"}}).containers)
+    ours = merged_json("/etc/docker/daemon.json", None, keys)
+    assert yaml.safe_load(ours) == {"default-ulimits": {"memlock": {"Name": "memlock", "Soft": -1, "Hard": -1}}}
+    assert merged_json("/etc/docker/daemon.json", ours, docker_daemon_keys(node_config({}).containers)) is None
+    assert merged_json("/etc/docker/daemon.json", None, docker_daemon_keys(node_config({}).containers)) is None
+    assert merged_json("/etc/docker/daemon.json", "{}\n", docker_daemon_keys(node_config({}).containers)) == "{}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [('{"runtimes": {', "/etc/docker/daemon.json is not valid JSON"), ("[1]", "JSON that is not an object")],
+)
+def test_a_daemon_json_that_dockerd_could_not_read_either_is_refused_with_the_fix(text, words):
+    keys = docker_daemon_keys(node_config({"containers": {"runtime": "docker"}}).containers)
+    with pytest.raises(ValueError, match=words) as raised:
+        merged_json("/etc/docker/daemon.json", text, keys)
+    assert "then apply again" in str(raised.value)
 
 
 # --- the CDI spec of the RDMA devices ----------------------------------------------------------

@@ -15,7 +15,7 @@ from rdmaprov.inventory import load_inventory
 from rdmaprov.lab.lab import Lab, LabSettings, write_inventory
 from rdmaprov.lab.nodes import Node
 from rdmaprov.lab.releases import find_release, node_releases
-from rdmaprov.packages import CONTAINERS, SLURM_CONTROLLER, SLURM_NODE, lab_packages
+from rdmaprov.packages import CONTAINER_RUNTIMES, SLURM_CONTROLLER, SLURM_NODE, lab_packages
 from rdmaprov.parsers.mpi import MpiVersion, parse_mpirun_version
 from rdmaprov.parsers.system import parse_installed_packages, parse_os_release
 from tests.conftest import FIXTURES, REPO
@@ -76,8 +76,9 @@ def test_debian13_t64_libraries_count_as_their_old_names():
     text = (LAB / "dpkg_query_provides_debian13.txt").read_text()
     assert "ii  librdmacm1t64 librdmacm1 (= 56.1-1)" in text
     installed = parse_installed_packages(text)
-    # the capture's node ran no Slurm and no podman (opt-in deploys whose packages the mirror carries)
-    opt_in = set(SLURM_CONTROLLER["debian"] + SLURM_NODE["debian"] + CONTAINERS["debian"])
+    # the capture's node ran no Slurm and no container runtime (opt-in: the mirror carries their packages)
+    runtimes = [name for table in CONTAINER_RUNTIMES.values() for name in table["debian"]]
+    opt_in = set(SLURM_CONTROLLER["debian"] + SLURM_NODE["debian"] + runtimes)
     assert set(lab_packages()) - opt_in <= installed
     assert {"librdmacm1t64", "librdmacm1", "libssl3", "libssl3t64", "rdma-core"} <= installed
     assert "(=" not in " ".join(installed) and not any(name.endswith(",") for name in installed)

@@ -1,8 +1,16 @@
-"""A container runtime for training jobs (opt-in): podman from the distro, configured so that every
-container on the node gets what RDMA and NCCL need without the job asking (inventory/containers.py).
+"""A container runtime for training jobs (opt-in), configured so that a job's container gets what
+RDMA and NCCL need from the node, not from each job's command line (inventory/containers.py).
 
-podman reads drop-ins from /etc/containers/containers.conf.d/ after its own containers.conf, so the
-node's other settings stay the distro's and the file is the whole of rdmaprov's part.
+podman: it reads drop-ins from /etc/containers/containers.conf.d/ after its own containers.conf,
+so the node's other settings stay the distro's and the drop-in is the whole of rdmaprov's part;
+every container on the node gets it.
+
+docker: dockerd has no default for devices or the network, so the flags a job needs are written
+once, in /usr/local/bin/rdmaprov-docker-run (`docker run` with them, then the job's own words),
+which jobs and the container gate use in place of `docker run`. Unlimited locked memory and the
+shared-memory size are dockerd's defaults too (daemon.json), so that a container started any
+other way can still pin memory. daemon.json is shared (nvidia-ctk writes its runtime there): only
+rdmaprov's keys are set or removed, and dockerd is restarted only when one of them changed.
 
 With `cdi`, a CDI spec of the node's RDMA devices for runtimes that cannot give every container a
 device (Docker, Kubernetes' containerd and CRI-O): its device numbers are the kernel's and may
@@ -19,13 +27,17 @@ from pyinfra.api import deploy
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.containers import RDMA_DEVICES, ContainerConfig
 from rdmaprov.operations.cdi import cdi_spec
-from rdmaprov.operations.files import managed_file
+from rdmaprov.operations.files import JsonKeys, managed_file, managed_json_keys
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.services import unit_running
-from rdmaprov.packages import CONTAINERS
-from rdmaprov.quoting import toml_list, toml_string
+from rdmaprov.packages import CONTAINER_RUNTIMES
+from rdmaprov.quoting import config_value, sh, toml_list, toml_string
 
 CONF = "/etc/containers/containers.conf.d/50-rdmaprov.conf"
+DOCKER_RUN = "/usr/local/bin/rdmaprov-docker-run"
+DAEMON_JSON = "/etc/docker/daemon.json"
+# dockerd reads daemon.json at its start only; try-restart leaves a stopped dockerd stopped
+DOCKER_RESTART = "systemctl try-restart docker.service"
 CDI_SCRIPT = "/usr/local/sbin/rdmaprov-cdi-rdma"
 CDI_SPEC = "/etc/cdi/rdmaprov-rdma.yaml"
 CDI_RULE = "/etc/udev/rules.d/70-rdmaprov-cdi.rules"
@@ -67,17 +79,50 @@ def render_containers_conf(config: ContainerConfig, env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_docker_run(config: ContainerConfig, env: dict[str, str]) -> str:
+    """`docker run` with what a training job needs, each flag one quoted word: the host's
+    network, the RDMA devices (dockerd adds every device of a directory), memlock unlimited, the
+    IPC choice, and the node's NCCL variables."""
+    flags = ["--network=host", f"--device={RDMA_DEVICES}", "--ulimit=memlock=-1:-1"]
+    flags.append(f"--shm-size={config.shm}" if config.shm else "--ipc=host")
+    flags += [f"--env={key}={config_value(value, key)}" for key, value in env.items()]
+    lines = [
+        "#!/bin/sh",
+        "# Managed by rdmaprov (containers): `docker run` with what a training job needs on this node;",
+        "# use it in place of `docker run` (docs/training-jobs.md). Edits are replaced on the next apply.",
+        "exec docker run \\",
+        *(f"    {sh(flag)} \\" for flag in flags),
+        '    "$@"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def docker_daemon_keys(config: ContainerConfig) -> JsonKeys:
+    """rdmaprov's keys of daemon.json (None: removed): every container's locked-memory limit,
+    and its /dev/shm size where containers have their own."""
+    docker = config.runtime == "docker"
+    memlock = {"Name": "memlock", "Soft": -1, "Hard": -1} if docker else None
+    return [(("default-ulimits", "memlock"), memlock), (("default-shm-size",), config.shm if docker else None)]
+
+
 @deploy("containers")
 def containers(ctx: NodeContext) -> None:
     config = ctx.node.containers
-    packages(name="container runtime packages", by_family=CONTAINERS if config.enabled else {})
+    packages(name="container runtime packages", by_family=CONTAINER_RUNTIMES.get(config.runtime, {}))
     # Installing dbus does not start the system bus until a reboot; crun needs it for every container.
     unit_running(name="D-Bus running", unit="dbus.service", running=True if config.enabled else None)
-    content = None
-    if config.enabled:
-        env, _ = ctx.node.nccl_environment()  # its warnings are nccl_env's to give
-        content = render_containers_conf(config, env)
-    managed_file(name=f"Write {CONF}", path=CONF, content=content)
+    env, _ = ctx.node.nccl_environment()  # its warnings are nccl_env's to give
+    podman = render_containers_conf(config, env) if config.runtime == "podman" else None
+    managed_file(name=f"Write {CONF}", path=CONF, content=podman)
+    docker = render_docker_run(config, env) if config.runtime == "docker" else None
+    managed_file(name=f"Write {DOCKER_RUN}", path=DOCKER_RUN, content=docker, mode="755")
+    managed_json_keys(
+        name=f"rdmaprov's keys in {DAEMON_JSON}",
+        path=DAEMON_JSON,
+        keys=docker_daemon_keys(config),
+        after_change=DOCKER_RESTART,
+    )
+    unit_running(name="dockerd running", unit="docker.service", running=True if docker else None)
     cdi = config.cdi
     script = cdi_script() if cdi else None
     managed_file(

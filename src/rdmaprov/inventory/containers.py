@@ -25,7 +25,7 @@ DEFAULT_SHM = "8g"
 @dataclass(frozen=True)
 class ContainerConfig:
     """`runtime`: none (rdmaprov installs and configures no container runtime, and removes its
-    own configuration where it did) or podman; `ipc`: host (the node's IPC namespace and /dev/shm)
+    own configuration where it did), podman or docker; `ipc`: host (the node's IPC namespace and /dev/shm)
     or private (each container its own /dev/shm, `shm_size` or 8g); `cdi`: a CDI spec of the
     node's RDMA devices, for runtimes that take devices by CDI name (Docker, containerd, CRI-O,
     podman too), whichever runtime rdmaprov installs."""

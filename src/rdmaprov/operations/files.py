@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 import shlex
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -173,3 +174,68 @@ def shipped_file(
     digest = hashlib.sha256(data).hexdigest() if data is not None else ""
     on_node = _OnNode(current.sha256 is not None, current.sha256 == digest, current.mode, current.user, current.group)
     yield from _converge(path, on_node, data, mode, user, group, after_change, digest=digest)
+
+
+# A key of a JSON document by its path from the top, ("default-ulimits", "memlock"), and the value
+# rdmaprov wants there (None: absent). Pairs, not a mapping: pyinfra hashes an operation's
+# arguments as JSON, whose keys are strings.
+JsonKey = tuple[str, ...]
+JsonKeys = Sequence[tuple[JsonKey, object]]
+
+
+def _set_key(document: dict, key: JsonKey, value: object) -> None:
+    """Set `key` to `value`, making the tables on its way (a non-table on its way is replaced)."""
+    table = document
+    for name in key[:-1]:
+        if not isinstance(table.get(name), dict):
+            table[name] = {}
+        table = table[name]
+    table[key[-1]] = value
+
+
+def _remove_key(document: dict, key: JsonKey) -> None:
+    """Remove `key`, and each table on its way that this leaves empty."""
+    if len(key) == 1:
+        document.pop(key[0], None)
+        return
+    below = document.get(key[0])
+    if isinstance(below, dict):
+        _remove_key(below, key[1:])
+        if not below:
+            del document[key[0]]
+
+
+def merged_json(path: str, text: str | None, keys: JsonKeys) -> str | None:
+    """The JSON object `text` (None: no file) with each of `keys` set to its value, or removed
+    where the value is None, every other key kept as it was; None when the removals left nothing
+    (no file). Unchanged settings keep the file's own text, whatever its layout. A file that is
+    not a JSON object is refused with what to fix: it belongs to others too (dockerd reads it,
+    nvidia-ctk writes it)."""
+    before: object = {}
+    if text is not None and text.strip():
+        try:
+            before = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}): fix it or remove it, then apply again") from None
+        if not isinstance(before, dict):
+            raise ValueError(f"{path} holds JSON that is not an object: make it one ({{...}}), then apply again")
+    document = json.loads(json.dumps(before))  # a deep copy, to compare with
+    for key, value in keys:
+        if value is None:
+            _remove_key(document, key)
+        else:
+            _set_key(document, key, value)
+    if document == before:
+        return text
+    return json.dumps(document, indent=4) + "\n" if document else None
+
+
+@operation()
+def managed_json_keys(path: str, keys: JsonKeys, after_change: str | None = None):
+    """Keep rdmaprov's `keys` of the JSON object in `path` (a None value: absent), with the file's
+    other keys as they are; the file is rewritten only when a key differs, and removed when no
+    key is left. For configuration files that several tools write (Docker's daemon.json)."""
+    current = fact(ManagedFile, path=path)
+    wanted = merged_json(path, current.text if current.exists else None, keys)
+    mode, user, group = current.mode or "644", current.user or "root", current.group or "root"  # the owner's own
+    yield from file_commands(path, current, wanted, mode, user, group, after_change)

@@ -1,14 +1,14 @@
 """Gate: ib_write_bw between containers of the site's own image on the ib_write_bw gate's pairs,
 every rail of a pair at once (as the rail gate runs them on the host), started by the node's
-podman with nothing but what rdmaprov's containers.conf gives every container
-(deploys/containers.py): a training job in the image uses every HCA, so each one is tested from
-inside it. It passes where such a job could use the fabric, and judges each figure like the
-host's ib_write_bw gate; a failure says what the container lacked and where
-(parsers/container.py): the image or perftest in it, the RDMA device, the HCA's verbs provider,
-locked memory. Where the latency gate runs, each rail whose bandwidth passed in the image is
-then held to the same p99 bound with ib_write_lat in it (container_latency: results of its own,
-so that no report, metric or baseline takes a p99 for a bandwidth): the image's own verbs
-libraries are in the path of every small message a job sends.
+podman with nothing but what rdmaprov's containers.conf gives every container, or by
+rdmaprov-docker-run, the `docker run` its jobs use (deploys/containers.py): a training job in
+the image uses every HCA, so each one is tested from inside it. It passes where such a job
+could use the fabric, and judges each figure like the host's ib_write_bw gate; a failure says
+what the container lacked and where (parsers/container.py): the image or perftest in it, the
+RDMA device, the HCA's verbs provider, locked memory. Where the latency gate runs, each rail
+whose bandwidth passed in the image is then held to the same p99 bound with ib_write_lat in it
+(container_latency: results of its own, so that no report, metric or baseline takes a p99 for a
+bandwidth): the image's own verbs libraries are in the path of every small message a job sends.
 """
 
 from __future__ import annotations
@@ -36,11 +36,10 @@ LATENCY_GATE = "container_latency"
 def _lacked(output: LaneOutput, image: str) -> tuple[str, str] | None:
     """(the host, what its container lacked), the client's side first: it is the one that ran."""
     lane = output.lane
-    for host, text, device in ((lane.client.host, output.client, lane.client.device),
-                               (lane.server.host, output.server, lane.server.device)):  # fmt: skip
-        lack = container_lack(text, image, device)
+    for side, text in ((lane.client, output.client), (lane.server, output.server)):
+        lack = container_lack(text, image, side.device, side.runtime)
         if lack:
-            return host, lack
+            return side.host, lack
     return None
 
 
@@ -52,7 +51,9 @@ def _without_runtime(session: Session, server: str, client: str, reports: dict[s
         return problem
     for name in (server, client):
         if not session.inventory.hosts[name].node.containers.enabled:
-            return f"{name} has no container runtime from rdmaprov (containers.runtime: none): set it to podman"
+            return (
+                f"{name} has no container runtime from rdmaprov (containers.runtime: none): set it to podman or docker"
+            )
     return ""
 
 
@@ -100,7 +101,7 @@ def run_container_pair(session: Session, server: str, client: str, reports: dict
 
     def run(gate: str, tool: Tool, ran: list[Lane], figure: Callable[[LaneOutput], GateResult]) -> list[GateResult]:
         def unheard(lane: Lane, why: str) -> GateResult:  # the server never listened: its device is not known here
-            lack = container_lack(why, image)
+            lack = container_lack(why, image, runtime=lane.server.runtime)
             reason = f"{lack} (on {server}): {why}" if lack else why
             return GateResult(gate, subject(lane), False, reason, details={"image": image, "rail": lane.rail})
 

@@ -60,6 +60,8 @@ class Endpoint:
     # The GRH traffic class (the IP ToS of RoCE v2) roce_qos declares: the gates' traffic travels
     # in the class training traffic does. None: perftest's default (0).
     tclass: int | None = None
+    # The node's container runtime (containers.runtime): what starts the side in the site's image.
+    runtime: str = "none"
 
     @property
     def name(self) -> str:
@@ -123,24 +125,35 @@ class Tool:
         """The name of a lane's container: one per program and port on a node, as for processes."""
         return f"rdmaprov-{self.program}-{tcp_port}"
 
-    def launched(self, words: list[str], tcp_port: int) -> list[str]:
-        """The words as run: on the host, or by podman in a container of the image. The node's
-        containers.conf gives it the RDMA devices, memlock and the host's network; the image is
-        never pulled (air-gapped nodes); --timeout has conmon kill the container when the run is
-        over time (the `timeout` around podman ends only podman: the program, PID 1 in there,
-        ignores the SIGTERM podman passes on); --replace takes the name from one left behind."""
+    def launched(self, words: list[str], tcp_port: int, runtime: str = "podman") -> list[str]:
+        """The words as run: on the host, or in a container of the image started the way the
+        node's jobs start theirs. The image is never pulled (air-gapped nodes).
+
+        podman: the node's containers.conf gives the RDMA devices, memlock and the host's network;
+        --timeout has conmon kill the container when the run is over time (the `timeout` around
+        podman ends only podman: the program, PID 1 in there, ignores the SIGTERM podman passes
+        on); --replace takes the name from one left behind.
+
+        docker: rdmaprov-docker-run gives them; --init makes docker's tini PID 1, which hands
+        the program the SIGTERM that `timeout` sends the client and the client passes on; a
+        container left behind by name is removed first (docker has no --replace)."""
         if self.image is None:
             return words
+        name = self.container(tcp_port)
+        if runtime == "docker":
+            docker = ["rdmaprov-docker-run", "--rm", "--init", "--pull=never", "--name", name, self.image, *words]
+            return ["sh", "-c", 'docker rm -f "$0" >/dev/null 2>&1; exec "$@"', name, *docker]
         podman = ["podman", "run", "--rm", "--replace", "--pull=never", f"--timeout={self.timeout_s}"]
-        return [*podman, "--name", self.container(tcp_port), self.image, *words]
+        return [*podman, "--name", name, self.image, *words]
 
-    def stray_kill(self, ports: set[int]) -> str:
-        """Kill the servers of these ports still running. In a container the program is its PID 1,
-        which ignores SIGTERM: the container is killed (and removed, --rm) by name instead."""
+    def stray_kill(self, ports: set[int], runtime: str = "podman") -> str:
+        """Kill the servers of these ports still running. In a container the program is its PID 1
+        (or tini's child), which the container's end takes with it: killed by name instead."""
         if self.image is None:
             return stray_server_kill(self.program, ports)
         names = sh_join(self.container(port) for port in sorted(ports))
-        return f"podman kill {names} >/dev/null 2>&1; true"
+        kill = "docker rm -f" if runtime == "docker" else "podman kill"
+        return f"{kill} {names} >/dev/null 2>&1; true"
 
 
 def rail_devices(node: NodeConfig, report: NodeReport) -> list[str]:
@@ -162,7 +175,8 @@ def endpoint(host: str, node: NodeConfig, report: NodeReport, device: str, gpu: 
     gid = node.gid_index
     gid = gid if gid is not None else 0
     tclass = node.qos.tos if node.qos else None
-    return Endpoint(host, device, node.rdma.port, gid, rate, declared, gpu, len(report.gpus), tclass)
+    runtime = node.containers.runtime
+    return Endpoint(host, device, node.rdma.port, gid, rate, declared, gpu, len(report.gpus), tclass, runtime)
 
 
 def perftest_words(tool: Tool, side: Endpoint, tcp_port: int, server_address: str | None = None) -> list[str]:
@@ -177,7 +191,7 @@ def perftest_words(tool: Tool, side: Endpoint, tcp_port: int, server_address: st
         words = ["env", "CUDA_DEVICE_ORDER=PCI_BUS_ID", *words, f"--use_cuda={side.gpu}"]
     if server_address:
         words.append(server_address)
-    return tool.launched(words, tcp_port)
+    return tool.launched(words, tcp_port, side.runtime)
 
 
 def lanes_script(commands: Sequence[list[str]], timeout_s: int) -> str:
@@ -315,7 +329,7 @@ def run_lanes(session: Session, tool: Tool, lanes: list[Lane]) -> list[LaneOutpu
             server_job.join(timeout=10)  # a client that broke: its server is killed at once, below
     finally:
         if not server_job.ready() and server not in session.lost:
-            session.run(server, tool.stray_kill(ports))
+            session.run(server, tool.stray_kill(ports, lanes[0].server.runtime))
             launch.stop(server)
             server_job.join(timeout=10)
     done: dict[str, CommandResult] = {}
