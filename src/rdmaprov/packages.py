@@ -70,6 +70,11 @@ CONTAINER_RUNTIMES = {
     "docker": {"debian": ["docker.io", "apparmor", "dbus"], "rhel": ["docker-ce", "dbus"]},
 }
 
+# docker's --gpus on GPU nodes: the NVIDIA container toolkit's prestart hook. NVIDIA's CUDA
+# repositories carry it from 1.13 on (the one gpu_driver sets up), as its own repository does;
+# as of 2026-04 NVIDIA published it for debian12 but not debian13 (cuda-repo-management#45).
+NVIDIA_CONTAINER_TOOLKIT = {"debian": ["nvidia-container-toolkit"], "rhel": ["nvidia-container-toolkit"]}
+
 # A ConnectX NIC's firmware settings (roce_qos.firmware): mstflint's mstconfig, from the distro.
 ROCE_FIRMWARE = {"debian": ["mstflint"], "rhel": ["mstflint"]}
 

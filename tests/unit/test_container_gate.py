@@ -51,6 +51,7 @@ def test_what_the_container_lacked_is_named(fixture, words):
         ),
         ("docker_no_rdmaprov_docker_run.txt", "the node has no rdmaprov-docker-run: rdmaprov apply --tags containers"),
         ("docker_daemon_stopped.txt", "dockerd is not running on the node: rdmaprov apply --tags containers starts"),
+        ("docker_gpus_without_toolkit.txt", "docker cannot give the container GPUs (--gpus): the node has no NVIDIA"),
         # dockerd's AppArmor failure names a program it cannot exec: the node's lack, not the image's
         ("docker_no_apparmor_parser.txt", "dockerd cannot load its AppArmor profile (no apparmor_parser): install"),
     ],

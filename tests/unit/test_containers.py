@@ -93,7 +93,7 @@ def _docker_run_words(tmp_path: Path, settings: dict, *job: str) -> list[str]:
     node = node_config(settings)
     env, _ = node.nccl_environment()
     script = tmp_path / "rdmaprov-docker-run"
-    script.write_text(render_docker_run(node.containers, env))
+    script.write_text(render_docker_run(node.containers, env, node.gpu is not None))
     script.chmod(0o755)
     (tmp_path / "docker").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
     (tmp_path / "docker").chmod(0o755)
@@ -124,6 +124,17 @@ def test_a_jobs_docker_run_gets_the_rdma_devices_memlock_host_network_and_the_nc
     private = {"containers": {"runtime": "docker", "ipc": "private", "shm_size": "16g"}}
     words = _docker_run_words(tmp_path, private, "img")
     assert "--shm-size=16g" in words and "--ipc=host" not in words
+
+
+def test_on_a_gpu_node_a_jobs_docker_run_gets_every_gpu_unless_it_asks_for_its_own(tmp_path):
+    """Two --gpus would add up to every GPU: the job's own choice replaces rdmaprov's."""
+    gpu_node = {"gpu": {"count": 8}, "containers": {"runtime": "docker"}}
+    words = _docker_run_words(tmp_path, gpu_node, "img", "python", "train.py")
+    assert words[-4:] == ["--gpus=all", "img", "python", "train.py"]
+    for asked in (["--gpus", "device=3"], ["--gpus=2"]):
+        words = _docker_run_words(tmp_path, gpu_node, *asked, "img")
+        assert "--gpus=all" not in words and words[-len(asked) - 1 :] == [*asked, "img"], words
+    assert "--gpus=all" not in _docker_run_words(tmp_path, {"containers": {"runtime": "docker"}}, "img")
 
 
 def test_nccl_values_reach_docker_exactly_as_written(tmp_path):

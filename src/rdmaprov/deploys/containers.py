@@ -11,6 +11,8 @@ which jobs and the container gate use in place of `docker run`. Unlimited locked
 shared-memory size are dockerd's defaults too (daemon.json), so that a container started any
 other way can still pin memory. daemon.json is shared (nvidia-ctk writes its runtime there): only
 rdmaprov's keys are set or removed, and dockerd is restarted only when one of them changed.
+On GPU nodes it also gives the job every GPU (`--gpus=all`, through the NVIDIA container
+toolkit's hook, which is installed there) unless the job asks for GPUs of its own.
 
 With `cdi`, a CDI spec of the node's RDMA devices for runtimes that cannot give every container a
 device (Docker, Kubernetes' containerd and CRI-O): its device numbers are the kernel's and may
@@ -30,7 +32,7 @@ from rdmaprov.operations.cdi import cdi_spec
 from rdmaprov.operations.files import JsonKeys, managed_file, managed_json_keys
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.services import unit_running
-from rdmaprov.packages import CONTAINER_RUNTIMES
+from rdmaprov.packages import CONTAINER_RUNTIMES, NVIDIA_CONTAINER_TOOLKIT
 from rdmaprov.quoting import config_value, sh, toml_list, toml_string
 
 CONF = "/etc/containers/containers.conf.d/50-rdmaprov.conf"
@@ -79,10 +81,17 @@ def render_containers_conf(config: ContainerConfig, env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_docker_run(config: ContainerConfig, env: dict[str, str]) -> str:
+# Every GPU, unless the job's words ask for GPUs of their own: two --gpus would add up to all.
+_GPUS_UNLESS_ASKED = (
+    "gpus=--gpus=all",
+    'for word in "$@"; do case $word in --gpus|--gpus=*) gpus= ;; esac; done',
+)
+
+
+def render_docker_run(config: ContainerConfig, env: dict[str, str], gpus: bool = False) -> str:
     """`docker run` with what a training job needs, each flag one quoted word: the host's
     network, the RDMA devices (dockerd adds every device of a directory), memlock unlimited, the
-    IPC choice, and the node's NCCL variables."""
+    IPC choice, the node's NCCL variables and, on a GPU node, every GPU."""
     flags = ["--network=host", f"--device={RDMA_DEVICES}", "--ulimit=memlock=-1:-1"]
     flags.append(f"--shm-size={config.shm}" if config.shm else "--ipc=host")
     flags += [f"--env={key}={config_value(value, key)}" for key, value in env.items()]
@@ -90,8 +99,10 @@ def render_docker_run(config: ContainerConfig, env: dict[str, str]) -> str:
         "#!/bin/sh",
         "# Managed by rdmaprov (containers): `docker run` with what a training job needs on this node;",
         "# use it in place of `docker run` (docs/training-jobs.md). Edits are replaced on the next apply.",
+        *(_GPUS_UNLESS_ASKED if gpus else ()),
         "exec docker run \\",
         *(f"    {sh(flag)} \\" for flag in flags),
+        *(['    ${gpus:+"$gpus"} \\'] if gpus else []),
         '    "$@"',
     ]
     return "\n".join(lines) + "\n"
@@ -114,7 +125,9 @@ def containers(ctx: NodeContext) -> None:
     env, _ = ctx.node.nccl_environment()  # its warnings are nccl_env's to give
     podman = render_containers_conf(config, env) if config.runtime == "podman" else None
     managed_file(name=f"Write {CONF}", path=CONF, content=podman)
-    docker = render_docker_run(config, env) if config.runtime == "docker" else None
+    gpus = config.runtime == "docker" and ctx.node.gpu is not None
+    packages(name="NVIDIA container toolkit", by_family=NVIDIA_CONTAINER_TOOLKIT if gpus else {})
+    docker = render_docker_run(config, env, gpus) if config.runtime == "docker" else None
     managed_file(name=f"Write {DOCKER_RUN}", path=DOCKER_RUN, content=docker, mode="755")
     managed_json_keys(
         name=f"rdmaprov's keys in {DAEMON_JSON}",

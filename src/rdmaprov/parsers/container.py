@@ -41,7 +41,8 @@ def _no_provider(text: str, device: str | None, image: str) -> str | None:
 
 
 def _runtime_lack(text: str) -> str | None:
-    """What the node's runtime itself lacked: dockerd, rdmaprov's docker run, D-Bus, AppArmor."""
+    """What the node's runtime itself lacked: dockerd, rdmaprov's docker run, the NVIDIA container
+    toolkit, D-Bus, AppArmor."""
     # Debian 12's docker 20.10 client says "unknown server OS" when its ping finds no daemon
     if "Cannot connect to the Docker daemon" in text or "unknown server OS" in text:
         return "dockerd is not running on the node: rdmaprov apply --tags containers starts it"
@@ -49,6 +50,11 @@ def _runtime_lack(text: str) -> str | None:
         return "the node has no rdmaprov-docker-run: rdmaprov apply --tags containers puts it back"
     if "cannot open sd-bus" in text:
         return "podman cannot reach D-Bus for the container's cgroup: start dbus on the node (apply does)"
+    if 'could not select device driver "" with capabilities: [[gpu]]' in text:
+        return (
+            "docker cannot give the container GPUs (--gpus): the node has no NVIDIA container toolkit; rdmaprov "
+            "apply installs it from the CUDA repository (gpu.repo for a mirror of it)"
+        )
     if "apparmor_parser" in text:
         return (
             "dockerd cannot load its AppArmor profile (no apparmor_parser): install apparmor on the node (apply does)"
