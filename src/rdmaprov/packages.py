@@ -70,7 +70,8 @@ CONTAINER_RUNTIMES = {
     "docker": {"debian": ["docker.io", "apparmor", "dbus"], "rhel": ["docker-ce", "dbus"]},
 }
 
-# docker's --gpus on GPU nodes: the NVIDIA container toolkit's prestart hook. NVIDIA's CUDA
+# GPUs in containers: the NVIDIA container toolkit (docker's --gpus runs its hook; podman takes
+# the CDI spec its nvidia-cdi-refresh service keeps, from 1.18 on). NVIDIA's CUDA
 # repositories carry it from 1.13 on (the one gpu_driver sets up), as its own repository does;
 # as of 2026-04 NVIDIA published it for debian12 but not debian13 (cuda-repo-management#45).
 NVIDIA_CONTAINER_TOOLKIT = {"debian": ["nvidia-container-toolkit"], "rhel": ["nvidia-container-toolkit"]}

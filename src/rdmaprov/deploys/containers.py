@@ -12,7 +12,12 @@ shared-memory size are dockerd's defaults too (daemon.json), so that a container
 other way can still pin memory. daemon.json is shared (nvidia-ctk writes its runtime there): only
 rdmaprov's keys are set or removed, and dockerd is restarted only when one of them changed.
 On GPU nodes it also gives the job every GPU (`--gpus=all`, through the NVIDIA container
-toolkit's hook, which is installed there) unless the job asks for GPUs of its own.
+toolkit's hook) unless the job asks for GPUs of its own.
+
+On GPU nodes the NVIDIA container toolkit is installed for either runtime: docker's --gpus needs
+its hook; for podman, its nvidia-cdi-refresh service (1.18 on) keeps a CDI spec of the GPUs, which
+jobs name (`--device nvidia.com/gpu=all`): podman before 4.4 refuses CDI names in containers.conf,
+so the drop-in cannot give them.
 
 With `cdi`, a CDI spec of the node's RDMA devices for runtimes that cannot give every container a
 device (Docker, Kubernetes' containerd and CRI-O): its device numbers are the kernel's and may
@@ -125,7 +130,7 @@ def containers(ctx: NodeContext) -> None:
     env, _ = ctx.node.nccl_environment()  # its warnings are nccl_env's to give
     podman = render_containers_conf(config, env) if config.runtime == "podman" else None
     managed_file(name=f"Write {CONF}", path=CONF, content=podman)
-    gpus = config.runtime == "docker" and ctx.node.gpu is not None
+    gpus = config.enabled and ctx.node.gpu is not None
     packages(name="NVIDIA container toolkit", by_family=NVIDIA_CONTAINER_TOOLKIT if gpus else {})
     docker = render_docker_run(config, env, gpus) if config.runtime == "docker" else None
     managed_file(name=f"Write {DOCKER_RUN}", path=DOCKER_RUN, content=docker, mode="755")
