@@ -463,7 +463,8 @@ def _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, i
 def test_docker_jobs_get_rxe_memlock_and_nccl_settings_and_the_container_gate_passes_in_docker(vm_lab, tmp_path):
     """containers.runtime docker: Debian's docker.io from the lab's mirror, rdmaprov-docker-run and
     rdmaprov's keys in daemon.json beside a key of the site's own, which stays through apply and
-    removal. A job's container started by rdmaprov-docker-run sees rxe0, may pin memory and has
+    removal, and a daemon.json that is not JSON stops the apply on its node naming the file.
+    A job's container started by rdmaprov-docker-run sees rxe0, may pin memory and has
     the node's NCCL variables; the container gate runs ib_write_bw between docker containers on
     the two VMs over SoftRoCE and passes. (What a docker container lacked is named from outputs
     captured on these VMs, in the unit tier: the podman test runs the gate's failures here.)"""
@@ -496,6 +497,14 @@ def test_docker_jobs_get_rxe_memlock_and_nccl_settings_and_the_container_gate_pa
         assert code == 0 and gates and all(g["measured"] > 0 and g["details"]["image"] == IMAGE for g in gates), gates
         left = vm_lab.ssh("node1", "docker ps -aq").stdout.split()
         assert left == [], left  # every lane's container went with it
+        # a daemon.json dockerd could not read either stops node1's apply, naming the file
+        broken = vm_lab.ssh("node1", f"cp {daemon} /root/daemon.json && echo '{{\"log-opts\": ' > {daemon}")
+        assert broken.returncode == 0, broken.stderr
+        code, refused = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
+        node1 = {h["name"]: h for h in refused["hosts"]}["node1"]
+        assert code == 4 and node1["status"] == "failed", refused["hosts"]
+        assert f"{daemon} is not valid JSON" in node1["error"] and "fix it or remove it" in node1["error"], node1
+        assert vm_lab.ssh("node1", f"mv /root/daemon.json {daemon}").returncode == 0
     finally:  # the next tests' applies expect no runtime of rdmaprov's: a failure here must not fail them too
         data["defaults"]["containers"] = {"runtime": "none"}
         inventory.write_text(yaml.safe_dump(data, sort_keys=False))
