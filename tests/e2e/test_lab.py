@@ -1524,6 +1524,9 @@ def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_
     assert gates["all_reduce"]["passed"] and gates["all_reduce"]["details"]["via"] == "slurm", gates
     assert "srun --mpi=pmix" in gates["all_reduce"]["details"]["command"]
     assert gates["ib_write_bw"]["passed"] and gates["ib_write_bw"]["details"]["via"] == "slurm", gates
+    # a job keeps the node's locked-memory limit whatever the submitting shell's was
+    low = vm_lab.ssh("node1", "ulimit -l 64 && srun -N1 -w node2 sh -c 'ulimit -l'")
+    assert low.returncode == 0 and low.stdout.split() == ["unlimited"], (low.stdout, low.stderr)
 
     try:
         # node2 loses its RDMA device: within one HealthCheckInterval Slurm drains it, with rdmaprov's reason

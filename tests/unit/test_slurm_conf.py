@@ -64,6 +64,7 @@ def test_slurm_conf_declares_nodes_gpus_partitions_and_the_health_check(tmp_path
     assert "HealthCheckProgram=/usr/local/sbin/rdmaprov-slurm-health-check" in lines
     assert "HealthCheckInterval=30" in lines and "HealthCheckNodeState=ANY,CYCLE" in lines
     assert "GresTypes=gpu" in lines and "ReturnToService=2" in lines
+    assert "PropagateResourceLimitsExcept=MEMLOCK" in lines  # jobs keep the node's memlock
     assert (
         "NodeName=node1 NodeAddr=10.79.41.11 CPUs=1 Boards=1 SocketsPerBoard=1 CoresPerSocket=1 "
         "ThreadsPerCore=1 RealMemory=964 State=UNKNOWN"

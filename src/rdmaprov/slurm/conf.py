@@ -81,6 +81,9 @@ def render_slurm_conf(
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
         "MpiDefault=none",
+        # Slurm gives a job the submitting shell's limits; a login with the kernel's default memlock (8 MiB)
+        # would hold every RDMA job to it. Jobs keep slurmd's (unlimited: the limits deploy).
+        "PropagateResourceLimitsExcept=MEMLOCK",
         # A node that was down comes back by itself once slurmd registers; a drain stays (rdmaprov's or an admin's).
         "ReturnToService=2",
         f"HealthCheckProgram={HEALTH_CHECK_PROGRAM}",
