@@ -401,9 +401,9 @@ def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], 
     return path
 
 
-def _container_gate(vm_lab, tmp_path, image: str, runtime="podman") -> tuple[int, list[dict]]:
+def _container_gate(vm_lab, tmp_path, image: str) -> tuple[int, list[dict]]:
     """verify --gates with the container gate alone, on rxe0."""
-    path = _container_gate_inventory(vm_lab, tmp_path, image, ["rxe0"], runtime=runtime)
+    path = _container_gate_inventory(vm_lab, tmp_path, image, ["rxe0"])
     code, result = rdmaprov_json("verify", path, "--gates", timeout=600)
     return code, [g for g in result["gates"] if g["gate"] == "container"]
 

@@ -1,6 +1,6 @@
 """A container image made on a lab VM from its own root file system, with no registry: the perftest
-programs, a shell, the verbs providers and every library they load, imported into podman or docker. What a
-site's training image holds of RDMA, at a few MB (the VM's whole /usr is 1.2 GB)."""
+programs, a shell, the verbs providers and every library they load, imported into podman or
+docker. What a site's training image holds of RDMA, at a few MB (the VM's whole /usr is 1.2 GB)."""
 
 from __future__ import annotations
 

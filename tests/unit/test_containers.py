@@ -135,6 +135,11 @@ def test_on_a_gpu_node_a_jobs_docker_run_gets_every_gpu_unless_it_asks_for_its_o
         words = _docker_run_words(tmp_path, gpu_node, *asked, "img")
         assert "--gpus=all" not in words and words[-len(asked) - 1 :] == [*asked, "img"], words
     assert "--gpus=all" not in _docker_run_words(tmp_path, {"containers": {"runtime": "docker"}}, "img")
+    # the toolkit (and the CUDA repository it comes from) for a runtime on a GPU node, either runtime
+    podman_gpu_node = {**gpu_node, "containers": {"runtime": "podman"}}
+    assert node_config(gpu_node).container_gpus and node_config(podman_gpu_node).container_gpus
+    assert not node_config({"gpu": {"count": 8}}).container_gpus
+    assert not node_config({"containers": {"runtime": "docker"}}).container_gpus
 
 
 def test_nccl_values_reach_docker_exactly_as_written(tmp_path):

@@ -130,7 +130,7 @@ def containers(ctx: NodeContext) -> None:
     env, _ = ctx.node.nccl_environment()  # its warnings are nccl_env's to give
     podman = render_containers_conf(config, env) if config.runtime == "podman" else None
     managed_file(name=f"Write {CONF}", path=CONF, content=podman)
-    gpus = config.enabled and ctx.node.gpu is not None
+    gpus = ctx.node.container_gpus
     packages(name="NVIDIA container toolkit", by_family=NVIDIA_CONTAINER_TOOLKIT if gpus else {})
     docker = render_docker_run(config, env, gpus) if config.runtime == "docker" else None
     managed_file(name=f"Write {DOCKER_RUN}", path=DOCKER_RUN, content=docker, mode="755")

@@ -85,9 +85,7 @@ def gpu_driver(ctx: NodeContext) -> None:
     gpu = ctx.node.gpu  # None on a node without GPUs: nothing is installed there
     driver, cuda = (gpu.driver_version, gpu.cuda_version) if gpu else (None, None)
     os_info = fact(Os)
-    # the containers deploy installs the NVIDIA container toolkit from it
-    toolkit = ctx.node.containers.enabled
-    repo = cuda_repo(os_info, gpu.repo) if gpu and (driver or cuda or toolkit) else None
+    repo = cuda_repo(os_info, gpu.repo) if gpu and (driver or cuda or ctx.node.container_gpus) else None
     vendor_repository(
         ctx,
         "CUDA repository",

@@ -296,6 +296,13 @@ class NodeConfig:
             return self.rdma.gid_index
         return _FABRIC_GID_INDEX.get(self.fabric or "")
 
+    @property
+    def container_gpus(self) -> bool:
+        """Containers on this node get its GPUs: a container runtime on a node with GPUs. The
+        containers deploy installs the NVIDIA container toolkit for it, from the CUDA repository
+        gpu_driver then sets up."""
+        return self.containers.enabled and self.gpu is not None
+
     def nccl_environment(self) -> tuple[dict[str, str], list[str]]:
         """The NCCL variables for this node, and warnings about what had to be corrected.
 
