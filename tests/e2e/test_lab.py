@@ -345,46 +345,87 @@ def test_the_site_workload_runs_as_one_job_and_its_figure_transport_and_failure_
     assert code == 4 and reason == "mpirun from node1 exited with an error: loading the model | no such file: model.pt"
 
 
-def test_podman_containers_get_rxe_memlock_and_nccl_settings_and_carry_ib_write_bw(vm_lab, tmp_path):
-    """containers.runtime podman: podman from the lab's mirror and rdmaprov's containers.conf drop-in;
-    a container started with no flags at all sees rxe0, may pin memory and has the node's NCCL
-    variables. The container gate then runs ib_write_bw between containers on the two VMs over
-    SoftRoCE and passes, with the rail's p99 in the image too, and names what a container lacked
-    (its device, or its memlock). With containers.cdi, the CDI spec the node made gives a
-    container rxe0 by its CDI name where the drop-in gives none, and udev makes it again. (Every
-    rail of a pair in the image, a verdict per HCA, is the unit tier's: on CI's two cores its lab
-    step took minutes. ib_write_bw started by hand in the containers, and failing to register its
-    buffer with memlock withheld on podman's command line, ran here until 2026-11-28: the gate
-    does both, and it went for CI's time.)"""
-    data = yaml.safe_load(open(vm_lab.inventory))
-    data["defaults"]["containers"] = {"runtime": "podman", "cdi": True}
+def _sees_rxe_memlock_and_nccl(node: str, inside: subprocess.CompletedProcess) -> None:
+    """What a job's container printed for `ulimit -l; ls /dev/infiniband; ibv_devices; env`: locked
+    memory unlimited, the RDMA devices, rxe0 and the node's NCCL variables."""
+    assert inside.returncode == 0, (node, inside.stderr)
+    lines = inside.stdout.splitlines()
+    assert lines[0] == "unlimited" and {"uverbs0", "rdma_cm"} <= set(lines), (node, lines)
+    assert "rxe0" in inside.stdout and "NCCL_IB_HCA=rxe" in lines, (node, lines)
+
+
+# Each VM its own runtime: both runtimes' deploys and both ends of the container gate run in one
+# apply and one gate, where a test per runtime took about two minutes more of CI (issue 30).
+RUNTIMES = {"node1": {"runtime": "podman", "cdi": True}, "node2": {"runtime": "docker"}}
+
+
+def _with_runtimes(data: dict, runtimes: dict[str, dict]) -> dict:
+    """The inventory's data with each host's own containers section (none where not named)."""
+    for name, host in data["groups"]["nodes"]["hosts"].items():
+        host.pop("vars", None)  # the lab's hosts have no vars of their own
+        if name in runtimes:
+            host["vars"] = {"containers": runtimes[name]}
+    return data
+
+
+def test_podman_and_docker_jobs_get_rxe_memlock_and_nccl_settings_and_carry_the_container_gate(vm_lab, tmp_path):
+    """containers.runtime podman on node1 (with containers.cdi) and docker on node2, each from the
+    lab's mirror: rdmaprov's containers.conf drop-in on node1; on node2 rdmaprov-docker-run and
+    rdmaprov's keys in daemon.json beside a key of the site's own, which stays through apply and
+    removal. A job's container, started with no flags on podman and by rdmaprov-docker-run on
+    docker, sees rxe0, may pin memory and has the node's NCCL variables. The container gate runs
+    ib_write_bw between a podman and a docker container over SoftRoCE and passes, with the rail's
+    p99 in the image too, leaves no container behind, and names what a podman container lacked
+    (its device, or its memlock); a daemon.json that is not JSON stops node2's apply, naming the
+    file. With containers.cdi, the CDI spec node1 made gives a container rxe0 by its CDI name
+    where the drop-in gives none, and udev makes it again. (Every rail of a pair in the image, a
+    verdict per HCA, and what a docker container lacked, from outputs captured on these VMs, are
+    the unit tier's.)"""
+    data = _with_runtimes(yaml.safe_load(open(vm_lab.inventory)), RUNTIMES)
     inventory = tmp_path / "containers.yaml"
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    daemon = "/etc/docker/daemon.json"
+    site = {"log-opts": {"max-size": "10m"}}
+    site_file = f"mkdir -p /etc/docker && echo {shlex.quote(json.dumps(site))} > {daemon}"
+    assert vm_lab.ssh("node2", site_file).returncode == 0
     try:
         code, first = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=900)
         assert code == 2 and {h["status"] for h in first["hosts"]} == {"changed"}, first["hosts"]
         code, again = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
         assert code == 0 and {h["status"] for h in again["hosts"]} == {"unchanged"}, again["hosts"]
-        run = f"podman run --rm --pull=never {IMAGE}"
-        made = vm_lab.ssh_each(["node1", "node2"], f"bash -c {shlex.quote(image_script())}")
+        merged = json.loads(vm_lab.ssh("node2", f"cat {daemon}").stdout)
+        assert merged == {**site, "default-ulimits": {"memlock": {"Name": "memlock", "Soft": -1, "Hard": -1}}}
+        made = vm_lab.ssh_each(
+            ["node1", "node2"],
+            f"if command -v docker; then bash -c {shlex.quote(image_script('docker'))}; "
+            f"else bash -c {shlex.quote(image_script())}; fi",
+        )
         assert all(m.returncode == 0 for m in made.values()), {n: m.stderr for n, m in made.items()}
-        look = f"{run} sh -c 'ulimit -l; ls /dev/infiniband; ibv_devices; env'"
-        for node, inside in vm_lab.ssh_each(["node1", "node2"], look).items():
-            assert inside.returncode == 0, (node, inside.stderr)
-            lines = inside.stdout.splitlines()
-            assert lines[0] == "unlimited" and {"uverbs0", "rdma_cm"} <= set(lines), lines
-            assert "rxe0" in inside.stdout and "NCCL_IB_HCA=rxe" in lines, lines
+        look = f"--rm --pull=never {IMAGE} sh -c 'ulimit -l; ls /dev/infiniband; ibv_devices; env'"
+        for node, run in (("node1", "podman run"), ("node2", "rdmaprov-docker-run")):
+            _sees_rxe_memlock_and_nccl(node, vm_lab.ssh(node, f"{run} {look}"))
         _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory)
-    finally:  # the next tests' applies expect no drop-in: a failure here must not fail them too
-        data["defaults"]["containers"] = {"runtime": "none"}
-        inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+        assert vm_lab.ssh("node2", "docker ps -aq").stdout.split() == []  # each lane's container went with it
+        # a daemon.json dockerd could not read either stops node2's apply, naming the file
+        broken = vm_lab.ssh("node2", f"cp {daemon} /root/daemon.json && echo '{{\"log-opts\": ' > {daemon}")
+        assert broken.returncode == 0, broken.stderr
+        code, refused = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
+        node2 = {h["name"]: h for h in refused["hosts"]}["node2"]
+        assert code == 4 and node2["status"] == "failed", refused["hosts"]
+        assert f"{daemon} is not valid JSON" in node2["error"] and "fix it or remove it" in node2["error"], node2
+    finally:  # the next tests' applies expect no runtime of rdmaprov's: a failure here must not fail them too
+        vm_lab.ssh("node2", f"test -e /root/daemon.json && mv /root/daemon.json {daemon}")
+        inventory.write_text(yaml.safe_dump(_with_runtimes(data, {}), sort_keys=False))
         code, _ = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
     assert code == 2 and vm_lab.ssh("node1", "ls /etc/containers/containers.conf.d").stdout.strip() == ""
     left = vm_lab.ssh("node1", "ls /etc/cdi /usr/local/sbin/rdmaprov-cdi-rdma /etc/udev/rules.d/70-rdmaprov-cdi.rules")
     assert left.stdout.strip() == "/etc/cdi:" and left.stderr.count("No such file") == 2, (left.stdout, left.stderr)
+    assert json.loads(vm_lab.ssh("node2", f"cat {daemon}").stdout) == site
+    gone = vm_lab.ssh("node2", "ls /usr/local/bin/rdmaprov-docker-run")
+    assert gone.stderr.count("No such file") == 1, (gone.stdout, gone.stderr)
 
 
-def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], latency=False, runtime="podman") -> str:
+def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], latency=False) -> str:
     """The container gate alone (ib_write_bw's pairs and lab bounds kept); with `latency`, the
     latency gate on too (the container gate then holds each rail's p99 in the image to its
     bound; the host's latency gate runs as well). Its bound here is 1 s, failing only a stuck
@@ -396,8 +437,7 @@ def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], 
     data = yaml.safe_load(open(path))
     lab_gates = yaml.safe_load(open(vm_lab.inventory))["cluster"]["gates"]
     data["cluster"]["gates"]["ib_write_bw"] = {**lab_gates.get("ib_write_bw", {}), "enabled": False}
-    data["defaults"]["containers"] = {"runtime": runtime}
-    Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
+    Path(path).write_text(yaml.safe_dump(_with_runtimes(data, RUNTIMES), sort_keys=False))
     return path
 
 
@@ -458,60 +498,6 @@ def _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, i
             _cdi_gives_rxe0_where_the_drop_in_gives_none(vm_lab)
         code, fixed = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
         assert code == 2 and {h["name"]: h["status"] for h in fixed["hosts"]}["node1"] == "changed", fixed
-
-
-def test_docker_jobs_get_rxe_memlock_and_nccl_settings_and_the_container_gate_passes_in_docker(vm_lab, tmp_path):
-    """containers.runtime docker: Debian's docker.io from the lab's mirror, rdmaprov-docker-run and
-    rdmaprov's keys in daemon.json beside a key of the site's own, which stays through apply and
-    removal, and a daemon.json that is not JSON stops the apply on its node naming the file.
-    A job's container started by rdmaprov-docker-run sees rxe0, may pin memory and has
-    the node's NCCL variables; the container gate runs ib_write_bw between docker containers on
-    the two VMs over SoftRoCE and passes. (What a docker container lacked is named from outputs
-    captured on these VMs, in the unit tier: the podman test runs the gate's failures here.)"""
-    data = yaml.safe_load(open(vm_lab.inventory))
-    data["defaults"]["containers"] = {"runtime": "docker"}
-    inventory = tmp_path / "docker.yaml"
-    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
-    daemon = "/etc/docker/daemon.json"
-    site = {"log-opts": {"max-size": "10m"}}
-    site_file = f"mkdir -p /etc/docker && echo {shlex.quote(json.dumps(site))} > {daemon}"
-    assert vm_lab.ssh("node1", site_file).returncode == 0
-    try:
-        code, first = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=900)
-        assert code == 2 and {h["status"] for h in first["hosts"]} == {"changed"}, first["hosts"]
-        code, again = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
-        assert code == 0 and {h["status"] for h in again["hosts"]} == {"unchanged"}, again["hosts"]
-        merged = json.loads(vm_lab.ssh("node1", f"cat {daemon}").stdout)
-        assert merged == {**site, "default-ulimits": {"memlock": {"Name": "memlock", "Soft": -1, "Hard": -1}}}
-        made = vm_lab.ssh_each(["node1", "node2"], f"bash -c {shlex.quote(image_script('docker'))}")
-        assert all(m.returncode == 0 for m in made.values()), {n: m.stderr for n, m in made.items()}
-        look = f"rdmaprov-docker-run --rm --pull=never {IMAGE} sh -c 'ulimit -l; ls /dev/infiniband; ibv_devices; env'"
-        inside = vm_lab.ssh("node1", look)
-        assert inside.returncode == 0, inside.stderr
-        lines = inside.stdout.splitlines()
-        assert lines[0] == "unlimited" and {"uverbs0", "rdma_cm"} <= set(lines), lines
-        assert "rxe0" in inside.stdout and "NCCL_IB_HCA=rxe" in lines, lines
-        path = _container_gate_inventory(vm_lab, tmp_path, IMAGE, ["rxe0"], runtime="docker")
-        code, result = _gates_until(vm_lab, path, lambda r: all(g["passed"] for g in r["gates"]))
-        gates = [g for g in result["gates"] if g["gate"] == "container"]
-        assert code == 0 and gates and all(g["measured"] > 0 and g["details"]["image"] == IMAGE for g in gates), gates
-        left = vm_lab.ssh("node1", "docker ps -aq").stdout.split()
-        assert left == [], left  # every lane's container went with it
-        # a daemon.json dockerd could not read either stops node1's apply, naming the file
-        broken = vm_lab.ssh("node1", f"cp {daemon} /root/daemon.json && echo '{{\"log-opts\": ' > {daemon}")
-        assert broken.returncode == 0, broken.stderr
-        code, refused = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
-        node1 = {h["name"]: h for h in refused["hosts"]}["node1"]
-        assert code == 4 and node1["status"] == "failed", refused["hosts"]
-        assert f"{daemon} is not valid JSON" in node1["error"] and "fix it or remove it" in node1["error"], node1
-        assert vm_lab.ssh("node1", f"mv /root/daemon.json {daemon}").returncode == 0
-    finally:  # the next tests' applies expect no runtime of rdmaprov's: a failure here must not fail them too
-        data["defaults"]["containers"] = {"runtime": "none"}
-        inventory.write_text(yaml.safe_dump(data, sort_keys=False))
-        code, _ = rdmaprov_json("apply", str(inventory), "--tags", "containers", "--skip-verify", timeout=600)
-    assert code == 2 and json.loads(vm_lab.ssh("node1", f"cat {daemon}").stdout) == site
-    gone = vm_lab.ssh("node2", f"ls /usr/local/bin/rdmaprov-docker-run {daemon}")
-    assert gone.stderr.count("No such file") == 2, (gone.stdout, gone.stderr)
 
 
 def test_a_softroce_inventory_from_before_the_rail_and_latency_gates_still_passes(vm_lab, tmp_path, monkeypatch):
