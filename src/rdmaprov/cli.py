@@ -327,7 +327,6 @@ def _cmd_lab_up(args: argparse.Namespace, out: Console, err: Console) -> int:
         subnet=args.subnet,
         bridge=args.bridge,
         memory_mb=args.memory,
-        cpus=args.cpus,
     )
     for line in up_summary(lab, up(lab, settings, log=_log_to(err))):
         out.print(line, highlight=False)
@@ -552,7 +551,6 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--subnet", default="10.77.0.0/24")
     up.add_argument("--bridge", default="rdmaprov0")
     up.add_argument("--memory", type=int, default=1024, help="MiB per VM")
-    up.add_argument("--cpus", type=int, default=2, help="emulated CPUs per VM")
     up.set_defaults(handler=_cmd_lab_up)
 
     box = actions.add_parser(

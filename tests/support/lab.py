@@ -106,9 +106,8 @@ class TestLab:
         return rdmaprov("lab", "--dir", str(self.dir), "ssh", node, "--", command, timeout=timeout)
 
     def ssh_each(self, nodes: list[str], command: str, timeout: int = 120) -> dict[str, subprocess.CompletedProcess]:
-        """`command` on every node at once: each VM's emulated CPUs are threads on the host's
-        cores, so a step that keeps a VM busy takes about as long on two nodes as on one, where
-        one after the other left a core idle."""
+        """`command` on every node at once: each VM is one emulated CPU, so a step that keeps a VM
+        busy takes as long on two nodes as on one, where one after the other left a core idle."""
         with ThreadPoolExecutor(len(nodes)) as pool:
             done = {node: pool.submit(self.ssh, node, command, timeout) for node in nodes}
         return {node: future.result() for node, future in done.items()}

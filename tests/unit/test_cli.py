@@ -188,7 +188,6 @@ OPTIONS = {
         (("--subnet",), None, "10.77.0.0/24", None),
         (("--bridge",), None, "rdmaprov0", None),
         (("--memory",), "MiB per VM", 1024, None),
-        (("--cpus",), "emulated CPUs per VM", 2, None),
     ],
     "lab down": [],
     "lab status": [(("--json",), None, False, None)],
@@ -353,7 +352,7 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
         ),
         ("exporter --listen 1.2.3.4:5", {"listen": "1.2.3.4:5", "sysfs": "/sys/class/infiniband"}, cli._cmd_exporter),
         (
-            "lab --dir /x up --nodes 3 --kind container --subnet 10.0.0.0/24 --bridge br --memory 512 --cpus 4",
+            "lab --dir /x up --nodes 3 --kind container --subnet 10.0.0.0/24 --bridge br --memory 512",
             {
                 "dir": "/x",
                 "lab_command": "up",
@@ -363,7 +362,6 @@ def test_every_command_keeps_its_options_help_and_defaults(path):
                 "subnet": "10.0.0.0/24",
                 "bridge": "br",
                 "memory": 512,
-                "cpus": 4,
             },
             cli._cmd_lab_up,
         ),

@@ -44,7 +44,6 @@ class LabSettings:
     subnet: str = DEFAULT_SUBNET
     bridge: str = DEFAULT_BRIDGE
     memory_mb: int = 1024
-    cpus: int = 2  # a VM alone at work uses both of a 2-core machine's cores (docs/lab.md)
     boot_timeout: int = 600
 
 
@@ -95,8 +94,6 @@ def _validate(settings: LabSettings) -> tuple[ipaddress.IPv4Network, list[Releas
     """The lab's subnet and each node's release, or a UserError saying what to fix."""
     if settings.nodes is not None and settings.nodes < 1:
         raise UserError(f"--nodes {settings.nodes}: a lab needs at least 1 node")
-    if settings.cpus < 1:
-        raise UserError(f"--cpus {settings.cpus}: a VM needs at least 1 emulated CPU")
     releases = node_releases(settings.release, settings.nodes)
     nodes = len(releases)
     if settings.kind not in ("vm", "container"):
@@ -335,7 +332,7 @@ def _start_nodes(lab: Lab, settings: LabSettings, nodes: list[Node], images: dic
     for index, node in enumerate(nodes, start=1):
         image = images[node.release]
         if settings.kind == "vm":
-            start_vm(node, image, settings.bridge, pubkey, settings.memory_mb, settings.cpus, index)
+            start_vm(node, image, settings.bridge, pubkey, settings.memory_mb, index)
         else:
             start_container(node, image, settings.bridge, pubkey, f"{settings.bridge}c{index}")
         lab.state["nodes"].append(node.to_dict())

@@ -68,7 +68,7 @@ def _node_config(node: Node, authorized_key: str) -> dict[str, str]:
     }
 
 
-def start_vm(node: Node, image: Image, bridge: str, authorized_key: str, memory_mb: int, cpus: int, index: int) -> None:
+def start_vm(node: Node, image: Image, bridge: str, authorized_key: str, memory_mb: int, index: int) -> None:
     """Boot a VM from a copy-on-write overlay of the image disk."""
     workdir = Path(node.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -95,7 +95,7 @@ def start_vm(node: Node, image: Image, bridge: str, authorized_key: str, memory_
         "-cpu",
         "max",
         "-smp",
-        str(cpus),
+        "1",
         "-m",
         str(memory_mb),
         "-kernel",
