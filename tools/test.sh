@@ -74,10 +74,12 @@ side_by_side() {
   local pid=$!
   set +m
   # ended with this script, its output shown, however the script ends
-  trap 'kill -INT -- -"$pid" 2>/dev/null; wait "$pid" || true; cat "$log"; rm -f "$log"' EXIT
+  trap 'kill -INT -- -"$pid" 2>/dev/null; wait "$pid" || true; cat "$log"; rm -f "$log"; lab_down || true' EXIT
   trap 'exit 130' INT TERM
   echo "test: the end-to-end tests other than the VM lab's run beside it (pid $pid); their output comes after"
-  RDMAPROV_TEST_NET_SHARE=0/2 run_pytest .venv --durations=0 -m "not lab_only" tests/e2e/test_lab.py || code=$?
+  RDMAPROV_TEST_LAB=${lab_attach:-} RDMAPROV_TEST_NET_SHARE=0/2 \
+    run_pytest .venv --durations=0 -m "not lab_only" tests/e2e/test_lab.py || code=$?
+  lab_down || code=1
   wait "$pid" || others=$?
   trap - EXIT INT TERM
   echo "test: the end-to-end tests other than the VM lab's:"
@@ -91,27 +93,50 @@ side_by_side() {
 # The lab's images, package pools, Vagrant box and Open MPI made in the background while style,
 # types and the unit tiers use one core (tests/support/prewarm.py; niced, so that it takes the
 # other core and leaves theirs), in a process group of its own, ended with the script if it ends
-# first. The end-to-end tiers start once it is done; it says how long it took, and what failed (a
-# test that needs that cache then makes it, or says why it cannot).
+# first; then, on those caches, the VM lab booted (tests/support/keep_lab.py; not niced: its VMs
+# run every lab test after), so that its boot, a minute of the other core, is done when the lab's
+# tests start and attach to it (RDMAPROV_TEST_LAB). The end-to-end tiers start once both are
+# done; it says how long the caches took, and what failed (a test that needs that cache then
+# makes it, or says why it cannot; a lab that did not boot is booted by the lab's tests).
 prewarm() {
   prewarm_log=$(mktemp)
+  lab_root=$(mktemp -d)
   set -m
-  nice -n 19 .venv/bin/python -m tests.support.prewarm </dev/null >"$prewarm_log" 2>&1 &
+  {
+    nice -n 19 .venv/bin/python -m tests.support.prewarm
+    RDMAPROV_TEST_NET_SHARE=0/2 .venv/bin/python -m tests.support.keep_lab up "$lab_root"
+  } </dev/null >"$prewarm_log" 2>&1 &
   prewarm_pid=$!
   set +m
-  trap 'kill -- -"$prewarm_pid" 2>/dev/null || true; rm -f "$prewarm_log"' EXIT
+  trap 'kill -- -"$prewarm_pid" 2>/dev/null || true; wait "$prewarm_pid" || true; lab_down || true; rm -f "$prewarm_log"' EXIT
   trap 'exit 130' INT TERM
 }
 
 prewarmed() {
   if wait "$prewarm_pid"; then
     grep '^prewarm: ' "$prewarm_log" || true
+    lab_attach=$lab_root/lab-vm
+    echo "test: the VM lab booted beforehand: $lab_attach"
   else
-    echo "test: making the lab's caches beforehand failed (the tests that need them make them):" >&2
+    echo "test: making the lab's caches or booting the lab beforehand failed (the tests make or boot them):" >&2
     cat "$prewarm_log" >&2
   fi
   trap - EXIT INT TERM
   rm -f "$prewarm_log"
+}
+
+# The lab prewarm booted, taken down (the lab's tests leave a lab they attached to up): what it
+# stopped and removed is said only if taking it down failed.
+lab_down() {
+  [[ -n ${lab_root:-} ]] || return 0
+  local out dir=$lab_root/lab-vm
+  if [[ -e $dir/state.json ]] && ! out=$(.venv/bin/python -m rdmaprov lab --dir "$dir" down 2>&1); then
+    echo "test: taking the VM lab in $lab_root down failed:" >&2
+    echo "$out" >&2
+    return 1
+  fi
+  rm -rf "$lab_root"
+  lab_root=""
 }
 
 case $tier in

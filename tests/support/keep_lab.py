@@ -5,7 +5,8 @@
     python -m tests.support.keep_lab down DIR
 
 The lab is the one `vm_lab` boots (3 VMs, node1 and node2 the cluster); tests that change a
-node leave it changed, so a fresh run (no RDMAPROV_TEST_LAB) is still the proof.
+node leave it changed, so only a run on a lab booted for it is proof: `tools/test.sh` boots one
+this way beside the unit tiers, for its lab tests to attach to, and takes it down after them.
 """
 
 from __future__ import annotations
