@@ -65,9 +65,15 @@ SLURM_NODE = {
 # load its profile with apparmor_parser: apparmor is only docker.io's recommendation.
 # crun and runc's systemd cgroup driver ask systemd for each container's cgroup over D-Bus
 # ("cannot open sd-bus" on a server without the bus).
+# From Debian 13 on, docker.io holds the daemon alone: the docker command is docker-cli, which
+# docker.io only recommends (seen on the lab's Debian 13 VM: no `docker` after docker.io).
 CONTAINER_RUNTIMES = {
     "podman": {"debian": ["podman", "dbus"], "rhel": ["podman", "dbus"]},
-    "docker": {"debian": ["docker.io", "apparmor", "dbus"], "rhel": ["docker-ce", "dbus"]},
+    "docker": {
+        "debian": ["docker.io", "apparmor", "dbus"],
+        "debian>=13": ["docker-cli"],
+        "rhel": ["docker-ce", "dbus"],
+    },
 }
 
 # GPUs in containers: the NVIDIA container toolkit (docker's --gpus runs its hook; podman takes
@@ -83,10 +89,22 @@ ROCE_FIRMWARE = {"debian": ["mstflint"], "rhel": ["mstflint"]}
 NODE_CHECK = {"debian": ["python3"], "rhel": ["python3"]}
 
 
-def lab_packages() -> list[str]:
-    """Everything the node stack can install on a Debian 12 lab node (the lab mirror's content)."""
+def for_release(by_family: dict[str, list[str]], family: str, distro: str, major: str) -> list[str]:
+    """A table's packages for one node: its family's, then those of an entry `DISTRO>=MAJOR`
+    (e.g. `debian>=13`) that the node's distro and major version meet."""
+    names = list(by_family.get(family, []))
+    for key, extra in by_family.items():
+        name, at_least, since = key.partition(">=")
+        if at_least and name == distro and major.isdigit() and int(major) >= int(since):
+            names += [p for p in extra if p not in names]
+    return names
+
+
+def lab_packages(version: str = "12") -> list[str]:
+    """Everything the node stack can install on a Debian lab node of that version (the lab
+    mirror's content for its release)."""
     names: list[str] = []
     tables = [RDMA_USERSPACE, OPENMPI, BUILD_TOOLS, EXPORTER, SLURM_CONTROLLER, SLURM_NODE, NODE_CHECK]
     for table in [*tables, *CONTAINER_RUNTIMES.values()]:
-        names.extend(p for p in table["debian"] if p not in names)
+        names.extend(p for p in for_release(table, "debian", "debian", version) if p not in names)
     return names

@@ -22,7 +22,7 @@ from rdmaprov.operations.network import mtu_now
 from rdmaprov.operations.packages import packages
 from rdmaprov.operations.rdma import netns_mode_live, rxe_links_present
 from rdmaprov.operations.ssh import KNOWN_HOSTS, key_pair, known_hosts, trusted_keys
-from rdmaprov.packages import RDMA_USERSPACE
+from rdmaprov.packages import CONTAINER_RUNTIMES, RDMA_USERSPACE, lab_packages
 from rdmaprov.parsers.blocks import replace_block
 from rdmaprov.parsers.rdma import RdmaLink
 from rdmaprov.parsers.ssh import SshIdentity
@@ -64,6 +64,21 @@ def test_only_missing_packages_are_installed_and_inventory_overrides():
     sets = rdma_package_sets(node_config({"packages": {"rdma": ["rdma-core", "perftest"], "extra": ["htop"]}}).packages)
     facts = {Os: os_fact("rhel-8.9"), InstalledPackages: {"rdma-core"}}
     assert commands(packages, facts, by_family=sets) == ["dnf install -y perftest htop"]
+
+
+@pytest.mark.parametrize(
+    ("distro", "expected"),
+    [
+        ("debian-12", APT_INSTALL + "docker.io apparmor dbus"),
+        ("debian-13", APT_INSTALL + "docker.io apparmor dbus docker-cli"),
+        ("ubuntu-22.04", APT_INSTALL + "docker.io apparmor dbus"),
+        ("rocky-9.3", "dnf install -y docker-ce dbus"),
+    ],
+)
+def test_docker_from_debian_13_on_brings_its_command_which_docker_io_only_recommends(distro, expected):
+    facts = {Os: os_fact(distro), InstalledPackages: set()}
+    assert commands(packages, facts, by_family=CONTAINER_RUNTIMES["docker"]) == [expected]
+    assert ("docker-cli" in lab_packages("13"), "docker-cli" in lab_packages("12")) == (True, False)
 
 
 def test_unknown_distro_is_a_clear_error():

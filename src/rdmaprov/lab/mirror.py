@@ -108,7 +108,7 @@ def download(image: Image, release: Release, packages: list[str], dest: Path, lo
 
 def fetch_packages(image: Image, release: Release, log=print) -> Path:
     """The lab mirror's packages for one release, downloaded once and cached."""
-    packages = lab_packages()
+    packages = lab_packages(release.version)
     pool = _pool_dir(image, packages)
     make_once(pool, pool / "complete", lambda: _fetch(image, release, packages, pool, log), log)
     return pool

@@ -14,6 +14,7 @@ from pyinfra.api import StringCommand
 from rdmaprov.engine.desired import operation
 from rdmaprov.engine.factcache import fact
 from rdmaprov.facts.system import InstalledPackages, Os, PackageVersions
+from rdmaprov.packages import for_release
 from rdmaprov.parsers.system import OsInfo
 from rdmaprov.quoting import NOTE_PREFIX
 
@@ -80,7 +81,7 @@ def packages(by_family: dict[str, list[str]], versions: dict[str, str] | None = 
     os_info = known_os()
     assert os_info.family is not None, "known_os raises for a distro without a package family"
     family = os_info.family
-    names = by_family.get(family, [])
+    names = for_release(by_family, family, os_info.id, os_info.major)
     versions = versions or {}
     installed = fact(InstalledPackages)
     missing = [name for name in names if name not in installed]
