@@ -121,7 +121,7 @@ prewarmed() {
     echo "test: making the lab's caches or booting the lab beforehand failed (the tests make or boot them):" >&2
     cat "$prewarm_log" >&2
   fi
-  trap - EXIT INT TERM
+  trap 'lab_down || true' EXIT # side_by_side's own trap takes it down from there on
   rm -f "$prewarm_log"
 }
 
