@@ -316,17 +316,30 @@ def _lab(args: argparse.Namespace) -> "Lab":
 
 
 def _cmd_lab_up(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from rdmaprov.lab.lab import LabSettings, up
+    from pathlib import Path
+
+    from rdmaprov.lab.lab import DEFAULT_BRIDGE, DEFAULT_MEMORY_MB, DEFAULT_SUBNET, LabSettings, up
     from rdmaprov.lab.report import up_summary
 
     lab = _lab(args)
+    if args.saved:
+        given = [
+            f"--{name}"
+            for name in ("nodes", "release", "kind", "subnet", "bridge", "memory")
+            if getattr(args, name) is not None
+        ]
+        if given:
+            raise UserError(
+                f"--from {args.saved} boots the saved nodes as they were saved: leave out {', '.join(given)}"
+            )
     settings = LabSettings(
         nodes=args.nodes,
-        release=args.release,
-        kind=args.kind,
-        subnet=args.subnet,
-        bridge=args.bridge,
-        memory_mb=args.memory,
+        release=args.release or DEFAULT_RELEASE.codename,
+        kind=args.kind or "vm",
+        subnet=args.subnet or DEFAULT_SUBNET,
+        bridge=args.bridge or DEFAULT_BRIDGE,
+        memory_mb=DEFAULT_MEMORY_MB if args.memory is None else args.memory,
+        saved=Path(args.saved) if args.saved else None,
     )
     for line in up_summary(lab, up(lab, settings, log=_log_to(err))):
         out.print(line, highlight=False)
@@ -360,6 +373,17 @@ def _cmd_lab_vagrant_inventory(args: argparse.Namespace, out: Console, err: Cons
     inventory, known_hosts = write_inventory(Path(args.vagrant_dir), Path(args.output), args.netdev, log=_log_to(err))
     out.print(f"inventory: {inventory}  (host keys: {known_hosts})", highlight=False)
     out.print(f"next: rdmaprov apply {inventory}", highlight=False)
+    return 0
+
+
+def _cmd_lab_save(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from pathlib import Path
+
+    from rdmaprov.lab.lab import save
+
+    saved = save(_lab(args), Path(args.to), args.nodes)
+    out.print(f"lab save: {', '.join(saved)} saved in {args.to}", highlight=False)
+    out.print(f"next: rdmaprov lab --dir NEW_DIR up --from {args.to}", highlight=False)
     return 0
 
 
@@ -546,11 +570,20 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--nodes", type=int, help=f"how many nodes (default: one per release named in --release, else {DEFAULT_NODES})"
     )
-    up.add_argument("--release", default=DEFAULT_RELEASE.codename, metavar="RELEASE[,RELEASE...]", help=RELEASE_HELP)
-    up.add_argument("--kind", choices=["vm", "container"], default="vm")
-    up.add_argument("--subnet", default="10.77.0.0/24")
-    up.add_argument("--bridge", default="rdmaprov0")
-    up.add_argument("--memory", type=int, default=1024, help="MiB per VM")
+    up.add_argument(
+        "--release", metavar="RELEASE[,RELEASE...]", help=f"{RELEASE_HELP} (default {DEFAULT_RELEASE.codename})"
+    )
+    up.add_argument("--kind", choices=["vm", "container"], help="default vm")
+    up.add_argument("--subnet", help="default 10.77.0.0/24")
+    up.add_argument("--bridge", help="default rdmaprov0")
+    up.add_argument("--memory", type=int, help="MiB per VM (default 1024)")
+    up.add_argument(
+        "--from",
+        dest="saved",
+        metavar="DIR",
+        help="boot copies of the nodes `lab save` kept in DIR, as they were saved (their subnet and bridge too: "
+        "where the lab they came from is up, in a network namespace of their own)",
+    )
     up.set_defaults(handler=_cmd_lab_up)
 
     box = actions.add_parser(
@@ -589,7 +622,19 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_running_lab_actions(actions: argparse._SubParsersAction) -> None:
-    """The lab actions on a lab that is up: look at it, get a silent VM going, log in, take it down."""
+    """The lab actions on a lab that is up: look at it, get a silent VM going, log in, save it,
+    take it down."""
+    save = actions.add_parser(
+        "save",
+        help="keep VMs as they are now (their disks, addresses, keys) to boot copies with `lab up --from`",
+        description="Copy each VM's disk (synced, its QEMU stopped for the copy, a second or two) with the lab's SSH "
+        "and mirror keys into a new folder: `lab up --from DIR` boots copies of them as they are now, converged say, "
+        "without converging again. A copy keeps the saved subnet and bridge.",
+    )
+    save.add_argument("--to", required=True, metavar="DIR", help="a new or empty folder")
+    save.add_argument("nodes", nargs="*", metavar="NODE", help="the nodes to save (default: every node)")
+    save.set_defaults(handler=_cmd_lab_save)
+
     down = actions.add_parser("down", help="stop every node and remove what the lab created")
     down.set_defaults(handler=_cmd_lab_down)
 

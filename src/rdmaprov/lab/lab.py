@@ -19,7 +19,7 @@ from typing import TypeVar
 import gevent
 import yaml
 
-from rdmaprov.errors import Problem, UserError
+from rdmaprov.errors import UserError
 from rdmaprov.lab import mirror
 from rdmaprov.lab.gates import softroce_gates
 from rdmaprov.lab.image import HOSTKEY_MARK, Image, ensure_image
@@ -28,12 +28,15 @@ from rdmaprov.lab.nodes import Node, restart_vm, start_container, start_vm, stop
 from rdmaprov.lab.proc import require, run
 from rdmaprov.lab.qmp import QmpError, TxRing, nic_tx_ring, pause_and_resume
 from rdmaprov.lab.releases import DEFAULT_RELEASE, Release, find_release, node_releases
+from rdmaprov.lab.saved import Saved, load_saved
+from rdmaprov.lab.saved import save as save_nodes
 from rdmaprov.lab.sshshare import share_options
 from rdmaprov.parsers.console import kernel_trouble
 
 MIRROR_PORT = 8079
 DEFAULT_SUBNET = "10.77.0.0/24"
 DEFAULT_BRIDGE = "rdmaprov0"
+DEFAULT_MEMORY_MB = 1024
 
 
 @dataclass
@@ -43,8 +46,9 @@ class LabSettings:
     kind: str = "vm"
     subnet: str = DEFAULT_SUBNET
     bridge: str = DEFAULT_BRIDGE
-    memory_mb: int = 1024
+    memory_mb: int = DEFAULT_MEMORY_MB
     boot_timeout: int = 600
+    saved: Path | None = None  # boot copies of a saved lab's nodes (lab/saved.py) instead of new ones
 
 
 @dataclass
@@ -124,11 +128,13 @@ def _ensure_client_key(lab: Lab) -> str:
     return lab.key.with_suffix(".pub").read_text().strip()
 
 
-def _wait_for_node(lab: Lab, node: Node, deadline: float) -> list[str]:
-    """Wait until the node printed its host keys and its sshd answers; return known_hosts lines."""
-    keys: list[str] = []
+def _wait_for_node(lab: Lab, node: Node, deadline: float, pinned: list[str] | None = None) -> list[str]:
+    """Wait until the node printed its host keys (or, with `pinned`, the ones it is known by: a
+    saved node boots without being set up again, lab/saved.py) and its sshd answers; return its
+    known_hosts lines."""
+    keys: list[str] = pinned or []
     while time.monotonic() < deadline:
-        if node.report.exists():
+        if not pinned and node.report.exists():
             text = node.report.read_bytes().decode(errors="replace")
             found = [line.split(HOSTKEY_MARK, 1)[1].split()[:2] for line in text.splitlines() if HOSTKEY_MARK in line]
             keys = [f"{node.address} {k[0]} {k[1]}" for k in found if len(k) == 2]
@@ -147,10 +153,15 @@ def _wait_for_node(lab: Lab, node: Node, deadline: float) -> list[str]:
     raise UserError(f"lab node {node.name} did not answer SSH within the boot timeout; console log: {node.console}")
 
 
-def _wait_for_nodes(lab: Lab, nodes: list[Node], timeout: float) -> list[list[str] | UserError]:
-    """_wait_for_node for every node at once: each one's known_hosts lines, or why it did not answer."""
+def _wait_for_nodes(
+    lab: Lab, nodes: list[Node], timeout: float, pinned: dict[str, list[str]] | None = None
+) -> list[list[str] | UserError]:
+    """_wait_for_node for every node at once (with the host keys `pinned` has for it): each one's
+    known_hosts lines, or why it did not answer."""
     deadline = time.monotonic() + timeout
-    jobs = [gevent.spawn(_collect, _wait_for_node, lab, node, deadline) for node in nodes]
+    jobs = [
+        gevent.spawn(_collect, _wait_for_node, lab, node, deadline, (pinned or {}).get(node.name)) for node in nodes
+    ]
     gevent.joinall(jobs)
     # get() re-raises what killed a greenlet (_collect catches only UserError); .value was None.
     return [job.get() for job in jobs]
@@ -255,7 +266,11 @@ def _images_and_mirror(lab: Lab, releases: list[Release], timings: dict[str, flo
 
 
 def up(lab: Lab, settings: LabSettings, log=print) -> dict:
-    """Build (or reuse) the images and mirror, then boot the nodes in parallel and pin their keys."""
+    """Build (or reuse) the images and mirror, then boot the nodes in parallel and pin their keys;
+    with settings.saved, the saved lab's nodes as they were saved, with its subnet and bridge."""
+    saved = load_saved(settings.saved) if settings.saved else None
+    if saved:
+        settings = saved.settings(settings)
     subnet, releases = _validate(settings)
     lab.load()
     if lab.state.get("nodes"):
@@ -269,7 +284,11 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
     require(*tools)
     if os.geteuid() != 0:
         raise UserError("the lab creates bridges, taps and namespaces: run it as root")
-    check_subnet_free(subnet, settings.bridge)
+    if saved:
+        check_subnet_free(subnet, settings.bridge, saved.subnet_in_use)
+        saved.restore_keys(lab.dir)
+    else:
+        check_subnet_free(subnet, settings.bridge)
     if settings.kind == "container":
         _room_for_containers(len(releases), log)
 
@@ -280,17 +299,7 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
     hosts = list(subnet.hosts())
     host_address = str(hosts[0])
     pubkey = _ensure_client_key(lab)
-    nodes = [
-        Node(
-            name=f"node{i}",
-            address=str(hosts[9 + i]),
-            prefixlen=subnet.prefixlen,
-            kind=settings.kind,
-            workdir=str(lab.dir / "nodes" / f"node{i}"),
-            release=release.codename,
-        )
-        for i, release in enumerate(releases, start=1)
-    ]
+    nodes = saved.nodes_in(lab.dir) if saved else _new_nodes(lab, settings, subnet, releases)
     lab.state = {
         "kind": settings.kind,
         "bridge": settings.bridge,
@@ -306,8 +315,9 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
         server = mirror.serve(lab.dir, host_address, MIRROR_PORT)
         lab.state["mirror_pid"] = server.pid
         step = time.monotonic()
-        _start_nodes(lab, settings, nodes, images, pubkey)
-        results = _wait_for_nodes(lab, nodes, settings.boot_timeout)
+        _start_nodes(lab, settings, nodes, images, pubkey, saved)
+        pinned = {node.name: saved.host_keys(node.name) for node in nodes} if saved else None
+        results = _wait_for_nodes(lab, nodes, settings.boot_timeout, pinned)
         errors = [result for result in results if isinstance(result, UserError)]
         if errors:
             raise UserError([p for e in errors for p in e.problems])
@@ -327,12 +337,32 @@ def up(lab: Lab, settings: LabSettings, log=print) -> dict:
     return lab.state
 
 
-def _start_nodes(lab: Lab, settings: LabSettings, nodes: list[Node], images: dict[str, Image], pubkey: str) -> None:
-    """Start each node, recording it in the lab's state as soon as it runs (for `down`)."""
+def _new_nodes(lab: Lab, settings: LabSettings, subnet: ipaddress.IPv4Network, releases: list[Release]) -> list[Node]:
+    """node1, node2, … at the subnet's 11th address on, each with its release."""
+    hosts = list(subnet.hosts())
+    return [
+        Node(
+            name=f"node{i}",
+            address=str(hosts[9 + i]),
+            prefixlen=subnet.prefixlen,
+            kind=settings.kind,
+            workdir=str(lab.dir / "nodes" / f"node{i}"),
+            release=release.codename,
+        )
+        for i, release in enumerate(releases, start=1)
+    ]
+
+
+def _start_nodes(
+    lab: Lab, settings: LabSettings, nodes: list[Node], images: dict[str, Image], pubkey: str, saved: Saved | None
+) -> None:
+    """Start each node, recording it in the lab's state as soon as it runs (for `down`); a saved
+    node boots on an overlay of its saved disk, which stays as it was saved for the next copy."""
     for index, node in enumerate(nodes, start=1):
         image = images[node.release]
         if settings.kind == "vm":
-            start_vm(node, image, settings.bridge, pubkey, settings.memory_mb, index)
+            disk = saved.disk(node.name) if saved else image.disk
+            start_vm(node, image, settings.bridge, pubkey, settings.memory_mb, index, disk, set_up=not saved)
         else:
             start_container(node, image, settings.bridge, pubkey, f"{settings.bridge}c{index}")
         lab.state["nodes"].append(node.to_dict())
@@ -385,8 +415,8 @@ def find_node(lab: Lab, name: str) -> Node:
 def restart(lab: Lab, names: list[str], boot_timeout: int = 600) -> dict[str, str]:
     """Get VMs that stopped answering going again, saying how for each: a VM whose QEMU stopped
     taking its NIC's transmits is paused and resumed (a second; nothing lost); any other, or one
-    that still does not answer, is powered off and booted on its own disk (what it was converged
-    to stays) and must answer with the host keys the lab pinned for it."""
+    that still does not answer, is powered off and booted on its own disk as it was (what it was
+    converged to stays: nodes.restart_vm) and must answer with the host keys the lab pinned for it."""
     nodes = [find_node(lab, name) for name in names]
     containers = [node.name for node in nodes if node.kind != "vm"]
     if containers:
@@ -401,20 +431,19 @@ def restart(lab: Lab, names: list[str], boot_timeout: int = 600) -> dict[str, st
         restart_vm(node, lab.marker)
         lab.state["nodes"] = [node.to_dict() if n["name"] == node.name else n for n in lab.state["nodes"]]
         lab.save()
-    results = _wait_for_nodes(lab, booting, boot_timeout)
-    pinned = set(lab.known_hosts.read_text().splitlines())
-    problems: list[Problem] = []
-    for node, keys in zip(booting, results, strict=True):
-        if isinstance(keys, UserError):
-            problems += keys.problems
-        elif not set(keys) <= pinned:
-            message = f"lab node {node.name} came back with other host keys than the lab pinned"
-            problems.append(Problem(file=str(lab.known_hosts), message=message))
-        else:
-            done[node.name] = "booted again on its own disk"
+    results = _wait_for_nodes(lab, booting, boot_timeout, {node.name: pinned_keys(lab, node) for node in booting})
+    problems = [problem for result in results if isinstance(result, UserError) for problem in result.problems]
     if problems:
         raise UserError(problems)
+    _check_login(lab, booting)  # by the keys the lab pinned alone (StrictHostKeyChecking)
+    done.update({node.name: "booted again on its own disk" for node in booting})
     return {name: done[name] for name in names}
+
+
+def pinned_keys(lab: Lab, node: Node) -> list[str]:
+    """The node's lines in the lab's known_hosts: the host keys it printed at its first boot."""
+    lines = lab.known_hosts.read_text().splitlines() if lab.known_hosts.exists() else []
+    return [line for line in lines if line.split(" ", 1)[0] == node.address]
 
 
 def _resumed(nodes: list[Node], within: float = 15) -> list[tuple[Node, TxRing]]:
@@ -445,6 +474,17 @@ def ssh_answers(node: Node) -> bool:
             return True
     except OSError:
         return False
+
+
+def save(lab: Lab, to: Path, names: list[str]) -> list[str]:
+    """The named nodes (every node if none) saved in `to` for `lab up --from` (lab/saved.py)."""
+    lab.load()
+    if not lab.state.get("nodes"):
+        raise UserError(f"no lab is up in {lab.dir}: `rdmaprov lab up`, then save it")
+    nodes = [find_node(lab, name) for name in names] if names else lab.nodes()
+    syncs = {node.name: ssh_command(lab, node, ["sync"]) for node in nodes}
+    save_nodes(lab.dir, lab.state, nodes, syncs, {node.name: pinned_keys(lab, node) for node in nodes}, to)
+    return [node.name for node in nodes]
 
 
 def down(lab: Lab) -> list[str]:

@@ -17,16 +17,16 @@ def link_exists(name: str) -> bool:
     return _ip("link", "show", "dev", name).returncode == 0
 
 
-def check_subnet_free(subnet: ipaddress.IPv4Network, bridge: str) -> None:
-    """Refuse a subnet that any other interface or route on this machine already uses."""
+ANOTHER_SUBNET = "pick another with `rdmaprov lab up --subnet 10.78.0.0/24`"
+
+
+def check_subnet_free(subnet: ipaddress.IPv4Network, bridge: str, fix: str = ANOTHER_SUBNET) -> None:
+    """Refuse a subnet that any other interface or route on this machine already uses, saying `fix`."""
     for line in _ip("-o", "-4", "addr", "show").stdout.splitlines():
         parts = line.split()
         dev, cidr = parts[1], parts[3]
         if dev != bridge and ipaddress.ip_interface(cidr).network.overlaps(subnet):
-            raise UserError(
-                f"lab subnet {subnet} is already in use on {dev} ({cidr}): pick another with `rdmaprov lab up --subnet "
-                "10.78.0.0/24`"
-            )
+            raise UserError(f"lab subnet {subnet} is already in use on {dev} ({cidr}): {fix}")
     for line in _ip("-4", "route", "show").stdout.splitlines():
         dest = line.split()[0]
         if dest == "default":
@@ -36,10 +36,7 @@ def check_subnet_free(subnet: ipaddress.IPv4Network, bridge: str) -> None:
         except ValueError:
             continue
         if network.overlaps(subnet) and f"dev {bridge}" not in line:
-            raise UserError(
-                f"lab subnet {subnet} overlaps the route `{line.strip()}`: pick another with `rdmaprov lab up --subnet "
-                "10.78.0.0/24`"
-            )
+            raise UserError(f"lab subnet {subnet} overlaps the route `{line.strip()}`: {fix}")
 
 
 def create_bridge(bridge: str, host_cidr: str) -> None:

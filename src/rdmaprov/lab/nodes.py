@@ -68,14 +68,18 @@ def _node_config(node: Node, authorized_key: str) -> dict[str, str]:
     }
 
 
-def start_vm(node: Node, image: Image, bridge: str, authorized_key: str, memory_mb: int, index: int) -> None:
-    """Boot a VM from a copy-on-write overlay of the image disk."""
+def start_vm(
+    node: Node, image: Image, bridge: str, authorized_key: str, memory_mb: int, index: int, disk: Path, set_up: bool
+) -> None:
+    """Boot a VM from a copy-on-write overlay of `disk`: the image's, set up at boot (name,
+    address, the lab's key) by the image's init script, or a saved node's (set_up False), which
+    boots as it was saved (see restart_vm)."""
     workdir = Path(node.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     overlay = workdir / "disk.qcow2"
     overlay.unlink(missing_ok=True)
     run(
-        ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(image.disk), str(overlay)],
+        ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(disk), str(overlay)],
         f"creating {node.name}'s disk",
     )
     tap = node.link or f"{bridge}t{index}"
@@ -124,7 +128,7 @@ def start_vm(node: Node, image: Image, bridge: str, authorized_key: str, memory_
         str(workdir / "qemu.pid"),
     ]
     node.qemu_args.write_text(json.dumps(cmd))
-    _launch_vm(node, cmd)
+    _launch_vm(node, cmd if set_up else without_setup(cmd))
 
 
 def _launch_vm(node: Node, cmd: list[str]) -> None:
@@ -137,10 +141,20 @@ def _launch_vm(node: Node, cmd: list[str]) -> None:
 
 def restart_vm(node: Node, marker: str) -> None:
     """Power a VM off and boot it again on the same disk and tap, with the same QEMU command line
-    (what it was converged to stays; its first-boot unit prints the same host keys again)."""
+    less the lab's set-up words: the node keeps the name, address and keys its disk has, and the
+    SSH trust and /etc/hosts names apply gave it, which the image's init script, set up again,
+    would write anew (the lab knows its host keys from its first boot)."""
     end_shared(node.ssh_socket, node.address)
     stop_process(node.pid, marker)
-    _launch_vm(node, json.loads(node.qemu_args.read_text()))
+    _launch_vm(node, without_setup(json.loads(node.qemu_args.read_text())))
+
+
+def without_setup(cmd: list[str]) -> list[str]:
+    """A VM's QEMU command line without the kernel arguments the image's init script sets the
+    node up from (rdmaprov.*): that script then leaves the node as its disk has it."""
+    at = cmd.index("-append") + 1
+    kept = " ".join(word for word in cmd[at].split() if not word.startswith("rdmaprov."))
+    return [*cmd[:at], kept, *cmd[at + 1 :]]
 
 
 def start_container(node: Node, image: Image, bridge: str, authorized_key: str, machine: str) -> None:
