@@ -64,6 +64,21 @@ def ssh_farm():
         farm.stop()
 
 
+# tools/test.sh runs the lab tests in two processes at once: the converge test saves node1 and
+# node2 where LAB_SAVE says once it passed, and the lab_pair tests, which need only that pair as
+# converged, run on a copy booted from that save (LAB_COPY) in a network namespace of its own.
+LAB_SAVE, LAB_COPY = "RDMAPROV_TEST_LAB_SAVE", "RDMAPROV_TEST_LAB_COPY"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    save_to = os.environ.get(LAB_SAVE)
+    if save_to and report.when == "call" and item.get_closest_marker("saves_pair"):
+        item.funcargs["vm_lab"].save_pair(Path(save_to), report.passed)
+
+
 @pytest.fixture(scope="session")
 def vm_lab(tmp_path_factory):
     """Three SoftRoCE-capable QEMU VMs, booted once per test session through `rdmaprov lab up`:
@@ -76,7 +91,12 @@ def vm_lab(tmp_path_factory):
     if attached:  # a lab kept up between runs while working on lab tests (tests/support/keep_lab.py)
         yield TestLab.attach(Path(attached), "vm", 3, members=2)
         return
-    lab = TestLab(tmp_path_factory.mktemp("vmlab"), "vm", 3, "v", members=2, release=VM_LAB_RELEASES).up()
+    copy_of = os.environ.get(LAB_COPY)
+    if copy_of:
+        # the lab_pair tests, run by tools/test.sh beside the others on a copy of the converged pair
+        lab = TestLab.copy_of_pair(Path(copy_of), Path(copy_of).parent / "copy")
+    else:
+        lab = TestLab(tmp_path_factory.mktemp("vmlab"), "vm", 3, "v", members=2, release=VM_LAB_RELEASES).up()
     try:
         yield lab
     finally:

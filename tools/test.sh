@@ -14,11 +14,12 @@ cd "$(dirname "$0")/.."
 tier=all
 case "${1:-}" in all | unit | ssh | lab) tier=$1 && shift ;; esac
 
-# pytest in a virtualenv; no test collected is a failure, not a pass.
+# pytest in a virtualenv (in the network namespace $netns, when set); no test collected is a
+# failure, not a pass.
 run_pytest() {
   local venv=$1 code=0
   shift
-  "$venv/bin/python" -m pytest -ra -p no:cacheprovider "$@" || code=$?
+  ${netns:+ip netns exec "$netns"} "$venv/bin/python" -m pytest -ra -p no:cacheprovider "$@" || code=$?
   if [[ $code -eq 5 ]]; then
     echo "test: no tests were collected" >&2
     return 1
@@ -59,35 +60,67 @@ unit_on_wheel() {
   fi
 }
 
-# Two processes at once: the VM lab's tests (one shared lab, in order: the longest part) and, beside
-# them, every other end-to-end test (real SSH hosts, twins, Vagrant's own VMs). Much of the lab's
-# hour is waiting (VM boots and reboots, Slurm's intervals, timeouts on purpose) with the cores
-# idle, so the others run in that time. Their output follows the lab's, whole, once both have
-# ended. Each takes its test networks from its own half of the ranges (tests/support/netbands.py).
-# The others run in a process group of their own (set -m), so that an interrupted run ends all
-# of them, not only their shell.
+# Three processes at once: the VM lab's tests (one shared lab, in order: the longest part); the
+# lab tests that need only its converged pair (lab_pair), on a copy of node1 and node2 that the
+# converge test saves (tests/conftest.py), booted in a network namespace of its own where their
+# addresses are free; and every other end-to-end test (real SSH hosts, twins, Vagrant's own VMs).
+# Each lab step mostly waits on one emulated CPU (each VM has one) and on boots, reboots and
+# timeouts on purpose, so the copy's tests and the others run in the core that leaves. Their
+# output follows the lab's, whole, once all have ended. The lab and the others take their test
+# networks from their own halves of the ranges (tests/support/netbands.py). The copy's tests and
+# the others run in process groups of their own (set -m), so that an interrupted run ends all of
+# them, not only their shells.
 side_by_side() {
-  local log code=0 others=0
+  local log pair_log code=0 others=0 pair=0 saved=$lab_root/pair
   log=$(mktemp)
+  pair_log=$(mktemp)
+  copy_ns=rdmaprov-pair-$$
+  ip netns add "$copy_ns"
+  ip netns exec "$copy_ns" ip link set lo up
   set -m
   RDMAPROV_TEST_NET_SHARE=1/2 run_pytest .venv --durations=0 --ignore=tests/e2e/test_lab.py tests/e2e >"$log" 2>&1 &
   local pid=$!
+  RDMAPROV_TEST_LAB_COPY=$saved netns=$copy_ns \
+    run_pytest .venv --durations=0 -m "lab_pair and not lab_only" tests/e2e/test_lab.py >"$pair_log" 2>&1 &
+  local pair_pid=$!
   set +m
-  # ended with this script, its output shown, however the script ends
-  trap 'kill -INT -- -"$pid" 2>/dev/null; wait "$pid" || true; cat "$log"; rm -f "$log"; lab_down || true' EXIT
+  # ended with this script, their output shown, however the script ends
+  trap 'kill -INT -- -"$pid" -"$pair_pid" 2>/dev/null; wait "$pid" "$pair_pid" || true; cat "$pair_log" "$log"
+    rm -f "$log" "$pair_log"; copy_down || true; lab_down || true' EXIT
   trap 'exit 130' INT TERM
-  echo "test: the end-to-end tests other than the VM lab's run beside it (pid $pid); their output comes after"
-  RDMAPROV_TEST_LAB=${lab_attach:-} RDMAPROV_TEST_NET_SHARE=0/2 \
-    run_pytest .venv --durations=0 -m "not lab_only" tests/e2e/test_lab.py || code=$?
+  echo "test: the end-to-end tests other than the VM lab's (pid $pid) and the lab_pair tests on a copy of" \
+    "its converged pair (pid $pair_pid) run beside it; their output comes after"
+  RDMAPROV_TEST_LAB=${lab_attach:-} RDMAPROV_TEST_LAB_SAVE=$saved RDMAPROV_TEST_NET_SHARE=0/2 \
+    run_pytest .venv --durations=0 -m "not lab_only and not lab_pair" tests/e2e/test_lab.py || code=$?
+  # a run that ended before its converge test saved the pair: the copy's tests stop waiting for it
+  [[ -e $saved/saved.json || -e $saved.failed ]] || echo "the lab's tests ended before saving the pair" >"$saved.failed"
+  wait "$pair_pid" || pair=$?
+  copy_down || pair=1
   lab_down || code=1
   wait "$pid" || others=$?
   trap - EXIT INT TERM
+  echo "test: the lab_pair tests on a copy of the VM lab's converged pair:"
+  cat "$pair_log"
   echo "test: the end-to-end tests other than the VM lab's:"
   cat "$log"
-  rm -f "$log"
+  rm -f "$log" "$pair_log"
   [[ $code -eq 0 ]] || echo "test: failed: the VM lab's end-to-end tests" >&2
+  [[ $pair -eq 0 ]] || echo "test: failed: the lab_pair tests on the copy of the VM lab's pair" >&2
   [[ $others -eq 0 ]] || echo "test: failed: the end-to-end tests other than the VM lab's" >&2
-  [[ $code -eq 0 && $others -eq 0 ]]
+  [[ $code -eq 0 && $pair -eq 0 && $others -eq 0 ]]
+}
+
+# The copy of the pair down (its tests take it down themselves; this is for a run cut short),
+# then its network namespace removed.
+copy_down() {
+  [[ -n ${copy_ns:-} ]] || return 0
+  local dir=$lab_root/copy/lab-vm code=0
+  if [[ -e $dir/state.json ]]; then
+    ip netns exec "$copy_ns" .venv/bin/python -m rdmaprov lab --dir "$dir" down >/dev/null || code=1
+  fi
+  ip netns del "$copy_ns" || code=1
+  copy_ns=""
+  return $code
 }
 
 # The lab's images, package pools, Vagrant box and Open MPI made in the background while style,

@@ -39,6 +39,7 @@ def _lab_vms_answering(request):
         request.getfixturevalue("vm_lab").restart_hung()
 
 
+@pytest.mark.saves_pair
 def test_vm_lab_node_stack_converges_verifies_and_passes_gates(vm_lab):
     assert "lab up: 3 vm nodes (Debian 12 ×2, Debian 13 ×1)" in vm_lab.up_output
     code, first = rdmaprov_json("apply", vm_lab.inventory, timeout=1500)
@@ -1124,6 +1125,7 @@ def _frozen_while_testing(vm_lab, node: str, *args: str) -> tuple[int, dict, str
         raise AssertionError(f"no JSON (exit {proc.returncode}):\n{out}\n{err}") from None
 
 
+@pytest.mark.lab_pair
 def test_a_node_that_stops_answering_mid_gate_or_mid_diagnose_is_named_lost(vm_lab, tmp_path):
     """node2's VM frozen while its ib_write_bw runs (no answer, no reset: as if it lost power),
     first in verify's gates, then in a diagnosis: each run names node2 lost, with when and in
@@ -1151,6 +1153,7 @@ def test_a_node_that_stops_answering_mid_gate_or_mid_diagnose_is_named_lost(vm_l
     assert _wait_for(lambda: vm_lab.ssh("node2", "true").returncode == 0, 120)
 
 
+@pytest.mark.lab_pair
 def test_lab_status_names_a_vm_that_stopped_answering_and_restart_boots_it_back_converged(vm_lab, tmp_path):
     """node2's QEMU stopped where it stands: `lab status` says it runs but does not answer SSH
     (exit 4), and that QEMU does not answer either; `lab restart node2`, finding no stalled NIC
@@ -1176,6 +1179,7 @@ def test_lab_status_names_a_vm_that_stopped_answering_and_restart_boots_it_back_
     assert code == 0 and [v["status"] for v in result["verify"]] == ["ok"], result["verify"]
 
 
+@pytest.mark.lab_pair
 def test_netns_mode_needing_a_reboot_is_reported_and_rebooted_only_when_allowed(vm_lab, tmp_path):
     # Another network namespace on node2 makes the live switch impossible.
     assert vm_lab.ssh("node2", "ip netns add rdmaprov-blocker").returncode == 0
@@ -1232,6 +1236,7 @@ def _apply_in_background(inventory: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.lab_pair
 def test_a_held_dpkg_lock_a_full_disk_and_a_reboot_mid_install_are_each_named(vm_lab, tmp_path):
     # Long enough for node2 to come back from a reboot under emulation before it is called lost.
     patient = tmp_path / "patient.yaml"
@@ -1296,6 +1301,7 @@ def test_a_held_dpkg_lock_a_full_disk_and_a_reboot_mid_install_are_each_named(vm
     assert code in (0, 2) and [v["status"] for v in again["verify"]] == ["ok"], again
 
 
+@pytest.mark.lab_pair
 def test_port_error_counters_are_judged_by_their_growth_between_checks(vm_lab, tmp_path, monkeypatch):
     monkeypatch.setenv("RDMAPROV_STATE", str(tmp_path))  # this test's own baselines
 
@@ -1327,6 +1333,7 @@ def _findings(result: dict, host: str) -> dict[str, list[dict]]:
     return by_id
 
 
+@pytest.mark.lab_pair
 def test_node_health_pcie_gid_and_a_node_whose_rdma_core_differs_from_the_fleet(vm_lab, tmp_path, monkeypatch):
     # this test's own counter baselines: node2's link flapped for real in the counters test, and the
     # session's baselines from before it would rightly fail node2's rdma.port_errors here
@@ -1382,6 +1389,7 @@ def test_node_health_pcie_gid_and_a_node_whose_rdma_core_differs_from_the_fleet(
     assert code == 0, again["verify"]
 
 
+@pytest.mark.lab_pair
 def test_an_ansible_inventory_of_the_lab_imported_then_checked(vm_lab, tmp_path):
     """What a DeepOps user does on day one: import their Ansible inventory, then check the nodes."""
     lab = yaml.safe_load(open(vm_lab.inventory))
@@ -1494,6 +1502,7 @@ def _a_build_reaches_the_nodes_by_sbcast(vm_lab, tmp_path, inventory: str) -> No
     assert vm_lab.ssh("node2", "readlink /opt/site-probe/current").stdout.startswith("2.0-")
 
 
+@pytest.mark.lab_pair
 def test_slurm_from_the_lab_mirror_drains_resumes_and_runs_the_gates_as_jobs(vm_lab, tmp_path, monkeypatch):
     # this test's own counter reads and baselines: node2's link flapped for real in the counters
     # test, and the session's reads from before it would rightly fail node2's rdma.port_errors here

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,11 @@ from pathlib import Path
 
 from tests.conftest import rdmaprov
 from tests.support.netbands import octets
+
+
+def _failed(saved: Path) -> Path:
+    """Where save_pair says why nothing was saved in `saved`."""
+    return saved.with_name(saved.name + ".failed")
 
 
 def free_subnet(skip: int = 0) -> str:
@@ -46,11 +52,7 @@ class TestLab:
         self.subnet = free_subnet()
 
     def up(self) -> TestLab:
-        proc = rdmaprov(
-            "lab",
-            "--dir",
-            str(self.dir),
-            "up",
+        return self._boot(
             "--nodes",
             str(self.nodes),
             "--kind",
@@ -63,14 +65,43 @@ class TestLab:
             self.bridge,
             "--memory",
             "768",
-            timeout=1500,
         )
+
+    def _boot(self, *args: str) -> TestLab:
+        proc = rdmaprov("lab", "--dir", str(self.dir), "up", *args, timeout=1500)
         if proc.returncode != 0:
             self.down()
             raise RuntimeError(f"lab up failed:\n{proc.stdout}\n{proc.stderr}")
         self.up_output = proc.stdout
         (self.dir / "up-output.txt").write_text(proc.stdout)
         return self
+
+    @classmethod
+    def copy_of_pair(cls, saved: Path, root: Path, wait_s: float = 3600) -> TestLab:
+        """node1 and node2 as the converge test left them, booted from their save (`lab up
+        --from`, in this process's network namespace, where their subnet is free) once the lab
+        tests' own process has saved them (save_pair), or an error saying why there is none."""
+        deadline = time.monotonic() + wait_s
+        while not (saved / "saved.json").exists():
+            if _failed(saved).exists():
+                raise RuntimeError(f"no converged pair to copy: {_failed(saved).read_text()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no converged pair to copy: nothing saved in {saved} within {wait_s:.0f} s")
+            time.sleep(5)
+        lab = cls(root, "vm", 2, "c")._boot("--from", str(saved))
+        state = json.loads((lab.dir / "state.json").read_text())
+        lab.bridge, lab.subnet = state["bridge"], state["subnet"]
+        return lab
+
+    def save_pair(self, to: Path, converged: bool) -> None:
+        """node1 and node2 saved in `to` for copy_of_pair, once the converge test passed; else,
+        or if the save fails, a file beside `to` says why (the copy's tests then fail on it)."""
+        if not converged:
+            _failed(to).write_text(f"the converge test failed on the lab in {self.dir}")
+            return
+        proc = rdmaprov("lab", "--dir", str(self.dir), "save", "--to", str(to), "node1", "node2", timeout=600)
+        if proc.returncode != 0:
+            _failed(to).write_text(f"`lab save` failed:\n{proc.stdout}\n{proc.stderr}")
 
     @classmethod
     def attach(cls, directory: Path, kind: str, nodes: int, members: int) -> TestLab:
