@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from rdmaprov.lab.lab import Lab, find_node, ssh_command
 from tests.conftest import rdmaprov
 from tests.support.netbands import octets
 
@@ -134,7 +135,13 @@ class TestLab:
         return str(path)
 
     def ssh(self, node: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess:
-        return rdmaprov("lab", "--dir", str(self.dir), "ssh", node, "--", command, timeout=timeout)
+        """`command` on a lab node as `rdmaprov lab ssh NODE -- COMMAND` runs it (its ssh command
+        line, over the node's shared connection), without starting rdmaprov for it: the lab tests
+        run hundreds, polls among them, and each start is a fifth of a second of a core CI's
+        VMs need (the converge test runs `lab ssh` itself)."""
+        lab = Lab(self.dir)
+        command_line = ssh_command(lab, find_node(lab, node), [command])
+        return subprocess.run(command_line, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
     def ssh_each(self, nodes: list[str], command: str, timeout: int = 120) -> dict[str, subprocess.CompletedProcess]:
         """`command` on every node at once: each VM is one emulated CPU, so a step that keeps a VM
