@@ -426,6 +426,7 @@ def test_a_declared_build_is_compiled_on_one_vm_shipped_and_rebuilt_once_per_ver
     assert vm_lab.ssh("node2", "test -e /var/cache/rdmaprov/build || echo never-built").stdout.strip() == "never-built"
 
 
+@pytest.mark.lab_pair
 def test_verify_names_a_deleted_rxe_link_and_apply_restores_it(vm_lab):
     assert vm_lab.ssh("node2", "rdma link del rxe0").returncode == 0
     code, result = rdmaprov_json("verify", vm_lab.inventory, timeout=300)
@@ -444,6 +445,7 @@ def _would_change(host: dict) -> dict[str, str]:
     return {op["name"]: op["drift"] for op in host["ops"] if op["status"] == "would_change"}
 
 
+@pytest.mark.lab_pair
 def test_check_finds_corrective_intentional_and_fact_drift_on_the_lab(vm_lab, tmp_path):
     code, clean = rdmaprov_json("check", vm_lab.inventory, timeout=600)
     assert code == 0, [(h["name"], _would_change(h)) for h in clean["hosts"]] + [
@@ -577,6 +579,7 @@ def test_roce_qos_puts_the_declared_class_on_the_wire_and_check_names_a_node_off
                 vm_lab.ssh(node, "rmdir /sys/kernel/config/rdma_cm/rxe0 2>/dev/null || true")
 
 
+@pytest.mark.lab_pair
 def test_gate_with_a_failing_or_unreachable_peer_fails_clearly_and_leaves_no_server(vm_lab, tmp_path):
     """The ib_write_bw and all_reduce gates alone (the rail and latency gates start their servers
     the same way, and ran here too until 2026-11-29, when they went for CI's time)."""
