@@ -13,8 +13,9 @@ from rich.console import Console
 from rdmaprov import cli
 from rdmaprov.errors import UserError
 from rdmaprov.lab.lab import Lab, LabSettings, save, up
-from rdmaprov.lab.nodes import without_setup
+from rdmaprov.lab.nodes import Node, without_setup
 from rdmaprov.lab.saved import KEPT, load_saved
+from rdmaprov.lab.saved import save as save_nodes
 
 NODE = {
     "name": "node1",
@@ -122,3 +123,20 @@ def test_a_vm_booted_again_or_from_a_save_skips_the_images_set_up_words():
         "-m",
         "768",
     ]
+
+
+def test_a_save_that_fails_part_way_is_removed_and_says_why(tmp_path):
+    """A node whose QEMU does not answer (no QMP socket: the VM is not running): the save stops
+    with what to do, and leaves no folder a later `lab up --from` could half boot from."""
+    workdir = tmp_path / "n1"
+    workdir.mkdir()
+    (workdir / "qemu.args").write_text(json.dumps(["qemu-system-x86_64", "-m", "768"]))
+    node = Node("node1", "10.78.9.11", 24, "vm", str(workdir))
+    state = {"kind": "vm", "subnet": "10.78.9.0/24", "bridge": "b"}
+    to = tmp_path / "to"
+    with pytest.raises(UserError, match=r"lab node node1: its QEMU did not stop for the copy .*: is the VM running\?"):
+        save_nodes(tmp_path, state, [node], {"node1": ["true"]}, {"node1": ["10.78.9.11 ssh-ed25519 AAAA"]}, to)
+    assert not to.exists()
+    with pytest.raises(UserError, match=r"lab node node1 did not run `sync` \(exit 1\): get it answering"):
+        save_nodes(tmp_path, state, [node], {"node1": ["false"]}, {}, to)
+    assert not to.exists()

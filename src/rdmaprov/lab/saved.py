@@ -133,9 +133,9 @@ def save(
     lab_dir: Path, state: dict, nodes: list[Node], ssh: dict[str, list[str]], host_keys: dict[str, list[str]], to: Path
 ) -> None:
     """Copy each node's disk (its guest synced, its QEMU stopped meanwhile), its pinned host keys
-    (`host_keys`) and what the lab's nodes trust into `to`, which must be
-    new or empty; `ssh` has each node's command line for running `sync` on it. A save that fails
-    part way is removed, not left to boot half."""
+    (`host_keys`) and what the lab's nodes trust into `to`, which must be new or empty; `ssh`
+    has each node's command line for running `sync` on it. A save that fails part way is
+    removed, not left to boot half."""
     if state.get("kind") != "vm":
         raise UserError("lab save keeps VMs' disks; a container lab boots in seconds: `rdmaprov lab up` again")
     if to.exists() and (not to.is_dir() or any(to.iterdir())):
@@ -170,6 +170,9 @@ def save(
             ],
         }
         (to / SAVED_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    except OSError as exc:  # a full disk, say
+        shutil.rmtree(to, ignore_errors=True)
+        raise UserError(f"--to {to}: the save could not be written ({exc}); nothing of it is left") from exc
     except BaseException:
         shutil.rmtree(to, ignore_errors=True)
         raise
@@ -186,4 +189,10 @@ def _copy_disk(node: Node, target: Path) -> None:
     try:
         shutil.copyfile(Path(node.workdir) / "disk.qcow2", target)
     finally:
-        execute(node.qmp, "cont")
+        try:
+            execute(node.qmp, "cont")
+        except QmpError as exc:
+            raise UserError(
+                f"lab node {node.name}: its QEMU did not go on after the copy ({exc}): "
+                f"`rdmaprov lab restart {node.name}`"
+            ) from exc
