@@ -92,16 +92,17 @@ class Saved:
     def restore_keys(self, lab_dir: Path) -> None:
         """The saved lab's SSH key pair and mirror signing key into a new lab's folder."""
         lab_dir.mkdir(parents=True, exist_ok=True)
-        for name in KEPT:
-            _copy(self.dir / name, lab_dir / name)
+        _copy_kept(self.dir, lab_dir)
 
 
-def _copy(source: Path, target: Path) -> None:
-    """A file, or a folder without the sockets a gpg-agent may have left in it."""
-    if source.is_dir():
-        shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("S.*"))
-    else:
-        shutil.copy2(source, target)
+def _copy_kept(source: Path, target: Path) -> None:
+    """What goes with the nodes (KEPT), from one lab or save folder to another: the folders
+    without the sockets a gpg-agent may have left in them."""
+    for name in KEPT:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, target / name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("S.*"))
+        else:
+            shutil.copy2(source / name, target / name)
 
 
 def load_saved(folder: Path) -> Saved:
@@ -151,8 +152,7 @@ def save(
         (to / "nodes").mkdir(parents=True)
         for node in nodes:
             _copy_disk(node, to / "nodes" / f"{node.name}.qcow2")
-        for name in KEPT:
-            _copy(lab_dir / name, to / name)
+        _copy_kept(lab_dir, to)
         record = {
             "saved_from": str(lab_dir),
             "subnet": state["subnet"],
