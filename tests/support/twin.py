@@ -8,7 +8,8 @@ No machine here has GPUs, HCAs or NVSwitches. A twin host is an SSH farm host
   and nvidia_peermem modules, eth0 and lo;
 - /usr/local/bin (ahead of /usr/bin in root's PATH) `nvidia-smi`, `nv-fabricmanager`, `dmesg`,
   `lspci`, `dcgmi` and `systemctl` that print files under /etc/twin/ (systemctl answers only for the fabric
-  manager's service and hands everything else to the real one).
+  manager's service and hands everything else to the real one), and `ib_write_bw`
+  (twin_tools/perftest.c), whose two sides meet over TCP and print the captured run's figures.
 
 Every output is composed from real captures in tests/fixtures (tests/fixtures/twin/README.md
 says which from which); the kernel's sysfs files are written in the kernel's own formats. A
@@ -18,10 +19,13 @@ is a test bed for rdmaprov's reading of a GPU node, never proof that a real one 
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
+import subprocess
 import tarfile
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,9 +202,6 @@ class TwinNode:
             "etc/twin/ib_write_bw_client.txt": (FIXTURES / "seed" / "ib_write_bw_client_roce_25g.txt").read_text(),
             "etc/twin/ib_write_bw_server.txt": (FIXTURES / "seed" / "ib_write_bw_server_roce_25g.txt").read_text(),
             "etc/twin/rail-gbps": "mlx5_4 200\n" if "slow_rail" in self.faults else "",
-            "usr/local/lib/rdmaprov-twin/perftest.py": (
-                Path(__file__).parent / "twin_tools" / "perftest.py"
-            ).read_text(),
             "etc/twin/fabricmanager-state.txt": "inactive" if "fabric_manager_stopped" in self.faults else "active",
         }
 
@@ -275,6 +276,9 @@ class TwinNode:
             where.write_text(_as_file(text))
             if path.startswith("usr/local/bin/"):
                 where.chmod(0o755)
+        perftest = twin / "root" / "usr" / "local" / "bin" / "ib_write_bw"
+        perftest.write_bytes(_perftest())
+        perftest.chmod(0o755)
         for path, target in self.links.items():
             where = twin / "sys" / path.removeprefix("sys/")
             where.parent.mkdir(parents=True, exist_ok=True)
@@ -293,6 +297,17 @@ class TwinNode:
                 member.size, member.mode = len(data), 0o755 if path.startswith("usr/local/bin/") else 0o644
                 tar.addfile(member, io.BytesIO(data))
         return [f"/{path}" for path in gone], archive.getvalue()
+
+
+@functools.cache
+def _perftest() -> bytes:
+    """The twins' ib_write_bw (twin_tools/perftest.c), compiled once per process with the gcc
+    that tools/setup.sh installs: every twin runs the same program."""
+    with tempfile.TemporaryDirectory() as folder:
+        program = Path(folder) / "ib_write_bw"
+        source = Path(__file__).parent / "twin_tools" / "perftest.c"
+        subprocess.run(["gcc", "-O2", "-o", str(program), str(source)], check=True)
+        return program.read_bytes()
 
 
 def _as_file(text: str) -> str:
@@ -331,10 +346,6 @@ esac
     "usr/local/bin/nv-fabricmanager": "#!/bin/sh\ncat /etc/twin/fabricmanager-version.txt\n",
     "usr/local/bin/dmesg": "#!/bin/sh\ncat /etc/twin/dmesg.txt\n",
     "usr/local/bin/lspci": "#!/bin/sh\ncat /etc/twin/lspci.txt\n",
-    # named ib_write_bw in its command line, as the gate's stray-server kill matches it
-    "usr/local/bin/ib_write_bw": (
-        '#!/bin/bash\nexec -a ib_write_bw /usr/bin/python3 /usr/local/lib/rdmaprov-twin/perftest.py "$@"\n'
-    ),
     "usr/local/bin/dcgmi": """#!/bin/sh
 case "$*" in
   "diag -r "[1-4]" -j") cat /etc/twin/dcgmi-diag.json ;;
