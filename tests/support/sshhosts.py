@@ -6,10 +6,12 @@ Everything created is named with a per-run prefix and removed by name and by PID
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import itertools
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -308,7 +310,14 @@ class SSHHostFarm:
         return path
 
     def _remove(self, index: int) -> None:
-        subprocess.run(["ip", "netns", "del", f"{self.prefix}n{index}"], capture_output=True)
+        # The host's sessions first: a client killed mid-run (Ctrl-C on a bench) closes nothing
+        # once the veth is gone, so its sessions would wait on TCP for hours, holding the mounts.
+        namespace = f"{self.prefix}n{index}"
+        sessions = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout
+        for pid in sessions.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
         subprocess.run(["ip", "link", "del", f"{self.prefix}v{index}"], capture_output=True)
 
     def stop(self) -> None:
