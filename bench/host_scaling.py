@@ -30,12 +30,13 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from common import REPO, Measured, load_1m, measure, median, rdmaprov, run_json, table, write_result
 
 sys.path.insert(0, str(REPO))
-from tests.support.sshhosts import SSHHostFarm  # noqa: E402
+from tests.support.sshhosts import SSHHost, SSHHostFarm  # noqa: E402
 from tests.support.twin import TWIN_DEFAULTS, TwinNode, with_twin_gates  # noqa: E402
 
 TAGS = "limits,nccl_env,ssh_trust"
@@ -98,6 +99,20 @@ def diagnosed(m: Measured, result: dict, slow: str) -> dict:
     }
 
 
+def twins_in(work: Path, slow: str = "") -> Callable[[SSHHost], None]:
+    """A farm's `prepare` that makes each host a healthy twin, laid out once in `work` and linked
+    (each host's start script copies from it), and the host named `slow` one with a slow rail."""
+    TwinNode().write(work)
+
+    def prepare(host: SSHHost) -> None:
+        if host.name == slow:
+            TwinNode(frozenset({"slow_rail"})).write(host.workdir)
+        else:
+            (host.workdir / "twin").symlink_to(work / "twin")
+
+    return prepare
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,32,128,256")
@@ -118,16 +133,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="rdmaprov-bench-"))
     slow = f"node{args.diagnose * 2 // 3 + 1}" if args.diagnose else ""
 
-    if args.twins:  # laid out once; each healthy host's start script copies from it
-        TwinNode().write(work)
-
-    def prepare(host) -> None:
-        if host.name == slow:
-            TwinNode(frozenset({"slow_rail"})).write(host.workdir)
-        else:
-            (host.workdir / "twin").symlink_to(work / "twin")
-
-    farm = SSHHostFarm(max(sizes), prepare=prepare if args.twins else None)
+    farm = SSHHostFarm(max(sizes), prepare=twins_in(work, slow) if args.twins else None)
     defaults = TWIN_DEFAULTS if args.twins else DEFAULTS
     what = "DGX-shaped twin hosts" if args.twins else "sshd hosts"
     print(f"starting {max(sizes)} {what} (load {load_1m():.2f})…", flush=True)

@@ -6,7 +6,10 @@ host grew the most from the small size to the large one: a function whose cost p
 is linear in the cluster; one whose cost per host grows with the size is where n² lives. Writes
 bench/results/NAME.json with both profiles' top functions. Needs root.
 
-    .venv/bin/python bench/profile_hosts.py [--sizes 64,256] [--command check] [--top 25]
+    .venv/bin/python bench/profile_hosts.py [--sizes 64,256] [--command check] [--top 25] [--twins]
+
+With --twins the hosts are host_scaling.py's DGX-shaped twins, so that `verify` parses and judges
+node reports of a real GPU node's size.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import tempfile
 from pathlib import Path
 
 from common import REPO, write_result
-from host_scaling import CONNECT_TIMEOUT, DEFAULTS, TAGS, command_line
+from host_scaling import CONNECT_TIMEOUT, DEFAULTS, TAGS, command_line, twins_in
 
 sys.path.insert(0, str(REPO))
 from tests.support.sshhosts import SSHHostFarm  # noqa: E402
+from tests.support.twin import TWIN_DEFAULTS  # noqa: E402
 
 PYTHON = str(REPO / ".venv" / "bin" / "python")
 
@@ -46,15 +50,17 @@ def main() -> None:
     parser.add_argument("--command", default="check")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--name", default="profile_hosts")
+    parser.add_argument("--twins", action="store_true", help="DGX-shaped twin hosts (real-size node reports)")
     args = parser.parse_args()
     small, large = sorted(int(n) for n in args.sizes.split(","))
     work = Path(tempfile.mkdtemp(prefix="rdmaprov-profile-"))
-    farm = SSHHostFarm(large)
+    farm = SSHHostFarm(large, prepare=twins_in(work) if args.twins else None)
+    defaults = TWIN_DEFAULTS if args.twins else DEFAULTS
     farm.start()
     try:
         times = {}
         for size in (small, large):
-            inventory = str(farm.inventory(work / f"hosts{size}.yaml", DEFAULTS, farm.hosts[:size], CONNECT_TIMEOUT))
+            inventory = str(farm.inventory(work / f"hosts{size}.yaml", defaults, farm.hosts[:size], CONNECT_TIMEOUT))
             converge = [PYTHON, "-m", "rdmaprov", "apply", inventory, "--tags", TAGS, "--skip-verify", "--json"]
             subprocess.run(converge, capture_output=True, check=False)
             times[size] = profiled(args.command, inventory, work / f"{size}.prof")
