@@ -72,14 +72,14 @@ def _cmd_import_ansible(args: argparse.Namespace, out: Console, err: Console) ->
 
 
 def _selection(args: argparse.Namespace):
-    """The inventory and the hosts --limit selects, with pyinfra's log as -v asks."""
-    from rdmaprov.engine.pyinfra_state import quiet_pyinfra
+    """The inventory and the hosts --limit selects, with the libraries' logs as -v asks."""
+    from rdmaprov.engine.pyinfra_state import quiet_libraries
     from rdmaprov.inventory import load_inventory
     from rdmaprov.inventory.limit import select_hosts
 
     inventory = load_inventory(args.inventory)
     hosts = select_hosts(inventory, args.limit)
-    quiet_pyinfra(args.verbose)
+    quiet_libraries(args.verbose)
     return _gates_via(inventory, getattr(args, "gates_via", None)), hosts
 
 
@@ -513,7 +513,7 @@ def _run_output_options() -> _Parser:
     return _parent(
         _json_option("print the result as JSON (schemas/result.schema.json)"),
         _flag("--diff", help_text="show file diffs (always shown by check)"),
-        _verbose_option("show every operation and pyinfra's log"),
+        _verbose_option("show every operation, pyinfra's log and paramiko's warnings"),
         _junit_option("write verification and gate results as JUnit XML"),
         _report_option(),
     )

@@ -30,7 +30,7 @@ TAGS = (("--tags", "-t"), "run only these deploys (repeat or comma-separate)", N
 RUN_OUTPUT = [
     (("--json",), "print the result as JSON (schemas/result.schema.json)", False, None),
     (("--diff",), "show file diffs (always shown by check)", False, None),
-    (("--verbose", "-v"), "show every operation and pyinfra's log", False, None),
+    (("--verbose", "-v"), "show every operation, pyinfra's log and paramiko's warnings", False, None),
     (("--junit",), "write verification and gate results as JUnit XML", None, "PATH"),
     REPORT,
 ]

@@ -86,18 +86,26 @@ def build_state(inventory: Inventory, selected: list[str], parallel: int | None 
     return state
 
 
-def quiet_pyinfra(verbose: bool) -> None:
-    """pyinfra logs every step; rdmaprov reports results itself unless asked for pyinfra's log."""
-    log = logging.getLogger("pyinfra")
-    log.propagate = False
-    log.handlers[:] = []
-    if verbose:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("pyinfra: %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-    else:
-        log.addHandler(logging.NullHandler())
+# The libraries that log on their own, and what -v shows of each: pyinfra's steps, and only
+# paramiko's warnings and errors (its INFO is every handshake).
+LIBRARY_LOGS = {"pyinfra": logging.INFO, "paramiko": logging.WARNING}
+
+
+def quiet_libraries(verbose: bool) -> None:
+    """rdmaprov reports results and unreachable nodes itself, unless -v asks for the libraries'
+    own logs. Left alone, Python's last-resort handler prints paramiko's errors to stderr: a
+    node that did not send its SSH banner showed the user a traceback beside rdmaprov's words."""
+    for name, level in LIBRARY_LOGS.items():
+        log = logging.getLogger(name)
+        log.propagate = False
+        log.handlers[:] = []
+        if verbose:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter(f"{name}: %(message)s"))
+            log.addHandler(handler)
+            log.setLevel(level)
+        else:
+            log.addHandler(logging.NullHandler())
 
 
 class _ConnectErrors(BaseStateCallback):

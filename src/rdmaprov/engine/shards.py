@@ -46,6 +46,7 @@ from pyinfra.context import ctx_state
 from rdmaprov.engine.board import Board
 from rdmaprov.engine.cluster import read_here
 from rdmaprov.engine.interrupt import stop_watching
+from rdmaprov.engine.pyinfra_state import LIBRARY_LOGS
 
 # Hosts per shard before another process pays off: below it, forking and the lockstep cost more
 # than the CPU a second core takes over. Not measured yet: bench/host_scaling.py with
@@ -385,7 +386,7 @@ def _running_greenlets() -> list[gevent.Greenlet]:
 
 
 class _RelayLog(logging.Handler):
-    """pyinfra's log (-v) from a shard, written by the coordinator."""
+    """The libraries' logs (-v) from a shard, written by the coordinator."""
 
     def __init__(self, link: ShardLink, formatter: logging.Formatter | None) -> None:
         super().__init__()
@@ -410,10 +411,11 @@ def _child(sock, index: int, hosts: list[str], work: Work, inherited: list[geven
         os.setpgid(0, 0)  # Ctrl-C at the terminal reaches the coordinator alone, which passes it on
         signal.signal(signal.SIGINT, signal.default_int_handler)
         link = ShardLink(sock, index)
-        log = logging.getLogger("pyinfra")
-        log.handlers[:] = [
-            _RelayLog(link, h.formatter) if isinstance(h, logging.StreamHandler) else h for h in log.handlers
-        ]
+        for name in LIBRARY_LOGS:
+            log = logging.getLogger(name)
+            log.handlers[:] = [
+                _RelayLog(link, h.formatter) if isinstance(h, logging.StreamHandler) else h for h in log.handlers
+            ]
         link.start()
         message: tuple
         try:
