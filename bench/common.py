@@ -19,6 +19,16 @@ RESULTS = REPO / "bench" / "results"
 CONTAINER_TAGS = "package_sources,rdma_userspace,ssh_trust,limits,nccl_env"
 
 
+def tool_venv(name: str, package: str, program: str) -> Path:
+    """`program` from `package`, installed from the Python package index into bench/.venv-NAME
+    the first time: a tool a benchmark needs that rdmaprov itself does not."""
+    venv = REPO / "bench" / f".venv-{name}"
+    if not (venv / "bin" / program).exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", package], check=True)
+    return venv / "bin" / program
+
+
 @dataclass
 class Measured:
     """One command: exit status, wall time, its memory and CPU, and its stdout.

@@ -1,10 +1,16 @@
 """Profile: which functions' control-side CPU grows faster than the host count.
 
-Runs one command (default: check) under cProfile, in one process (RDMAPROV_SHARDS=1), on two
-sizes of the same real SSH farm as host_scaling.py, then lists the functions whose own time per
+Runs one command (default: check) under py-spy, in one process (RDMAPROV_SHARDS=1), on two
+sizes of the same real SSH farm as host_scaling.py, then lists the functions whose own CPU per
 host grew the most from the small size to the large one: a function whose cost per host is flat
 is linear in the cluster; one whose cost per host grows with the size is where n² lives. Writes
-bench/results/NAME.json with both profiles' top functions. Needs root.
+bench/results/NAME.json with both profiles' top functions. Needs root; installs py-spy from the
+Python package index into bench/.venv-py-spy the first time.
+
+A sampler, not cProfile: cProfile times a function by the clock, and under pyinfra's gevent a
+function that yields (a socket send, a lock) is charged with whatever the other greenlets ran
+meanwhile. py-spy samples the stack that is on the CPU and skips the samples where the process
+waits, so a function's samples are its own CPU (sampled: seconds = samples / rate).
 
     .venv/bin/python bench/profile_hosts.py [--sizes 64,256] [--command check] [--top 25] [--twins]
 
@@ -15,13 +21,13 @@ node reports of a real GPU node's size.
 from __future__ import annotations
 
 import argparse
-import pstats
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO, write_result
+from common import REPO, tool_venv, write_result
 from host_scaling import CONNECT_TIMEOUT, DEFAULTS, TAGS, command_line, twins_in
 
 sys.path.insert(0, str(REPO))
@@ -31,17 +37,30 @@ from tests.support.twin import TWIN_DEFAULTS  # noqa: E402
 PYTHON = str(REPO / ".venv" / "bin" / "python")
 
 
-def profiled(command: str, inventory: str, out: Path) -> dict[str, float]:
-    """Own CPU time (tottime) per function of one run of `command`, by "file:line(name)"."""
-    words = command_line(command, inventory)
-    args = [PYTHON, "-m", "cProfile", "-o", str(out), "-m", "rdmaprov", *words[words.index(command) :]]
-    subprocess.run(args, env={"PATH": "/usr/bin:/bin", "RDMAPROV_SHARDS": "1"}, capture_output=True, check=False)
-    stats = pstats.Stats(str(out))
+RATE = 200  # samples per second
+
+
+def own_cpu(raw: str, rate: int = RATE) -> dict[str, float]:
+    """Own CPU seconds per function, by "file:line(name)", from py-spy's raw output (one stack a
+    line, outermost frame first, each frame "name (path:line)", then the sample count): a
+    stack's samples belong to its innermost frame."""
     found: dict[str, float] = {}
-    for (path, line, name), row in stats.stats.items():  # type: ignore[attr-defined]
-        where = f"{Path(path).name}:{line}({name})"
-        found[where] = found.get(where, 0.0) + row[2]
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        frame = re.fullmatch(r"(.*) \((.*):(\d+)\)", stack.rpartition(";")[2])
+        if frame and count.isdigit():
+            where = f"{Path(frame.group(2)).name}:{frame.group(3)}({frame.group(1)})"
+            found[where] = found.get(where, 0.0) + int(count) / rate
     return found
+
+
+def profiled(command: str, inventory: str, out: Path) -> dict[str, float]:
+    """Own CPU seconds per function of one run of `command`, sampled by py-spy."""
+    words = command_line(command, inventory)
+    spy = [str(tool_venv("py-spy", "py-spy", "py-spy")), "record", "-r", str(RATE), "-f", "raw", "--function"]
+    args = [*spy, "-o", str(out), "--", PYTHON, "-m", "rdmaprov", *words[words.index(command) :]]
+    subprocess.run(args, env={"PATH": "/usr/bin:/bin", "RDMAPROV_SHARDS": "1"}, capture_output=True, check=False)
+    return own_cpu(out.read_text())
 
 
 def main() -> None:
@@ -63,7 +82,7 @@ def main() -> None:
             inventory = str(farm.inventory(work / f"hosts{size}.yaml", defaults, farm.hosts[:size], CONNECT_TIMEOUT))
             converge = [PYTHON, "-m", "rdmaprov", "apply", inventory, "--tags", TAGS, "--skip-verify", "--json"]
             subprocess.run(converge, capture_output=True, check=False)
-            times[size] = profiled(args.command, inventory, work / f"{size}.prof")
+            times[size] = profiled(args.command, inventory, work / f"{size}.txt")
     finally:
         farm.stop()
     per_host = {size: {k: v / size for k, v in found.items()} for size, found in times.items()}

@@ -18,12 +18,23 @@ import sys
 from pathlib import Path
 
 import yaml
-from common import CONTAINER_TAGS, REPO, lab_down, lab_up, measure, median, rdmaprov, run_json, table, write_result
+from common import (
+    CONTAINER_TAGS,
+    REPO,
+    lab_down,
+    lab_up,
+    measure,
+    median,
+    rdmaprov,
+    run_json,
+    table,
+    tool_venv,
+    write_result,
+)
 
 sys.path.insert(0, str(REPO / "src"))
 from rdmaprov.packages import RDMA_USERSPACE  # noqa: E402
 
-VENV = REPO / "bench" / ".venv-ansible"
 WHOLE_FILES = [
     "/etc/apt/keyrings/rdmaprov-mirror.asc",
     "/etc/apt/sources.list.d/rdmaprov-mirror.list",
@@ -36,10 +47,7 @@ BLOCK_FILES = ["/root/.ssh/authorized_keys", "/etc/ssh/ssh_known_hosts", "/etc/h
 
 
 def ansible_playbook() -> Path:
-    if not (VENV / "bin" / "ansible-playbook").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "ansible-core"], check=True)
-    return VENV / "bin" / "ansible-playbook"
+    return tool_venv("ansible", "ansible-core", "ansible-playbook")
 
 
 PYTHON_APT = ["python3-apt", "python-apt-common", "distro-info-data"]
