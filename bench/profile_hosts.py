@@ -9,8 +9,11 @@ Python package index into bench/.venv-py-spy the first time.
 
 A sampler, not cProfile: cProfile times a function by the clock, and under pyinfra's gevent a
 function that yields (a socket send, a lock) is charged with whatever the other greenlets ran
-meanwhile. py-spy samples the stack that is on the CPU and skips the samples where the process
-waits, so a function's samples are its own CPU (sampled: seconds = samples / rate).
+meanwhile. py-spy samples the thread that holds the GIL (--gil), so a function's samples are its
+own CPU (seconds = samples / rate). Without --gil it took the lock waits of gevent's pool
+threads for work: 19 s of samples in a 3.3 s run of apply on 32 hosts. With it a run's samples
+still come to more than its CPU as the kernel counts it (5.4 s against 3.3 s on 32 hosts, 2.2
+against 2.1 s on one): read them as shares of a run, not as seconds to add up.
 
     .venv/bin/python bench/profile_hosts.py [--sizes 64,256] [--command check] [--top 25] [--twins]
 
@@ -57,7 +60,7 @@ def own_cpu(raw: str, rate: int = RATE) -> dict[str, float]:
 def profiled(command: str, inventory: str, out: Path) -> dict[str, float]:
     """Own CPU seconds per function of one run of `command`, sampled by py-spy."""
     words = command_line(command, inventory)
-    spy = [str(tool_venv("py-spy", "py-spy", "py-spy")), "record", "-r", str(RATE), "-f", "raw", "--function"]
+    spy = [str(tool_venv("py-spy", "py-spy", "py-spy")), "record", "-r", str(RATE), "-f", "raw", "--function", "--gil"]
     args = [*spy, "-o", str(out), "--", PYTHON, "-m", "rdmaprov", *words[words.index(command) :]]
     subprocess.run(args, env={"PATH": "/usr/bin:/bin", "RDMAPROV_SHARDS": "1"}, capture_output=True, check=False)
     return own_cpu(out.read_text())

@@ -49,8 +49,9 @@ from rdmaprov.engine.interrupt import stop_watching
 from rdmaprov.engine.pyinfra_state import LIBRARY_LOGS
 
 # Hosts per shard before another process pays off: below it, forking and the lockstep cost more
-# than the CPU a second core takes over. Not measured yet: bench/host_scaling.py with
-# RDMAPROV_SHARDS=1 and =2 at 32 to 256 hosts is to decide it.
+# than the CPU a second core takes over. Measured (bench/RESULTS.md, 2026-12-02, 2 cores): a
+# second shard at 32 hosts cost up to 0.5 s of CPU and 31 MiB and gained no time; from 64 hosts
+# up it took 7-19 % off check's and no-op apply's wall time for the same CPU.
 HOSTS_PER_SHARD = 32
 
 EVENT_BATCH_S = 0.1  # how long a shard's progress may wait to be drawn
