@@ -11,12 +11,14 @@ for the run's results, and the notes node-side scripts print while they wait are
 
 from __future__ import annotations
 
+import hmac
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import gevent
+import paramiko.util
 from paramiko import SSHException
 from pyinfra.api import State, StringCommand
 
@@ -139,6 +141,16 @@ def relay_notes(lines: Iterable, notify: Callable[[str], None]) -> Iterator:
         if text.startswith(NOTE_PREFIX):
             notify(text[len(NOTE_PREFIX) :].rstrip())
         yield line
+
+
+def compare_macs_in_c() -> None:
+    """Have paramiko check each packet's MAC with hmac.compare_digest. Its own check is a Python
+    loop over the MAC's bytes (util.constant_time_bytes_eq), run for every packet received: the
+    cost of verify per host that grew most from 32 to 256 DGX-shaped twins, 13 to 37 ms of 383
+    (bench/RESULTS.md, 2026-12-02), as loaded nodes send their output in more, smaller packets.
+    compare_digest is the same constant-time comparison, in C."""
+    if callable(getattr(paramiko.util, "constant_time_bytes_eq", None)):
+        paramiko.util.constant_time_bytes_eq = hmac.compare_digest  # type: ignore[assignment]  # bytes only here
 
 
 def watch(state: State, host, settings: SSHSettings) -> None:

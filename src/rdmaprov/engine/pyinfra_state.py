@@ -11,7 +11,7 @@ from pyinfra.api.connect import connect_all
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import BaseStateCallback, StateStage
 
-from rdmaprov.engine.connection import watch
+from rdmaprov.engine.connection import compare_macs_in_c, watch
 from rdmaprov.engine.run_context import context_of, start_run
 from rdmaprov.errors import UserError
 from rdmaprov.inventory.model import HostSpec, Inventory, SSHSettings
@@ -118,6 +118,7 @@ class _ConnectErrors(BaseStateCallback):
 
 def connect(state: State) -> dict[str, str]:
     """Connect every host at once; {name: reason} for the hosts that could not be reached."""
+    compare_macs_in_c()
     callback = _ConnectErrors()
     state.add_callback_handler(callback)
     state.set_stage(StateStage.Connect)
