@@ -593,7 +593,9 @@ def _add_lab_parser(sub: argparse._SubParsersAction) -> None:
         "user with passwordless sudo and Vagrant's insecure key, replaced at the first `vagrant up`. Cached; prints "
         "the `vagrant box add` line to run.",
     )
-    box.add_argument("--release", default=DEFAULT_RELEASE.codename, help="bookworm (12) or trixie (13)")
+    box.add_argument(
+        "--release", default=DEFAULT_RELEASE.codename, help="bookworm (12), trixie (13) or trixie-backports"
+    )
     box.set_defaults(handler=_cmd_lab_box)
 
     mpi = actions.add_parser(

@@ -42,7 +42,8 @@ def test_release_for_all_nodes_or_one_per_node():
         (
             "sid",
             None,
-            "--release 'sid': the lab has no such Debian release (fix: use one of bookworm (12), trixie (13))",
+            "--release 'sid': the lab has no such Debian release (fix: use one of bookworm (12), trixie (13), "
+            "trixie-backports)",
         ),
         ("bookworm,trixie", 3, "--release names 2 releases for --nodes 3: give one release for every node, or one "),
         ("bookworm,trixie", 3, "(fix: e.g. --release bookworm,bookworm,trixie)"),
@@ -166,8 +167,60 @@ def test_mixed_mpi_groups_come_in_inventory_order_whoever_answers_first(tmp_path
 def test_each_release_has_its_own_image():
     from rdmaprov.lab.image import image_dir
 
-    dirs = [image_dir(find_release(r)).name for r in ("bookworm", "trixie")]
+    dirs = [image_dir(find_release(r)).name for r in ("bookworm", "trixie", "trixie-backports")]
     assert dirs[0].startswith("debian12-") and dirs[1].startswith("debian13-") and dirs[0][9:] != dirs[1][9:]
+    assert dirs[2].startswith("debian13-") and dirs[2] != dirs[1]
+
+
+def test_the_backports_kernel_is_a_release_of_its_own_name_on_its_debian_release(tmp_path):
+    """`trixie-backports`: Debian 13 booting the kernel of trixie-backports. Its nodes take the
+    mirror's trixie suite (os-release says trixie); the kernel's suite is only in the image's apt
+    sources while the image is made. `13` and `trixie` still mean the release's own kernel."""
+    from rdmaprov.lab.image import recipe_hash
+    from rdmaprov.lab.mirror import _apt_config
+
+    backports = find_release("trixie-backports")
+    assert (backports.codename, backports.version, backports.name) == ("trixie", "13", "trixie-backports")
+    assert backports.title == "Debian 13 (trixie, trixie-backports kernel)"
+    assert find_release("13").kernel_suite == find_release("trixie").kernel_suite == ""
+    assert [r.name for r in node_releases("bookworm,trixie-backports", None)] == ["bookworm", "trixie-backports"]
+    # the other releases' images keep the cache key they had before this release existed
+    assert recipe_hash(find_release("bookworm")) == "37903781599de0ec"
+
+    class Root:
+        rootfs = tmp_path
+
+    conf = _apt_config(backports, Root, tmp_path / "debs")  # type: ignore[arg-type]
+    sources = (conf.parent / "etc/sources.list").read_text()
+    assert [line.split()[-2] for line in sources.splitlines()] == ["trixie", "trixie-backports"]
+    assert conf.parent.name == "trixie-backports"
+
+
+def test_the_newest_kernel_is_booted_with_its_own_initrd(tmp_path):
+    from rdmaprov.lab.image import newest_kernel
+
+    for version in ("6.9.2+deb13-amd64", "6.12.117+deb13-amd64", "7.3.4+deb13-amd64"):
+        (tmp_path / f"vmlinuz-{version}").write_text("")
+        if version != "7.3.4+deb13-amd64":
+            (tmp_path / f"initrd.img-{version}").write_text("")
+    kernel, initrd = newest_kernel(tmp_path)  # 7.3.4 has no initrd: not bootable
+    assert (kernel.name, initrd.name) == ("vmlinuz-6.12.117+deb13-amd64", "initrd.img-6.12.117+deb13-amd64")
+    (tmp_path / "initrd.img-7.3.4+deb13-amd64").write_text("")
+    assert newest_kernel(tmp_path)[0].name == "vmlinuz-7.3.4+deb13-amd64"
+    with pytest.raises(UserError, match="no kernel with its initrd under"):
+        newest_kernel(tmp_path / "boot")
+
+
+def test_a_container_lab_refuses_a_release_that_only_changes_the_kernel(tmp_path):
+    from rdmaprov.lab.lab import up
+
+    with pytest.raises(UserError) as caught:
+        up(Lab(tmp_path), LabSettings(release="bookworm,trixie-backports", kind="container"))
+    assert str(caught.value) == (
+        "rdmaprov: --release bookworm,trixie-backports: trixie-backports boots another kernel, and a container runs "
+        "on this "
+        "machine's own (fix: --kind vm, or the release's codename)"
+    )
 
 
 def test_box_disk_has_one_bootable_partition_after_grub_space(tmp_path: Path):

@@ -188,7 +188,7 @@ def _disk(rootfs: Path, work: Path) -> Path:
 
 def box_name(release: Release) -> str:
     """The name to add the box under: `vagrant box add --name rdmaprov/bookworm FILE`."""
-    return f"rdmaprov/{release.codename}"
+    return f"rdmaprov/{release.name}"
 
 
 def ensure_box(release: Release, log=print) -> Path:
@@ -201,7 +201,7 @@ def ensure_box(release: Release, log=print) -> Path:
     key = vagrant_public_key()
     image = ensure_image(release, log)
     done = cache_root() / "boxes" / f"{image.root.name}-{_recipe(image, key)}"
-    box = done / f"rdmaprov-{release.codename}.box"
+    box = done / f"rdmaprov-{release.name}.box"
     make_once(done, box, lambda: _make_box(image, release, key, done, box, log), log)
     return box
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -130,6 +131,8 @@ def recipe_hash(release: Release) -> str:
         "size": DISK_SIZE,
         "v": 1,
     }
+    if release.kernel_suite:  # only then: the images of the other releases keep their cache keys
+        recipe["kernel"] = release.kernel_suite
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -162,6 +165,41 @@ def _configure_rootfs(rootfs: Path, release: Release) -> None:
     (rootfs / "etc/apt/sources.list").write_text(f"deb {DEBIAN_MIRROR} {release.codename} main\n")
     shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
     (rootfs / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+
+
+def _install_kernel(image: Image, release: Release, log) -> None:
+    """linux-image-amd64 of release.kernel_suite beside the release's own kernel, as a site that
+    runs the backports kernel has it; dpkg in the root builds its initrd."""
+    from rdmaprov.lab import mirror  # the mirror resolves packages against images: it imports this module
+
+    debs = image.root / "kernel-debs"
+    log(f"lab: installing the {release.kernel_suite} kernel into the {release.codename} image")
+    mirror.download(image, release, [f"linux-image-amd64/{release.kernel_suite}"], debs, log)
+    target = image.rootfs / "tmp/rdmaprov-kernel-debs"
+    shutil.copytree(debs, target)
+    names = sorted(p.name for p in target.glob("*.deb"))
+    # the kernel pre-depends on the newer linux-base: dpkg configures it first only when asked alone
+    first = [name for name in names if name.startswith("linux-base_")]
+    for batch in (first, [name for name in names if name not in first]):
+        if batch:
+            run(["chroot", str(image.rootfs), "dpkg", "-i", *(f"/tmp/rdmaprov-kernel-debs/{n}" for n in batch)], "dpkg")
+    shutil.rmtree(target)
+    shutil.rmtree(debs)
+
+
+def _kernel_version(path: Path) -> tuple:
+    """`vmlinuz-6.12.117+deb13-amd64` → (6, 12, 117, ...): 6.9 sorts before 6.12."""
+    version = path.name.split("-", 1)[1]
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"[.+-]", version))
+
+
+def newest_kernel(boot: Path) -> tuple[Path, Path]:
+    """The newest kernel under `boot` and its own initrd."""
+    for kernel in sorted(boot.glob("vmlinuz-*"), key=_kernel_version, reverse=True):
+        initrd = boot / kernel.name.replace("vmlinuz-", "initrd.img-", 1)
+        if initrd.exists():
+            return kernel, initrd
+    raise UserError(f"the image has no kernel with its initrd under {boot}: installing linux-image-amd64 failed")
 
 
 def ensure_image(release: Release, log=print) -> Image:
@@ -198,14 +236,12 @@ def _build(image: Image, release: Release, log) -> None:
         "debootstrap",
         timeout=1800,
     )
+    if release.kernel_suite:
+        _install_kernel(Image(building), release, log)
     _configure_rootfs(rootfs, release)
-    boot = rootfs / "boot"
-    kernels = sorted(boot.glob("vmlinuz-*"))
-    initrds = sorted(boot.glob("initrd.img-*"))
-    if not kernels or not initrds:
-        raise UserError(f"the image has no kernel or initrd under {boot}: the debootstrap of linux-image-amd64 failed")
-    shutil.copy(kernels[-1], building / "vmlinuz")
-    shutil.copy(initrds[-1], building / "initrd.img")
+    kernel, initrd = newest_kernel(rootfs / "boot")
+    shutil.copy(kernel, building / "vmlinuz")
+    shutil.copy(initrd, building / "initrd.img")
     raw = building / "disk.raw"
     run(["mke2fs", "-q", "-t", "ext4", "-d", str(rootfs), "-L", "rdmaprov", str(raw), DISK_SIZE], "mke2fs")
     run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(building / "disk.qcow2")], "qemu-img convert")

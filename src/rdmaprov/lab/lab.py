@@ -106,6 +106,12 @@ def _validate(settings: LabSettings) -> tuple[ipaddress.IPv4Network, list[Releas
         raise UserError(
             f"--bridge {settings.bridge}: use at most 11 letters, digits or '-' (tap and veth names derive from it)"
         )
+    kernels = sorted({r.name for r in releases if r.kernel_suite})
+    if settings.kind == "container" and kernels:
+        raise UserError(
+            f"--release {settings.release}: {', '.join(kernels)} boots another kernel, and a container runs on this "
+            "machine's own (fix: --kind vm, or the release's codename)"
+        )
     if settings.kind == "vm" and nodes > 8:
         raise UserError(f"--nodes {nodes}: more than 8 emulated VMs do not fit 2 cores; use --kind container for scale")
     try:
@@ -253,10 +259,12 @@ def _images_and_mirror(lab: Lab, releases: list[Release], timings: dict[str, flo
     timings.update(image_s=0.0, mirror_s=0.0)
     for release in dict.fromkeys(releases):
         step = time.monotonic()
-        images[release.codename] = ensure_image(release, log)
+        images[release.name] = ensure_image(release, log)
         timings["image_s"] += time.monotonic() - step
+        if release.codename in pools:  # one suite per Debian release, whichever kernel its nodes boot
+            continue
         step = time.monotonic()
-        pools[release.codename] = mirror.fetch_packages(images[release.codename], release, log)
+        pools[release.codename] = mirror.fetch_packages(images[release.name], release, log)
         timings["mirror_s"] += time.monotonic() - step
     step = time.monotonic()
     lab.dir.mkdir(parents=True, exist_ok=True)
@@ -347,7 +355,7 @@ def _new_nodes(lab: Lab, settings: LabSettings, subnet: ipaddress.IPv4Network, r
             prefixlen=subnet.prefixlen,
             kind=settings.kind,
             workdir=str(lab.dir / "nodes" / f"node{i}"),
-            release=release.codename,
+            release=release.name,
         )
         for i, release in enumerate(releases, start=1)
     ]

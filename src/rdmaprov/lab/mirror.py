@@ -45,11 +45,12 @@ def _pool_dir(image: Image, packages: list[str]) -> Path:
 def _apt_config(release: Release, image: Image, archives: Path) -> Path:
     """A private apt configuration for `release`: the archive's suite, signed by Debian's keyring,
     resolved against the image's package database."""
-    root = cache_root() / "apt" / release.codename
+    root = cache_root() / "apt" / release.name
     for sub in ("etc/apt.conf.d", "etc/preferences.d", "etc/sources.list.d", "etc/trusted.gpg.d", "lists/partial"):
         (root / sub).mkdir(parents=True, exist_ok=True)
+    suites = [release.codename] + ([release.kernel_suite] if release.kernel_suite else [])
     (root / "etc/sources.list").write_text(
-        f"deb [signed-by={ARCHIVE_KEYRING}] {DEBIAN_MIRROR} {release.codename} main\n"
+        "".join(f"deb [signed-by={ARCHIVE_KEYRING}] {DEBIAN_MIRROR} {suite} main\n" for suite in suites)
     )
     settings = {
         "Dir::Etc": root / "etc",
@@ -86,9 +87,9 @@ def download(image: Image, release: Release, packages: list[str], dest: Path, lo
         raise UserError(f"checking Debian's signatures needs {ARCHIVE_KEYRING}: apt-get install debian-archive-keyring")
     (dest / "partial").mkdir(parents=True, exist_ok=True)
     # the release's apt folder (its lists and caches) is shared by every download for that release
-    with making(cache_root() / "apt" / release.codename, log):
+    with making(cache_root() / "apt" / release.name, log):
         conf = _apt_config(release, image, dest)
-        _apt_get(conf, ["update"], f"reading the {release.codename} package index")
+        _apt_get(conf, ["update"], f"reading the {release.name} package index")
         _apt_get(
             conf,
             [
@@ -99,11 +100,11 @@ def download(image: Image, release: Release, packages: list[str], dest: Path, lo
                 "install",
                 *packages,
             ],
-            f"fetching {release.codename} packages",
+            f"fetching {release.name} packages",
         )
     shutil.rmtree(dest / "partial", ignore_errors=True)
     if not list(dest.glob("*.deb")):
-        raise UserError(f"fetching {release.codename} packages produced no .deb files")
+        raise UserError(f"fetching {release.name} packages produced no .deb files")
 
 
 def fetch_packages(image: Image, release: Release, log=print) -> Path:

@@ -29,7 +29,7 @@ class Node:
     workdir: str
     pid: int | None = None
     link: str | None = None  # the tap (VM) or the nspawn machine name (container)
-    release: str = DEFAULT_RELEASE.codename  # the Debian codename the node runs
+    release: str = DEFAULT_RELEASE.codename  # the node's release by its name (releases.Release.name)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -15,29 +15,41 @@ from rdmaprov.errors import UserError
 class Release:
     codename: str  # the apt suite and os-release's VERSION_CODENAME
     version: str  # os-release's VERSION_ID
+    # The suite the kernel comes from where it is not the release's own: Debian's backports carry
+    # newer kernels, and sites run them for newer drivers (SoftRoCE moves between network
+    # namespaces only from Linux 6.x on: docs/training-jobs.md).
+    kernel_suite: str = ""
+
+    @property
+    def name(self) -> str:
+        """How --release and the lab's records name it: the codename, or the kernel's suite."""
+        return self.kernel_suite or self.codename
 
     @property
     def title(self) -> str:
-        return f"Debian {self.version} ({self.codename})"
+        kernel = f", {self.kernel_suite} kernel" if self.kernel_suite else ""
+        return f"Debian {self.version} ({self.codename}{kernel})"
 
 
-RELEASES = (Release("bookworm", "12"), Release("trixie", "13"))
+RELEASES = (Release("bookworm", "12"), Release("trixie", "13"), Release("trixie", "13", "trixie-backports"))
 DEFAULT_RELEASE = RELEASES[0]
 DEFAULT_NODES = 2
 HELP = (
     "Debian release of the nodes: one for all of them, or one per node in order "
     f"(e.g. bookworm,trixie: node1 Debian 12, node2 Debian 13); "
-    f"{', '.join(f'{r.codename} or {r.version}' for r in RELEASES)} (default {DEFAULT_RELEASE.codename})"
+    f"{', '.join(f'{r.codename} or {r.version}' for r in RELEASES if not r.kernel_suite)}, "
+    f"{', '.join(r.name for r in RELEASES if r.kernel_suite)} (Debian 13 on its backports kernel)"
 )
 
 
 def find_release(word: str) -> Release:
-    """A release by codename or version number (`trixie`, `13`, `debian13`)."""
+    """A release by codename or version number (`trixie`, `13`, `debian13`), or by the suite of
+    its kernel (`trixie-backports`)."""
     key = word.strip().lower().removeprefix("debian").strip("-")
     for release in RELEASES:
-        if key in (release.codename, release.version):
+        if key == release.name or not release.kernel_suite and key in (release.codename, release.version):
             return release
-    known = ", ".join(f"{r.codename} ({r.version})" for r in RELEASES)
+    known = ", ".join(r.name if r.kernel_suite else f"{r.codename} ({r.version})" for r in RELEASES)
     raise UserError(f"--release {word!r}: the lab has no such Debian release (fix: use one of {known})")
 
 
