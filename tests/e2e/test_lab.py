@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -772,8 +773,8 @@ def test_bootstrap_brings_a_third_vm_in_even_after_an_interrupted_first_try(vm_l
     ), mixed
     assert sorted(mixed["details"]["mpi"]) == ["node1", "node2", "node3"]
 
-    # node3 runs Debian 13's own stack, from the mirror's trixie suite
-    assert vm_lab.ssh("node3", "uname -r").stdout.startswith("6.12.")
+    # node3 runs Debian 13's own stack, from the mirror's trixie suite, on trixie-backports' kernel
+    assert vm_lab.ssh("node3", "uname -r").stdout.startswith("7.")
     assert vm_lab.ssh("node3", "dpkg-query -W -f '${Version}' rdma-core").stdout.startswith("56.")
     assert re.search(r"/debian trixie main", vm_lab.ssh("node3", "cat /etc/apt/sources.list.d/*.list").stdout)
     assert "PORT_ACTIVE" in vm_lab.ssh("node3", "ibv_devinfo -d rxe0").stdout
@@ -864,6 +865,7 @@ def test_podman_and_docker_jobs_get_rxe_memlock_and_nccl_settings_and_carry_the_
             _sees_rxe_memlock_and_nccl(node, vm_lab.ssh(node, f"{run} {look}"))
         _container_gate_passes_and_names_what_a_container_lacked(vm_lab, tmp_path, inventory)
         assert vm_lab.ssh("node3", "docker ps -aq").stdout.split() == []  # each lane's container went with it
+        _own_netns_containers_get_rdma_moved_in_where_the_kernel_can(vm_lab, data)
         # a daemon.json dockerd could not read either stops node3's apply, naming the file
         broken = vm_lab.ssh("node3", f"cp {daemon} /root/daemon.json && echo '{{\"log-opts\": ' > {daemon}")
         assert broken.returncode == 0, broken.stderr
@@ -879,8 +881,58 @@ def test_podman_and_docker_jobs_get_rxe_memlock_and_nccl_settings_and_carry_the_
     left = vm_lab.ssh("node1", "ls /etc/cdi /usr/local/sbin/rdmaprov-cdi-rdma /etc/udev/rules.d/70-rdmaprov-cdi.rules")
     assert left.stdout.strip() == "/etc/cdi:" and left.stderr.count("No such file") == 2, (left.stdout, left.stderr)
     assert json.loads(vm_lab.ssh("node3", f"cat {daemon}").stdout) == site
-    gone = vm_lab.ssh("node3", "ls /usr/local/bin/rdmaprov-docker-run")
-    assert gone.stderr.count("No such file") == 1, (gone.stdout, gone.stderr)
+    gone = vm_lab.ssh("node3", "ls /usr/local/bin/rdmaprov-docker-run /usr/local/sbin/rdmaprov-rdma-netns")
+    assert gone.stderr.count("No such file") == 2, (gone.stdout, gone.stderr)
+
+
+OWN_NETNS = "ownnet"  # the namespace, its macvlan (ownnet0) and its SoftRoCE device (rxe_ownnet)
+
+
+def _own_netns_containers_get_rdma_moved_in_where_the_kernel_can(vm_lab, data: dict) -> None:
+    """netns_mode exclusive, containers with a network of their own (docs/training-jobs.md).
+    node3 boots trixie-backports' kernel (7.3): a docker container that holds a namespace (docker
+    run --network none) sees no RDMA device; rdmaprov-rdma-netns gives the namespace a macvlan on
+    eth0 with an address and a SoftRoCE device on it; a job's container started in it sees that
+    device alone, and its ib_write_bw reaches a podman container on node1 (host network). node1's
+    kernel (6.1) cannot move SoftRoCE devices: the helper says so and leaves nothing half done."""
+    hosts = data["groups"]["nodes"]["hosts"]
+    node1 = hosts["node1"]["address"]
+    network = ipaddress.ip_network(vm_lab.subnet)
+    address = f"{list(network.hosts())[99]}/{network.prefixlen}"
+    device, holder = f"rxe_{OWN_NETNS}", f"rdmaprov-{OWN_NETNS}"
+    macvlan = f"ip link add {OWN_NETNS}0 link eth0 type macvlan mode bridge"
+    refused = vm_lab.ssh("node1", f"{macvlan} && rdmaprov-rdma-netns {OWN_NETNS} {OWN_NETNS}0")
+    assert refused.returncode == 1 and f"cannot move {device} between namespaces" in refused.stderr, refused
+    assert "undone" in refused.stderr, refused.stderr
+    left = vm_lab.ssh("node1", f"ip netns list; rdma dev; ip -br link show {OWN_NETNS}0 && ip link del {OWN_NETNS}0")
+    assert left.returncode == 0 and OWN_NETNS not in left.stdout.replace(f"{OWN_NETNS}0", ""), left.stdout
+    job = f"docker run --rm --network container:{holder} --device /dev/infiniband --ulimit memlock=-1:-1 --pull=never"
+    try:
+        held = vm_lab.ssh(
+            "node3",
+            f"docker run -d -i --name {holder} --network none --pull=never {IMAGE} sh -c 'read x' >/dev/null && "
+            f"ip netns attach {OWN_NETNS} $(docker inspect -f '{{{{.State.Pid}}}}' {holder}) && "
+            f"{job} {IMAGE} ib_write_bw -d rxe0 -F -D 2 {node1}",
+        )
+        # /dev/infiniband is there, but its namespace has no RDMA device: verbs lists none
+        assert held.returncode != 0 and "Did not detect devices" in held.stderr, (held.stdout, held.stderr)
+        moved = vm_lab.ssh("node3", f"{macvlan} && rdmaprov-rdma-netns {OWN_NETNS} {OWN_NETNS}0 --address {address}")
+        assert moved.returncode == 0 and moved.stdout.split() == [device], (moved.stdout, moved.stderr)
+        seen = vm_lab.ssh("node3", f"rdma dev; echo --; {job} {IMAGE} ibv_devices")
+        host_side, _, inside = seen.stdout.partition("--")
+        assert device not in host_side and "rxe0" in host_side, seen.stdout
+        assert device in inside and "rxe0" not in inside, seen.stdout
+        server = vm_lab.ssh(
+            "node1", f"podman run -d --rm --timeout 120 --pull=never {IMAGE} ib_write_bw -d rxe0 -F -D 2"
+        )
+        assert server.returncode == 0, server.stderr
+        client = vm_lab.ssh("node3", f"sleep 3; {job} {IMAGE} ib_write_bw -d {device} -F -D 2 {node1}", timeout=180)
+        assert client.returncode == 0 and re.search(r"^ 65536\s+\d+\s+[\d.]+\s+[\d.]+", client.stdout, re.M), client
+    finally:
+        vm_lab.ssh("node3", f"ip netns delete {OWN_NETNS}; docker rm -f {holder}")
+    # the namespace gone, its macvlan and the SoftRoCE device on it went with it
+    after = vm_lab.ssh("node3", "sleep 2; rdma dev; ip -br link; ip netns list")
+    assert device not in after.stdout and f"{OWN_NETNS}0" not in after.stdout, after.stdout
 
 
 def _container_gate_inventory(vm_lab, tmp_path, image: str, devices: list[str], latency=False) -> str:

@@ -34,8 +34,10 @@ def free_subnet(skip: int = 0) -> str:
     raise RuntimeError("no free subnet for the test lab")
 
 
-# The shared VM lab's nodes: node1 and node2 (the cluster) Debian 12, node3 Debian 13.
-VM_LAB_RELEASES = "bookworm,bookworm,trixie"
+# The shared VM lab's nodes: node1 and node2 (the cluster) Debian 12, node3 Debian 13 on its
+# backports kernel (7.3), which moves SoftRoCE devices between network namespaces (test_lab's
+# own-namespace containers).
+VM_LAB_RELEASES = "bookworm,bookworm,trixie-backports"
 
 
 class TestLab:

@@ -27,9 +27,9 @@ from tests.support.lab import VM_LAB_RELEASES
 def _steps() -> list[tuple[str, Callable[[], object]]]:
     """Each cache, in the order the tests first need them; one failing leaves the others to make."""
     steps: list[tuple[str, Callable[[], object]]] = []
-    for codename in dict.fromkeys(VM_LAB_RELEASES.split(",")):
-        release = find_release(codename)
-        steps.append((f"the {codename} image and package pool", partial(_image_and_pool, release)))
+    for name in dict.fromkeys(VM_LAB_RELEASES.split(",")):
+        release = find_release(name)
+        steps.append((f"the {name} image and package pool", partial(_image_and_pool, release)))
     steps.append(("the Vagrant box", partial(ensure_box, DEFAULT_RELEASE)))  # `lab box`, as test_vagrant.py runs it
     steps.append(("the lab's Open MPI", ensure_mpi_archive))
     return steps

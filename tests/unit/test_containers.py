@@ -18,6 +18,8 @@ from rdmaprov.deploys.containers import (
     CDI_UDEV_RULE,
     cdi_script,
     docker_daemon_keys,
+    node_script,
+    rdma_netns_script,
     render_containers_conf,
     render_docker_run,
 )
@@ -324,3 +326,34 @@ def test_cdi_is_off_unless_asked_for_and_its_rule_runs_the_same_script(tmp_path)
     assert cdi_script().startswith("#!/bin/sh\n")
     _, found = defaults_problems(tmp_path, "  containers: {cdi: yes please}\n")
     assert len(found) == 1 and "containers.cdi" in found[0], found
+
+
+def test_the_rdma_netns_helper_is_installed_where_containers_run_in_exclusive_mode():
+    podman = node_config({"containers": {"runtime": "podman"}}).containers
+    assert rdma_netns_script(podman, "exclusive") == node_script("rdma_netns.sh")
+    assert rdma_netns_script(podman, "shared") is None and rdma_netns_script(podman, None) is None
+    assert rdma_netns_script(node_config({}).containers, "exclusive") is None
+
+
+def _rdma_netns(*args: str) -> subprocess.CompletedProcess:
+    """The helper as the node runs it, for what it refuses before touching anything."""
+    script = resources.files("rdmaprov.deploys").joinpath("rdma_netns.sh")
+    return subprocess.run(["sh", str(script), *args], capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ((), "usage: rdmaprov-rdma-netns NETNS NETDEV [--address CIDR] [--rdma DEVICE] [--name NAME]"),
+        (("job1",), "usage: "),
+        (("job1", "mv0", "--address"), "usage: "),
+        (("job1", "mv0", "--bogus", "x"), "usage: "),
+        (("job;1", "mv0"), "job;1: use letters, digits, '_', '.' or '-' only"),
+        (("job1", "mv0", "--rdma", "mlx5_0 x"), "mlx5_0 x: use letters, digits"),
+        (("job1", "mv0", "--name", "$(reboot)"), "$(reboot): use letters, digits"),
+    ],
+)
+def test_the_rdma_netns_helper_refuses_words_it_cannot_use_before_it_runs_anything(args, words):
+    done = _rdma_netns(*args)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("rdmaprov-rdma-netns: ") and words in done.stderr, done.stderr

@@ -19,6 +19,10 @@ its hook; for podman, its nvidia-cdi-refresh service (1.18 on) keeps a CDI spec 
 jobs name (`--device nvidia.com/gpu=all`): podman before 4.4 refuses CDI names in containers.conf,
 so the drop-in cannot give them.
 
+In netns_mode exclusive a container with a network namespace of its own sees no RDMA device
+until one is moved into it: rdmaprov-rdma-netns (rdma_netns.sh) does that, with the netdev it
+sends on, for a job's launcher to run before the job starts.
+
 With `cdi`, a CDI spec of the node's RDMA devices for runtimes that cannot give every container a
 device (Docker, Kubernetes' containerd and CRI-O): its device numbers are the kernel's and may
 change at a boot, so the node makes it itself (cdi_rdma.sh), run by udev on every RDMA device
@@ -46,6 +50,7 @@ DAEMON_JSON = "/etc/docker/daemon.json"
 # dockerd reads daemon.json at its start only; try-restart leaves a stopped dockerd stopped
 DOCKER_RESTART = "systemctl try-restart docker.service"
 CDI_SCRIPT = "/usr/local/sbin/rdmaprov-cdi-rdma"
+RDMA_NETNS = "/usr/local/sbin/rdmaprov-rdma-netns"
 CDI_SPEC = "/etc/cdi/rdmaprov-rdma.yaml"
 CDI_RULE = "/etc/udev/rules.d/70-rdmaprov-cdi.rules"
 # every kind of device the spec lists: rdma_cm too, whose module rdma-core loads after the verbs
@@ -61,9 +66,20 @@ CDI_UDEV_RULE = "# Managed by rdmaprov (containers.cdi): the CDI spec of the RDM
 UDEV_RELOAD = "if [ -S /run/udev/control ]; then udevadm control --reload; fi"
 
 
+def node_script(name: str) -> str:
+    """A script the node runs by itself (udev, a job's launcher), not commands of an apply."""
+    return resources.files("rdmaprov.deploys").joinpath(name).read_text()
+
+
 def cdi_script() -> str:
-    """The node's CDI spec writer: udev runs it, so it is a script of its own, not commands of an apply."""
-    return resources.files("rdmaprov.deploys").joinpath("cdi_rdma.sh").read_text()
+    """The node's CDI spec writer: udev runs it whenever an RDMA device comes or goes."""
+    return node_script("cdi_rdma.sh")
+
+
+def rdma_netns_script(config: ContainerConfig, netns_mode: str | None) -> str | None:
+    """rdmaprov-rdma-netns, where containers run and each namespace sees only the RDMA devices
+    moved into it (exclusive): what a container with a network of its own needs to use RDMA."""
+    return node_script("rdma_netns.sh") if config.enabled and netns_mode == "exclusive" else None
 
 
 def render_containers_conf(config: ContainerConfig, env: dict[str, str]) -> str:
@@ -141,6 +157,8 @@ def containers(ctx: NodeContext) -> None:
         after_change=DOCKER_RESTART,
     )
     unit_running(name="dockerd running", unit="docker.service", running=True if docker else None)
+    netns = rdma_netns_script(config, ctx.node.netns_mode)
+    managed_file(name="RDMA for a container's own network namespace", path=RDMA_NETNS, content=netns, mode="755")
     cdi = config.cdi
     script = cdi_script() if cdi else None
     managed_file(
