@@ -8,8 +8,8 @@
 # NETNS: a name under /run/netns, made if absent (podman: --network ns:/run/netns/NETNS), or a
 # running container's (`ip netns attach NETNS PID` first: docker run --network none). NETDEV:
 # what the namespace sends on, an SR-IOV VF or a macvlan, never the node's own link (refused
-# where it has addresses in the host's namespace). The RDMA device: --rdma, else the one on
-# NETDEV; a SoftRoCE one is made in the namespace (NAME, default rxe_NETNS), since the kernel
+# where it has addresses in the host's namespace). The RDMA device: --rdma (hardware), else the
+# one on NETDEV; a SoftRoCE one is made in the namespace (NAME, default rxe_NETNS), since the kernel
 # deletes an rxe device whose netdev changes namespace. Undo: `ip netns delete NETNS` (hardware
 # devices go back to the host's namespace; SoftRoCE's and a macvlan go away).
 #
@@ -53,6 +53,13 @@ if [ -n "$in_use" ]; then
     die "$netdev has addresses in the host's namespace (${in_use% }): moving it would cut them off;" \
         "give the namespace an SR-IOV VF, or a macvlan on it" \
         "(ip link add NAME link $netdev type macvlan mode bridge)"
+fi
+if [ -n "$rdma" ] && [ ! -e "/sys/class/infiniband/$rdma" ]; then
+    die "no RDMA device $rdma in the host's namespace (rdma dev lists those there)"
+fi
+if [ -n "$rdma" ] && [ ! -e "/sys/class/infiniband/$rdma/device" ]; then
+    die "$rdma is a software device (SoftRoCE), which cannot follow a netdev into a namespace: leave out" \
+        "--rdma, and one is made on $netdev inside it"
 fi
 # The RDMA device on NETDEV, as `rdma link` names it: "link mlx5_2/1 state ACTIVE ... netdev X".
 if [ -z "$rdma" ]; then
