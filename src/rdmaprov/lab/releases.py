@@ -17,7 +17,7 @@ class Release:
     version: str  # os-release's VERSION_ID
     # The suite the kernel comes from where it is not the release's own: Debian's backports carry
     # newer kernels, and sites run them for newer drivers (SoftRoCE moves between network
-    # namespaces only from Linux 6.x on: docs/training-jobs.md).
+    # namespaces on trixie-backports' 7.3, not on 6.1 or 6.12: docs/training-jobs.md).
     kernel_suite: str = ""
 
     @property
