@@ -218,8 +218,7 @@ def test_a_container_lab_refuses_a_release_that_only_changes_the_kernel(tmp_path
         up(Lab(tmp_path), LabSettings(release="bookworm,trixie-backports", kind="container"))
     assert str(caught.value) == (
         "rdmaprov: --release bookworm,trixie-backports: trixie-backports boots another kernel, and a container runs "
-        "on this "
-        "machine's own (fix: --kind vm, or the release's codename)"
+        "on this machine's own (fix: --kind vm, or the release's codename)"
     )
 
 

@@ -125,13 +125,7 @@ def _write_files(rootfs: Path, key: str) -> None:
 
 
 def _customize(rootfs: Path, image: Image, release: Release, key: str, work: Path, log) -> None:
-    debs = work / "debs"
-    mirror.download(image, release, ["sudo"], debs, log)
-    target = rootfs / "tmp/rdmaprov-box-debs"
-    shutil.copytree(debs, target)
-    names = sorted(p.name for p in target.glob("*.deb"))
-    run(["chroot", str(rootfs), "dpkg", "-i", *(f"/tmp/rdmaprov-box-debs/{n}" for n in names)], "installing sudo")
-    shutil.rmtree(target)
+    mirror.install_into(rootfs, image, release, ["sudo"], work / "debs", log)
     run(
         ["chroot", str(rootfs), "useradd", "--create-home", "--shell", "/bin/bash", "--user-group", "vagrant"],
         "useradd",

@@ -172,18 +172,9 @@ def _install_kernel(image: Image, release: Release, log) -> None:
     runs the backports kernel has it; dpkg in the root builds its initrd."""
     from rdmaprov.lab import mirror  # the mirror resolves packages against images: it imports this module
 
-    debs = image.root / "kernel-debs"
     log(f"lab: installing the {release.kernel_suite} kernel into the {release.codename} image")
-    mirror.download(image, release, [f"linux-image-amd64/{release.kernel_suite}"], debs, log)
-    target = image.rootfs / "tmp/rdmaprov-kernel-debs"
-    shutil.copytree(debs, target)
-    names = sorted(p.name for p in target.glob("*.deb"))
-    # the kernel pre-depends on the newer linux-base: dpkg configures it first only when asked alone
-    first = [name for name in names if name.startswith("linux-base_")]
-    for batch in (first, [name for name in names if name not in first]):
-        if batch:
-            run(["chroot", str(image.rootfs), "dpkg", "-i", *(f"/tmp/rdmaprov-kernel-debs/{n}" for n in batch)], "dpkg")
-    shutil.rmtree(target)
+    debs = image.root / "kernel-debs"
+    mirror.install_into(image.rootfs, image, release, [f"linux-image-amd64/{release.kernel_suite}"], debs, log)
     shutil.rmtree(debs)
 
 

@@ -107,6 +107,22 @@ def download(image: Image, release: Release, packages: list[str], dest: Path, lo
         raise UserError(f"fetching {release.name} packages produced no .deb files")
 
 
+def install_into(rootfs: Path, image: Image, release: Release, packages: list[str], debs: Path, log=print) -> None:
+    """Download `packages` into `debs` (resolved against `image`, whose root `rootfs` is or is a
+    copy of) and install them in `rootfs` with its own dpkg. A linux-base among them goes first,
+    alone: a kernel pre-depends on it, and dpkg configures a pre-dependency first only then."""
+    download(image, release, packages, debs, log)
+    target = rootfs / "tmp/rdmaprov-debs"
+    shutil.copytree(debs, target)
+    names = sorted(p.name for p in target.glob("*.deb"))
+    first = [name for name in names if name.startswith("linux-base_")]
+    for batch in (first, [name for name in names if name not in first]):
+        if batch:
+            installing = ["chroot", str(rootfs), "dpkg", "-i", *(f"/tmp/rdmaprov-debs/{n}" for n in batch)]
+            run(installing, f"installing {', '.join(packages)}")
+    shutil.rmtree(target)
+
+
 def fetch_packages(image: Image, release: Release, log=print) -> Path:
     """The lab mirror's packages for one release, downloaded once and cached."""
     packages = lab_packages(release.version)
