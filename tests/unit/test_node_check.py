@@ -159,8 +159,9 @@ def test_a_report_past_its_deadline_is_a_failure_of_its_own(tmp_path):
 
 def test_node_check_reads_the_node_with_verifys_command():
     from rdmaprov.facts.node import NodeFacts
+    from rdmaprov.facts.packed import packed
 
-    assert NodeFacts().command() == node_report_command()
+    assert NodeFacts().command() == packed(node_report_command())
 
 
 def test_the_zipapp_imports_only_rdmaprov_and_the_standard_library():

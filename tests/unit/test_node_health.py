@@ -51,10 +51,10 @@ def _program(path: Path, library_dir: Path) -> None:
 
 
 def _report_of_this_machine(programs: tuple[str, ...]):
-    """The whole node report command, run here for real, parsed as verify parses it."""
+    """The whole node report command, run here for real (packed for SSH), read as verify reads it."""
     command = NodeFacts().command(programs=programs)
     output = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
-    return parse_node_report(output)
+    return NodeFacts().process(output.splitlines())
 
 
 def test_the_nccl_tests_binary_is_judged_by_the_nccl_it_really_loads(tmp_path):

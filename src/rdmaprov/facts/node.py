@@ -8,6 +8,7 @@ from __future__ import annotations
 from pyinfra.api import FactBase
 
 from rdmaprov.facts.node_report import node_report_command
+from rdmaprov.facts.packed import packed, unpacked
 from rdmaprov.parsers.node import NodeReport, parse_node_report
 
 
@@ -15,7 +16,7 @@ class NodeFacts(FactBase[NodeReport]):
     """`programs`: files whose linkage the checks judge (the nccl-tests binary the gates run);
     `dcgm_level`: DCGM's diagnostic at that level too (0: not); `roce_qos`: RoCE's QoS chain too
     (`qos_firmware`: with the NICs' firmware settings); `frameworks`: which NCCL these Python
-    interpreters' PyTorch loads."""
+    interpreters' PyTorch loads. The report crosses SSH gzipped (facts/packed.py)."""
 
     def command(
         self,
@@ -25,10 +26,10 @@ class NodeFacts(FactBase[NodeReport]):
         frameworks: tuple[str, ...] = (),
         qos_firmware: bool = False,
     ) -> str:
-        return node_report_command(programs, dcgm_level, roce_qos, frameworks, qos_firmware)
+        return packed(node_report_command(programs, dcgm_level, roce_qos, frameworks, qos_firmware))
 
     def process(self, output: list[str]) -> NodeReport:
-        return parse_node_report("\n".join(output))
+        return parse_node_report(unpacked(output))
 
     @staticmethod
     def default() -> NodeReport:
