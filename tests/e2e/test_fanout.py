@@ -204,6 +204,14 @@ def test_an_archive_only_the_control_machine_holds_goes_to_two_fresh_nodes_and_o
         assert six.ssh(host, "/opt/greet/current/bin/greet").stdout.strip() == "greet 1.0"
 
 
+# node2's slow send. The farm's hosts share this machine's processes (no PID namespace of their
+# own), so `ps` on node2 lists every process here: a plain `sleep 60` also matched other tests'
+# commands (the lab's `ssh … pgrep -f '^sleep 60$'`), which sent Ctrl-C before this run had even
+# connected, and `pkill -f 'sleep 60'` could end processes that were not this test's.
+SLOW_SEND = "sleep 60.25"
+SLOW_SEND_ONLY = shlex.quote(f"^{SLOW_SEND.replace('.', '[.]')}$")
+
+
 @pytest.mark.parametrize("shards", ["1", "3"], ids=["one-process", "three-processes"])
 def test_ctrl_c_while_nodes_wait_for_or_pull_a_copy_reports_them_interrupted(six, tmp_path, shards, monkeypatch):
     """node2 sends its copy slowly (its cat sleeps first); node4 and node6 pull from it. Ctrl-C
@@ -220,7 +228,7 @@ def test_ctrl_c_while_nodes_wait_for_or_pull_a_copy_reports_them_interrupted(six
     assert _apply(six, tmp_path, "1.0")[0] in (0, 2)
     node2 = six.hosts[1]
     _forget(six, six.hosts[1:])
-    slow = '#!/bin/sh\ncase "$1" in *.tar.gz) sleep 60;; esac\nexec /run/cat.real "$@"\n'
+    slow = f'#!/bin/sh\ncase "$1" in *.tar.gz) {SLOW_SEND};; esac\nexec /run/cat.real "$@"\n'
     with cat_replaced(six, node2, slow):
         try:
             proc = subprocess.Popen(
@@ -233,14 +241,14 @@ def test_ctrl_c_while_nodes_wait_for_or_pull_a_copy_reports_them_interrupted(six
             )
             deadline, pulling = time.monotonic() + 120, False
             while time.monotonic() < deadline and not pulling:
-                pulling = "sleep 60" in six.ssh(node2, "ps -eo args").stdout  # node4 and node6 pull from it
+                pulling = six.ssh(node2, f"pgrep -f {SLOW_SEND_ONLY}").returncode == 0  # node4, node6 pull
                 time.sleep(0.5)
             proc.send_signal(signal.SIGINT)
             time.sleep(1)
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=60)
         finally:
-            six.ssh(node2, "pkill -f 'sleep 60' || true")
+            six.ssh(node2, f"pkill -f {SLOW_SEND_ONLY} || true")
     # interrupted before any node pulled, the run proves nothing of a pull: say so, not a status
     assert pulling, f"no node pulled from node2 within 120 s; the run said: {err[-2000:]}"
     assert out, err
