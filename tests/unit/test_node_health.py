@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from rdmaprov.facts.node import NodeFacts
+from rdmaprov.facts.packed import MARK
 from rdmaprov.health.checks import report_programs, verify_node
 from rdmaprov.health.fleet import fleet_findings
 from rdmaprov.health.verify import HostVerification
@@ -54,6 +55,7 @@ def _report_of_this_machine(programs: tuple[str, ...]):
     """The whole node report command, run here for real (packed for SSH), read as verify reads it."""
     command = NodeFacts().command(programs=programs)
     output = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    assert output.startswith(MARK + "\n"), output[:200]  # this machine has gzip and base64
     return NodeFacts().process(output.splitlines())
 
 

@@ -1,5 +1,6 @@
 """The node report crosses SSH gzipped: run here by sh with the real gzip and base64, unpacked as
-the fact unpacks it, it is the text the node printed; without those tools it is sent plain."""
+the fact unpacks it, it is the text the node printed; without those tools it is sent plain. The
+whole report command runs packed in test_node_health (_report_of_this_machine)."""
 
 from __future__ import annotations
 
@@ -35,14 +36,6 @@ def test_a_node_without_gzip_sends_the_report_plain(tmp_path):
     (tmp_path / "cat").symlink_to(shutil.which("cat"))
     lines = _lines(packed(f"cat {REPORT}"), str(tmp_path))
     assert lines == REPORT.read_text().splitlines() and unpacked(lines) == REPORT.read_text().rstrip("\n")
-
-
-def test_the_whole_node_report_command_runs_packed_here():
-    """The report's own shell (functions, pipes, `true` at the end) inside the packing function."""
-    lines = _lines(NodeFacts().command())
-    assert lines[0] == MARK
-    report = NodeFacts().process(lines)
-    assert report.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
 def test_a_stream_cut_short_gives_what_arrived_and_a_damaged_one_says_so():
