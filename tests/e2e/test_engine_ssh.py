@@ -101,6 +101,31 @@ def test_check_reports_manual_edit_as_drift_with_diff(ssh_farm, tmp_path):
     assert run("check", inv).returncode == 0
 
 
+def test_enroot_containers_get_the_nodes_nccl_conf_and_the_mount_goes_when_turned_off(ssh_farm, tmp_path):
+    """containers.enroot with no runtime of rdmaprov's: enroot's mount file on every node (a real
+    enroot reading it ran by hand, docs/training-jobs.md), nothing to change the second time,
+    and gone again once the inventory turns it off."""
+    from rdmaprov.deploys.containers import ENROOT_FSTAB, ENROOT_MOUNTS
+
+    tags = ("--tags", "nccl_env,containers", "--skip-verify")
+
+    def applied(enroot: bool) -> tuple[int, dict]:
+        settings = NCCL_DEFAULTS.format(debug="WARN") + f"  containers: {{enroot: {str(enroot).lower()}}}\n"
+        return rdmaprov_json("apply", str(ssh_farm.inventory(tmp_path / "enroot.yaml", settings)), *tags)
+
+    code, first = applied(True)
+    assert code in (0, 2) and {h["status"] for h in first["hosts"]} <= {"changed", "unchanged"}, first["hosts"]
+    for host in ssh_farm.hosts:
+        assert ssh_farm.ssh(host, f"cat {ENROOT_MOUNTS}").stdout == ENROOT_FSTAB
+    code, again = applied(True)
+    assert code == 0 and {h["status"] for h in again["hosts"]} == {"unchanged"}, again["hosts"]
+    code, off = applied(False)
+    assert code == 2 and all(
+        "containers | NCCL settings in enroot containers" in _ops(h, "changed") for h in off["hosts"]
+    )
+    assert all(ssh_farm.ssh(host, f"test -e {ENROOT_MOUNTS}").returncode == 1 for host in ssh_farm.hosts)
+
+
 def test_unreachable_host_is_reported_and_others_converge(ssh_farm, tmp_path):
     down = ssh_farm.hosts[2]
     inv = _inventory(ssh_farm, tmp_path, debug="VERSION")

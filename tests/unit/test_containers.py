@@ -16,6 +16,7 @@ from rdmaprov.deploys import STACK
 from rdmaprov.deploys.containers import (
     CDI_SCRIPT,
     CDI_UDEV_RULE,
+    ENROOT_FSTAB,
     cdi_script,
     docker_daemon_keys,
     node_script,
@@ -23,6 +24,7 @@ from rdmaprov.deploys.containers import (
     render_containers_conf,
     render_docker_run,
 )
+from rdmaprov.deploys.nccl_env import NCCL_CONF
 from rdmaprov.inventory.containers import ContainerConfig
 from rdmaprov.operations.files import merged_json
 from rdmaprov.packages import lab_packages
@@ -357,3 +359,15 @@ def test_the_rdma_netns_helper_refuses_words_it_cannot_use_before_it_runs_anythi
     done = _rdma_netns(*args)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("rdmaprov-rdma-netns: ") and words in done.stderr, done.stderr
+
+
+def test_enroot_containers_get_the_nodes_nccl_conf_read_only_and_start_without_one(tmp_path):
+    assert not node_config({}).containers.enroot
+    assert node_config({"containers": {"enroot": True}}).containers.enroot  # with any runtime, or none
+    comment, line = ENROOT_FSTAB.splitlines()
+    source, target, kind, options, _, passno = line.split()
+    assert comment.startswith("# Managed by rdmaprov") and (source, target, kind) == (NCCL_CONF, NCCL_CONF, "none")
+    # read-only, made in an image that has none, and no failure on a node that has none yet
+    assert {"bind", "ro", "x-create=file", "nofail"} <= set(options.split(",")) and passno == "-1"
+    _, found = defaults_problems(tmp_path, "  containers: {enroot: sure}\n")
+    assert len(found) == 1 and "containers.enroot" in found[0], found

@@ -27,6 +27,13 @@ With `cdi`, a CDI spec of the node's RDMA devices for runtimes that cannot give 
 device (Docker, Kubernetes' containerd and CRI-O): its device numbers are the kernel's and may
 change at a boot, so the node makes it itself (cdi_rdma.sh), run by udev on every RDMA device
 that comes or goes and by each apply.
+
+enroot (and pyxis, which starts a Slurm job's tasks in enroot containers) keeps the host's /dev
+and network, and a container has the job's locked-memory limit, so what it lacks is NCCL's
+settings: the image's /etc is its own. With `enroot`, a mount file in enroot's mounts.d gives
+every container the node's /etc/nccl.conf, which NCCL reads as its defaults, so a job's own
+NCCL_* variables still win, as on the host. Variables in environ.d would instead override the
+job's: pyxis lets what the container sets win over the job's exported environment.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from importlib import resources
 
 from pyinfra.api import deploy
 
+from rdmaprov.deploys.nccl_env import NCCL_CONF
 from rdmaprov.engine.context import NodeContext
 from rdmaprov.inventory.containers import RDMA_DEVICES, ContainerConfig
 from rdmaprov.operations.cdi import cdi_spec
@@ -53,6 +61,15 @@ CDI_SCRIPT = "/usr/local/sbin/rdmaprov-cdi-rdma"
 RDMA_NETNS = "/usr/local/sbin/rdmaprov-rdma-netns"
 CDI_SPEC = "/etc/cdi/rdmaprov-rdma.yaml"
 CDI_RULE = "/etc/udev/rules.d/70-rdmaprov-cdi.rules"
+ENROOT_MOUNTS = "/etc/enroot/mounts.d/50-rdmaprov.fstab"
+# enroot's fstab: the target is in the container, created as an empty file to mount on where
+# the image has none; nofail,silent: a node without /etc/nccl.conf yet still starts containers
+# (the options of enroot's own /etc/machine-id line); pass -1: mounted before the hooks run,
+# as enroot's own /etc/hosts and /etc/resolv.conf are.
+ENROOT_FSTAB = (
+    "# Managed by rdmaprov (containers.enroot): the node's NCCL settings in every enroot container.\n"
+    f"{NCCL_CONF} {NCCL_CONF} none x-create=file,bind,ro,nosuid,nodev,noexec,private,nofail,silent 0 -1\n"
+)
 # every kind of device the spec lists: rdma_cm too, whose module rdma-core loads after the verbs
 CDI_DEVICE_EVENTS = (
     'SUBSYSTEM=="infiniband_verbs"',
@@ -166,3 +183,5 @@ def containers(ctx: NodeContext) -> None:
     )
     managed_file(name="CDI udev rule", path=CDI_RULE, content=CDI_UDEV_RULE if cdi else None, after_change=UDEV_RELOAD)
     cdi_spec(name=f"CDI spec {CDI_SPEC}", script=CDI_SCRIPT, spec=CDI_SPEC, wanted=cdi)
+    fstab = ENROOT_FSTAB if config.enroot else None
+    managed_file(name="NCCL settings in enroot containers", path=ENROOT_MOUNTS, content=fstab)

@@ -8,6 +8,8 @@ from rdmaprov.engine.context import NodeContext
 from rdmaprov.operations.files import managed_file
 from rdmaprov.quoting import config_value, sh_export
 
+NCCL_CONF = "/etc/nccl.conf"  # NCCL's own system-wide defaults file
+
 
 def render_nccl_conf(env: dict[str, str]) -> str:
     """NCCL reads KEY=VALUE lines with no quoting: a value is written verbatim, on one line."""
@@ -27,5 +29,5 @@ def nccl_env(ctx: NodeContext) -> None:
     env, warnings = ctx.node.nccl_environment()
     for warning in warnings:
         ctx.warn(warning)
-    managed_file(name="Write /etc/nccl.conf", path="/etc/nccl.conf", content=render_nccl_conf(env))
+    managed_file(name=f"Write {NCCL_CONF}", path=NCCL_CONF, content=render_nccl_conf(env))
     managed_file(name="Write /etc/profile.d/nccl.sh", path="/etc/profile.d/nccl.sh", content=render_profile(env))

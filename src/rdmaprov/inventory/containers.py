@@ -28,18 +28,26 @@ class ContainerConfig:
     own configuration where it did), podman or docker; `ipc`: host (the node's IPC namespace and /dev/shm)
     or private (each container its own /dev/shm, `shm_size` or 8g); `cdi`: a CDI spec of the
     node's RDMA devices, for runtimes that take devices by CDI name (Docker, containerd, CRI-O,
-    podman too), whichever runtime rdmaprov installs."""
+    podman too), whichever runtime rdmaprov installs; `enroot`: enroot's configuration for every
+    container it starts (pyxis's jobs too), where the site installs enroot itself."""
 
     runtime: str = "none"
     ipc: str = "host"
     shm_size: str | None = None  # written only for ipc: private (semantics refuses it with host)
     cdi: bool = False
+    enroot: bool = False
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, object]) -> ContainerConfig:
         """The containers section after fill_defaults."""
         section = Section.of(settings, ("containers",))
-        return cls(section.text("runtime"), section.text("ipc"), section.optional_text("shm_size"), section.flag("cdi"))
+        return cls(
+            section.text("runtime"),
+            section.text("ipc"),
+            section.optional_text("shm_size"),
+            section.flag("cdi"),
+            section.flag("enroot"),
+        )
 
     @property
     def enabled(self) -> bool:
