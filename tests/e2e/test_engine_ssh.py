@@ -103,8 +103,8 @@ def test_check_reports_manual_edit_as_drift_with_diff(ssh_farm, tmp_path):
 
 def test_enroot_containers_get_the_nodes_nccl_conf_and_the_mount_goes_when_turned_off(ssh_farm, tmp_path):
     """containers.enroot with no runtime of rdmaprov's: enroot's mount file on every node (a real
-    enroot reading it ran by hand, docs/training-jobs.md), nothing to change the second time,
-    and gone again once the inventory turns it off."""
+    enroot reading it ran by hand, docs/training-jobs.md), verify's finding that enroot itself is
+    missing, nothing to change the second time, and the file gone once the inventory turns it off."""
     from rdmaprov.deploys.containers import ENROOT_FSTAB, ENROOT_MOUNTS
 
     tags = ("--tags", "nccl_env,containers", "--skip-verify")
@@ -117,6 +117,11 @@ def test_enroot_containers_get_the_nodes_nccl_conf_and_the_mount_goes_when_turne
     assert code in (0, 2) and {h["status"] for h in first["hosts"]} <= {"changed", "unchanged"}, first["hosts"]
     for host in ssh_farm.hosts:
         assert ssh_farm.ssh(host, f"cat {ENROOT_MOUNTS}").stdout == ENROOT_FSTAB
+    # these hosts have no enroot: verify's report reads so over SSH and says what to install
+    _, verified = rdmaprov_json("verify", str(tmp_path / "enroot.yaml"))
+    for host in verified["verify"]:
+        [enroot] = [f for f in host["findings"] if f["id"] == "containers.enroot"]
+        assert (enroot["ok"], enroot["found"]) == (False, "not installed") and "enroot+caps" in enroot["hint"], enroot
     code, again = applied(True)
     assert code == 0 and {h["status"] for h in again["hosts"]} == {"unchanged"}, again["hosts"]
     code, off = applied(False)

@@ -334,6 +334,7 @@ def test_the_report_runs_dcgms_diagnostic_only_when_asked_and_bounded():
         "roce_qos": False,
         "frameworks": (),
         "qos_firmware": False,
+        "enroot": False,
     }
     assert report_arguments(lab_host(), 1) == {
         "programs": (),
@@ -341,6 +342,7 @@ def test_the_report_runs_dcgms_diagnostic_only_when_asked_and_bounded():
         "roce_qos": False,
         "frameworks": (),
         "qos_firmware": False,
+        "enroot": False,
     }
 
 

@@ -44,7 +44,7 @@ from pyinfra.api import deploy
 
 from rdmaprov.deploys.nccl_env import NCCL_CONF
 from rdmaprov.engine.context import NodeContext
-from rdmaprov.inventory.containers import RDMA_DEVICES, ContainerConfig
+from rdmaprov.inventory.containers import ENROOT_SYSCONF, RDMA_DEVICES, ContainerConfig
 from rdmaprov.operations.cdi import cdi_spec
 from rdmaprov.operations.files import JsonKeys, managed_file, managed_json_keys
 from rdmaprov.operations.packages import packages
@@ -61,7 +61,7 @@ CDI_SCRIPT = "/usr/local/sbin/rdmaprov-cdi-rdma"
 RDMA_NETNS = "/usr/local/sbin/rdmaprov-rdma-netns"
 CDI_SPEC = "/etc/cdi/rdmaprov-rdma.yaml"
 CDI_RULE = "/etc/udev/rules.d/70-rdmaprov-cdi.rules"
-ENROOT_MOUNTS = "/etc/enroot/mounts.d/50-rdmaprov.fstab"
+ENROOT_MOUNTS = f"{ENROOT_SYSCONF}/mounts.d/50-rdmaprov.fstab"
 # enroot's fstab: the target is in the container, created as an empty file to mount on where
 # the image has none; nofail,silent: a node without /etc/nccl.conf yet still starts containers
 # (the options of enroot's own /etc/machine-id line); pass -1: mounted before the hooks run,

@@ -16,7 +16,8 @@ class NodeFacts(FactBase[NodeReport]):
     """`programs`: files whose linkage the checks judge (the nccl-tests binary the gates run);
     `dcgm_level`: DCGM's diagnostic at that level too (0: not); `roce_qos`: RoCE's QoS chain too
     (`qos_firmware`: with the NICs' firmware settings); `frameworks`: which NCCL these Python
-    interpreters' PyTorch loads. The report crosses SSH gzipped (facts/packed.py)."""
+    interpreters' PyTorch loads; `enroot`: what enroot gives its containers. The report crosses SSH
+    gzipped (facts/packed.py)."""
 
     def command(
         self,
@@ -25,8 +26,9 @@ class NodeFacts(FactBase[NodeReport]):
         roce_qos: bool = False,
         frameworks: tuple[str, ...] = (),
         qos_firmware: bool = False,
+        enroot: bool = False,
     ) -> str:
-        return packed(node_report_command(programs, dcgm_level, roce_qos, frameworks, qos_firmware))
+        return packed(node_report_command(programs, dcgm_level, roce_qos, frameworks, qos_firmware, enroot))
 
     def process(self, output: list[str]) -> NodeReport:
         return parse_node_report(unpacked(output))

@@ -225,18 +225,33 @@ def dcgm_diag(level: int) -> str:
     )
 
 
+# The `enroot` section (parsers/enroot.py): its version and the enroot.conf it reads, both from
+# its script (running enroot would make its directories in root's home), then the lines of its
+# config files that set what would keep RDMA out of its containers.
+ENROOT = (
+    "if e=$(command -v enroot); then sed -n -e 's/^export ENROOT_VERSION=\"\\(.*\\)\"$/version \\1/p' "
+    '-e \'s/^config::init "\\(.*\\)"$/conf \\1/p\' "$e"; '
+    'c=$(sed -n \'s/^config::init "\\(.*\\)"$/\\1/p\' "$e"); '
+    'if [ -n "$c" ]; then for f in "$c" "$c".d/*.conf; do [ -f "$f" ] && echo "file $f" && '
+    "grep -E '^[[:space:]]*(ENROOT_RESTRICT_DEV|ENROOT_UNSHARE_IPC|ENROOT_UNSHARE_NET)([[:space:]=]|$)' \"$f\"; "
+    "done; fi; else echo missing; fi"
+)
+
+
 def node_report_command(
     programs: tuple[str, ...] = (),
     dcgm_level: int = 0,
     roce_qos: bool = False,
     frameworks: tuple[str, ...] = (),
     qos_firmware: bool = False,
+    enroot: bool = False,
 ) -> str:
     """The shell command whose output parse_node_report reads (sections marked by SECTION);
     `programs`: files whose linkage the checks judge (the nccl-tests binary the gates run);
     `dcgm_level`: run DCGM's diagnostic at that level too (0: not; it takes seconds to hours);
     `roce_qos`: read RoCE's QoS chain (where the inventory declares one), `qos_firmware`: with
-    the NICs' firmware settings; `frameworks`: the Python interpreters whose PyTorch's NCCL is read."""
+    the NICs' firmware settings; `frameworks`: the Python interpreters whose PyTorch's NCCL is read;
+    `enroot`: what enroot gives its containers (where containers.enroot is on)."""
     sections = {
         "ports": _PORTS,
         "ibv_devinfo": "ibv_devinfo -v 2>/dev/null",
@@ -272,4 +287,6 @@ def node_report_command(
         sections["dcgm_diag"] = dcgm_diag(dcgm_level)
     if frameworks:
         sections["frameworks"] = frameworks_command(frameworks)
+    if enroot:
+        sections["enroot"] = ENROOT
     return "; ".join(f"echo '{SECTION}{name}'; {{ {cmd}\n}}" for name, cmd in sections.items()) + "; true"

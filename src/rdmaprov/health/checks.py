@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypedDict
 
+from rdmaprov.health.container_checks import check_enroot
 from rdmaprov.health.dcgm_checks import check_dcgm
 from rdmaprov.health.findings import Checker, Finding
 from rdmaprov.health.framework_checks import check_frameworks
@@ -175,12 +176,14 @@ class ReportArguments(TypedDict):
     roce_qos: bool
     frameworks: tuple[str, ...]
     qos_firmware: bool
+    enroot: bool
 
 
 def report_arguments(spec: HostSpec, dcgm_level: int = 0) -> ReportArguments:
     """The node report's arguments for this host: the programs whose linkage is judged, DCGM's
     diagnostic level on GPU nodes that have DCGM (0 elsewhere, and when not asked), and whether
-    RoCE's QoS chain is read (where roce_qos applies), and the framework interpreters declared."""
+    RoCE's QoS chain is read (where roce_qos applies), the framework interpreters declared, and
+    whether enroot's settings are read (containers.enroot)."""
     gpu = spec.node.gpu
     return {
         "programs": report_programs(spec),
@@ -188,6 +191,7 @@ def report_arguments(spec: HostSpec, dcgm_level: int = 0) -> ReportArguments:
         "roce_qos": spec.node.qos is not None,
         "frameworks": spec.node.nccl.frameworks,
         "qos_firmware": spec.node.qos is not None and spec.node.qos.reads_firmware(spec.node.fabric),
+        "enroot": spec.node.containers.enroot,
     }
 
 
@@ -264,6 +268,8 @@ def verify_node(spec: HostSpec, report: NodeReport) -> list[Finding]:
         check_dcgm(c, report)
     check_net_plugin(c, node, report)
     check_frameworks(c, node, report)
+    if node.containers.enroot:
+        check_enroot(c, report.enroot)
     _check_memlock(c, node, report)
     return c.findings
 

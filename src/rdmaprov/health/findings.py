@@ -75,6 +75,7 @@ CHECKS = {
         Check("roce.dcqcn", "ECN marks answered", health=True),
         Check("roce.pause", "no pause outside the RoCE priority", health=True),
         Check("roce.pause_time", "time paused on the RoCE priority", health=True),
+        Check("containers.enroot", "enroot gives containers RDMA"),
         Check("limits.memlock_login", "login limit", "limits"),
         Check("limits.memlock_services", "service limit", "limits"),
         Check("exporter.answers", "exporter answers", "exporter"),

@@ -20,6 +20,9 @@ from rdmaprov.inventory.settings import Section
 RDMA_DEVICES = "/dev/infiniband"
 # The field guides' --shm-size for a training container with an IPC namespace of its own.
 DEFAULT_SHM = "8g"
+# Where enroot reads its configuration as NVIDIA's packages install it (its build's sysconfdir):
+# rdmaprov writes there, and verify says when the node's enroot reads another.
+ENROOT_SYSCONF = "/etc/enroot"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from rdmaprov.parsers.counters import parse_port_counters
 from rdmaprov.parsers.dcgm import DiagResult, parse_diag
+from rdmaprov.parsers.enroot import EnrootState, parse_enroot
 from rdmaprov.parsers.fabric import FabricManagerState, parse_fabric_manager, parse_nvswitches
 from rdmaprov.parsers.framework import FrameworkNccl, parse_frameworks
 from rdmaprov.parsers.ibv_devinfo import Device, parse_ibv_devinfo
@@ -102,6 +103,7 @@ class NodeReport:
     dcgm: DiagResult | None = None  # DCGM's diagnostic; None where it was not asked for
     roce_qos: QosState = field(default_factory=QosState)  # RoCE's QoS chain as the node has it
     frameworks: dict[str, FrameworkNccl] = field(default_factory=dict)  # by interpreter path
+    enroot: EnrootState | None = None  # what enroot gives its containers; None where not read
 
     def port(self, device: str, number: int) -> SysfsPort | None:
         return next((p for p in self.ports if p.device == device and p.port == number), None)
@@ -234,6 +236,7 @@ def parse_node_report(text: str) -> NodeReport:
         dcgm=_dcgm(s["dcgm_diag"]) if "dcgm_diag" in s else None,
         roce_qos=qos,
         frameworks=parse_frameworks(s.get("frameworks", [])),
+        enroot=parse_enroot(s.get("enroot", [])),
     )
 
 
