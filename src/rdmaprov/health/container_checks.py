@@ -61,6 +61,7 @@ def check_enroot(c: Checker, state: EnrootState | None) -> None:
         or f"{named}, /dev and the network shared",
         "turn "
         + ", ".join(f"{key} off in {s.file} (each container gets {_TAKES[key]})" for key, s in taking.items())
-        + ": RDMA jobs in enroot containers need the node's devices and network",
+        + ": RDMA jobs in enroot containers need the node's devices and network (on ConnectX nodes, enroot's "
+        "99-mellanox hook with MELLANOX_VISIBLE_DEVICES can put the devices back; not judged here)",
         apply_fixes=False,
     )
