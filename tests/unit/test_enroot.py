@@ -104,3 +104,14 @@ def test_the_section_reads_the_script_and_config_files_without_running_enroot(tm
         "ENROOT_UNSHARE_NET=yes",
     ]
     assert set(parse_enroot(lines).taking) == {"ENROOT_UNSHARE_IPC", "ENROOT_UNSHARE_NET"}
+
+
+def test_node_check_carries_enroot_to_the_node_and_reads_its_section():
+    from rdmaprov.nodecheck import expectations
+    from rdmaprov.nodecheck.run import report_command
+
+    spec = lab_host(containers={"enroot": True})
+    kept = expectations.parse(expectations.render("lab", spec, None))
+    assert kept.host.node.containers.enroot and ENROOT in report_command(kept.host)
+    plain = expectations.parse(expectations.render("lab", lab_host(), None))
+    assert not plain.host.node.containers.enroot and ENROOT not in report_command(plain.host)

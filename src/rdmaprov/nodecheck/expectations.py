@@ -61,6 +61,8 @@ def node_settings(node: NodeConfig) -> dict[str, object]:
         settings["fabric"] = node.fabric
     if node.netns_mode is not None:
         settings["netns_mode"] = node.netns_mode
+    if node.containers.enroot:
+        settings["containers"] = {"enroot": True}  # its finding (health/container_checks.py)
     if node.gpu is not None:
         gpu["count"] = node.gpu.count
         if node.gpu.driver_version:
