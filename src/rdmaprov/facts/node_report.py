@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 
 from rdmaprov.parsers.counters import COUNTER_FILES
+from rdmaprov.parsers.enroot import SETTINGS as ENROOT_SETTINGS
 from rdmaprov.parsers.framework import MARK
 from rdmaprov.parsers.ldd import HEADER
 from rdmaprov.parsers.node import DCGM_NOTE, SECTION
@@ -229,11 +230,10 @@ def dcgm_diag(level: int) -> str:
 # its script (running enroot would make its directories in root's home), then the lines of its
 # config files that set what would keep RDMA out of its containers.
 ENROOT = (
-    "if e=$(command -v enroot); then sed -n -e 's/^export ENROOT_VERSION=\"\\(.*\\)\"$/version \\1/p' "
-    '-e \'s/^config::init "\\(.*\\)"$/conf \\1/p\' "$e"; '
-    'c=$(sed -n \'s/^config::init "\\(.*\\)"$/\\1/p\' "$e"); '
+    'if e=$(command -v enroot); then c=$(sed -n \'s/^config::init "\\(.*\\)"$/\\1/p\' "$e"); '
+    '[ -n "$c" ] && echo "conf $c"; sed -n \'s/^export ENROOT_VERSION="\\(.*\\)"$/version \\1/p\' "$e"; '
     'if [ -n "$c" ]; then for f in "$c" "$c".d/*.conf; do [ -f "$f" ] && echo "file $f" && '
-    "grep -E '^[[:space:]]*(ENROOT_RESTRICT_DEV|ENROOT_UNSHARE_IPC|ENROOT_UNSHARE_NET)([[:space:]=]|$)' \"$f\"; "
+    f"grep -E '^[[:space:]]*({'|'.join(ENROOT_SETTINGS)})([[:space:]=]|$)' \"$f\"; "
     "done; fi; else echo missing; fi"
 )
 
